@@ -1,0 +1,31 @@
+#pragma once
+// The torchelastic error file (TORCHELASTIC_ERROR_FILE): a worker writes one
+// when it dies of an uncaught error, the launcher reads it for its failure
+// report. Format, as Python's @record writes it:
+//   {"message": {"message": "<Type>: <msg>",
+//                "extraInfo": {"py_callstack": "<trace>", "timestamp": "<unix s>"}}}
+// Newer writers may put a plain string under "message"; both are read.
+// Writing is atomic (temp file + rename) so a reader never sees half a file.
+
+#include <optional>
+#include <string>
+
+namespace ddp {
+
+struct ErrorRecord {
+  std::string message;    // "<Type>: <msg>"
+  std::string callstack;  // backtrace or context; may be empty
+  long long timestamp = 0;  // unix seconds; 0 when absent
+  std::optional<int> error_code;  // "errorCode" when present
+};
+
+// Writes `rec` to `path` atomically. Throws std::runtime_error naming the
+// path on I/O failure.
+void write_error_file(const std::string& path, const ErrorRecord& rec);
+
+// Reads an error file. Returns nullopt when the file does not exist; returns a
+// record whose message says what is wrong when the file is unreadable or not
+// valid JSON, so a report always shows something honest.
+std::optional<ErrorRecord> read_error_file(const std::string& path);
+
+}  // namespace ddp

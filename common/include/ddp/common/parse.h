@@ -1,0 +1,28 @@
+#pragma once
+// Strict parsing of the numbers and flags that arrive as strings from the
+// command line or the environment. Owns nothing; throws std::invalid_argument
+// with a message that names the value and the field ("--nnodes: '0x' is not
+// an integer"), so callers can print it as the single line of a usage error.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace ddp {
+
+// Whole-string base-10 integer in [lo, hi]; `what` names the option or
+// variable in the message.
+long long parse_int(const std::string& text, const std::string& what,
+                    long long lo, long long hi);
+
+// Non-negative seconds, fractions allowed ("0.5").
+double parse_seconds(const std::string& text, const std::string& what);
+
+// Truthy/falsy spellings used by PET_* flags and Python: 1/0, true/false,
+// yes/no, on/off (case-insensitive).
+bool parse_bool(const std::string& text, const std::string& what);
+
+// getenv that returns nullopt for unset (empty counts as set).
+std::optional<std::string> get_env(const char* name);
+
+}  // namespace ddp
