@@ -1,0 +1,139 @@
+#pragma once
+// DistributedDataParallel: data-parallel training of any torch::nn::Module,
+// the C++ counterpart of torch.nn.parallel.DistributedDataParallel.
+// It owns the gradient buckets and the hooks it registers on the parameters'
+// gradient accumulators; the module stays the caller's. At construction it
+// checks that parameter shapes agree across ranks and broadcasts parameters
+// and buffers from rank 0. During backward each gradient is copied (divided
+// by the world size) into its bucket as soon as autograd has accumulated it;
+// a full bucket starts its async allreduce while backward continues. At the end of
+// backward (an autograd engine callback) all work is waited and the averaged
+// gradients are written back into .grad, so `loss.backward(); opt.step();`
+// needs nothing in between. It never touches the optimizer and never reads
+// the environment.
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ddp/worker/process_group.h"
+
+namespace torch::nn {
+class Module;
+}
+
+namespace ddp::worker {
+
+struct DDPOptions {
+  // Broadcast buffers (e.g. BatchNorm running stats) from rank 0 in
+  // prepare_forward()/forward().
+  bool broadcast_buffers = true;
+  size_t bucket_cap_mb = 25;
+  // The first bucket (the last layers, whose gradients are ready first) is
+  // small so that communication starts early.
+  size_t first_bucket_mb = 1;
+  // Parameters that get no gradient in a backward are reduced as zeros (and
+  // left without .grad when no rank used them). Without it such parameters
+  // make backward throw a message naming them.
+  bool find_unused_parameters = false;
+  // Record DDPEvents (hook firing, bucket launch, end of backward); tests and
+  // benchmarks use them to observe overlap.
+  bool record_events = false;
+};
+
+struct DDPEvent {
+  enum class Kind { GradReady, BucketLaunched, BackwardFinished };
+  Kind kind;
+  size_t index;  // parameter index (GradReady) or bucket index (BucketLaunched)
+  std::chrono::steady_clock::time_point time;
+};
+
+// Size of the buckets as built (for tests, logs and the benchmark).
+struct BucketInfo {
+  std::vector<size_t> parameter_indices;  // into DistributedDataParallel::parameters()
+  size_t numel = 0;
+  size_t bytes = 0;
+};
+
+class DistributedDataParallel {
+ public:
+  DistributedDataParallel(std::shared_ptr<torch::nn::Module> module,
+                          std::shared_ptr<ProcessGroup> pg, DDPOptions options = {});
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  // The wrapped module (Python's ddp_model.module).
+  const std::shared_ptr<torch::nn::Module>& module() const { return module_; }
+  template <class M>
+  std::shared_ptr<M> module_as() const {
+    return std::dynamic_pointer_cast<M>(module_);
+  }
+  // The module's parameters (what to give the optimizer).
+  std::vector<at::Tensor> parameters() const;
+
+  // Call before each forward: broadcasts buffers from rank 0 when
+  // options.broadcast_buffers, and checks the previous backward finished.
+  void prepare_forward();
+  // prepare_forward() then module_as<M>()->forward(args...).
+  template <class M, class... Args>
+  auto forward(Args&&... args) {
+    prepare_forward();
+    return module_as<M>()->forward(std::forward<Args>(args)...);
+  }
+
+  // While the guard lives, backward passes only accumulate .grad locally; the
+  // next backward outside a guard reduces the accumulated sum. The decision
+  // is taken when backward runs (the hooks fire), not at forward.
+  class NoSyncGuard {
+   public:
+    explicit NoSyncGuard(DistributedDataParallel& ddp);
+    ~NoSyncGuard();
+    NoSyncGuard(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+
+   private:
+    DistributedDataParallel& ddp_;
+    bool previous_;
+  };
+  [[nodiscard]] NoSyncGuard no_sync() { return NoSyncGuard(*this); }
+  bool require_sync() const;
+
+  const std::vector<BucketInfo>& buckets() const;
+  // Events recorded since the last clear (options.record_events).
+  std::vector<DDPEvent> events() const;
+  void clear_events();
+  ProcessGroup& process_group() const { return *pg_; }
+
+  struct State;  // shared with the autograd hooks
+
+ private:
+  std::shared_ptr<torch::nn::Module> module_;
+  std::shared_ptr<ProcessGroup> pg_;
+  std::shared_ptr<State> state_;
+};
+
+// Typed convenience: DDP<Net> ddp(net, pg); ddp.forward(x); ddp.module()->fc1.
+template <class M>
+class DDP : public DistributedDataParallel {
+ public:
+  DDP(std::shared_ptr<M> module, std::shared_ptr<ProcessGroup> pg, DDPOptions options = {})
+      : DistributedDataParallel(module, std::move(pg), options), typed_(std::move(module)) {}
+  const std::shared_ptr<M>& module() const { return typed_; }
+  template <class... Args>
+  auto forward(Args&&... args) {
+    prepare_forward();
+    return typed_->forward(std::forward<Args>(args)...);
+  }
+
+ private:
+  std::shared_ptr<M> typed_;
+};
+
+}  // namespace ddp::worker

@@ -1,0 +1,31 @@
+#pragma once
+// DistEnv: the torchrun worker environment (what ddp-launch or torchrun sets
+// for every rank), read once at start-up. Called by init_process_group and by
+// programs that only want to know their rank. Never talks to the network and
+// never reads anything but the environment and the legacy --local_rank
+// argument.
+
+#include <string>
+
+namespace ddp::worker {
+
+struct DistEnv {
+  int rank = 0;              // RANK
+  int world_size = 1;        // WORLD_SIZE
+  int local_rank = 0;        // LOCAL_RANK, or --local_rank=N / --local-rank=N
+  int local_world_size = 1;  // LOCAL_WORLD_SIZE (defaults to WORLD_SIZE when unset)
+  std::string master_addr;   // MASTER_ADDR
+  int master_port = 0;       // MASTER_PORT
+  bool use_agent_store = false;  // TORCHELASTIC_USE_AGENT_STORE=True
+  int restart_count = 0;     // TORCHELASTIC_RESTART_COUNT (0 when unset)
+
+  // Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
+  // MASTER_PORT, TORCHELASTIC_USE_AGENT_STORE, TORCHELASTIC_RESTART_COUNT.
+  // A legacy `--local_rank=N` / `--local-rank=N` (or `--local_rank N`) in argv
+  // wins over LOCAL_RANK. Throws std::invalid_argument whose message names
+  // the missing or malformed variable and says to run under ddp-launch or set
+  // it; also checks consistency (RANK < WORLD_SIZE, ...).
+  static DistEnv from_environment(int argc = 0, char** argv = nullptr);
+};
+
+}  // namespace ddp::worker

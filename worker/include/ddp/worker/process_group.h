@@ -1,0 +1,108 @@
+#pragma once
+// ProcessGroup: the default process group of a training program, created by
+// init_process_group() from the torchrun environment (the C++ equivalent of
+// torch.distributed.init_process_group("env://")). It owns the rendezvous
+// store and the c10d backend (Gloo for CPU, NCCL for CUDA when LibTorch has
+// it) and offers blocking and async collectives. It never reads argv or the
+// environment after init_process_group has returned, and never retries a
+// failed collective: errors are exceptions naming the operation, the rank and
+// the timeout.
+//
+// Rendezvous matches Python so C++ and Python ranks can share one group:
+// TCPStore at MASTER_ADDR:MASTER_PORT (hosted by rank 0 unless
+// TORCHELASTIC_USE_AGENT_STORE=True, then wrapped in
+// PrefixStore("/worker/attempt_<restart>")), wrapped in
+// PrefixStore("default_pg"), the backend, then the same store-based barrier
+// and sequence-number exchange Python performs.
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ddp/worker/env.h"
+
+namespace ddp::worker {
+
+struct InitOptions {
+  // "gloo", "nccl", or "" = auto: nccl when LibTorch has CUDA and a GPU is
+  // visible, gloo otherwise. When left "", DDP_BACKEND decides if set.
+  std::string backend;
+  // Rendezvous and collective timeout. When left at the default,
+  // DDP_TIMEOUT_S (seconds, fractions allowed) decides if set.
+  std::chrono::milliseconds timeout{std::chrono::minutes(30)};
+
+  static constexpr std::chrono::milliseconds kDefaultTimeout{std::chrono::minutes(30)};
+};
+
+enum class ReduceOp { Sum, Mean, Max, Min };
+
+// One async collective in flight. wait() blocks until it finished and throws
+// std::runtime_error (naming the operation and rank) when it failed or timed
+// out. Destroying an unwaited AsyncWork does not cancel it.
+class AsyncWork {
+ public:
+  AsyncWork() = default;
+  explicit AsyncWork(std::shared_ptr<void> work, std::string what, int rank);
+  void wait();
+  bool completed() const;
+  bool valid() const { return work_ != nullptr; }
+
+ private:
+  std::shared_ptr<void> work_;  // holds a c10::intrusive_ptr<c10d::Work>
+  std::string what_;
+  int rank_ = -1;
+};
+
+class ProcessGroup {
+ public:
+  struct Impl;
+  explicit ProcessGroup(std::unique_ptr<Impl> impl);
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const;
+  int world_size() const;
+  int local_rank() const;
+  int local_world_size() const;
+  // Where tensors for this backend live: CPU for Gloo, cuda:LOCAL_RANK for NCCL.
+  c10::Device device() const;
+  const std::string& backend() const;  // "gloo" or "nccl"
+  std::chrono::milliseconds timeout() const;
+  const DistEnv& env() const;
+
+  // Blocking collectives; tensors must be dense and on device() (Gloo also
+  // takes CPU tensors only). Mean is Sum followed by a division, because
+  // Gloo has no AVG.
+  void allreduce(at::Tensor& tensor, ReduceOp op = ReduceOp::Sum);
+  void broadcast(at::Tensor& tensor, int root = 0);
+  std::vector<at::Tensor> all_gather(const at::Tensor& tensor);
+  void barrier();
+
+  // Async variants (Sum only for allreduce); used by DDP's buckets.
+  AsyncWork allreduce_async(at::Tensor& tensor);
+  AsyncWork broadcast_async(at::Tensor& tensor, int root = 0);
+
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Reads the environment (DistEnv::from_environment(argc, argv)), rendezvous,
+// creates the backend. Throws std::invalid_argument for a bad environment or
+// option, std::runtime_error when the store cannot be reached or the ranks
+// do not all join within the timeout (the message names host:port, the
+// timeout and how many ranks joined).
+std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options = {},
+                                                 int argc = 0, char** argv = nullptr);
+
+// The same from an explicit environment (tests, custom launchers).
+std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env,
+                                                 const InitOptions& options);
+
+}  // namespace ddp::worker
