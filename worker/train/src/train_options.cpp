@@ -1,0 +1,146 @@
+#include "ddp/train/train_options.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+
+#include "ddp/common/parse.h"
+#include "ddp/train/fashion_mnist.h"
+
+namespace ddp::train {
+namespace {
+
+double parse_positive_double(const std::string& text, const std::string& what, bool below_one) {
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end == text.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(v))
+    throw UsageError(what + ": '" + text + "' is not a number");
+  if (v <= 0 || (below_one && v >= 1))
+    throw UsageError(what + ": " + text + " is out of range, expected " +
+                     (below_one ? "0 < value < 1" : "a value > 0"));
+  return v;
+}
+
+long long parse_int_opt(const std::string& text, const std::string& what, long long lo, long long hi) {
+  try {
+    return ddp::parse_int(text, what, lo, hi);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
+// Accepts both spellings, as torchrun does: --batch_size and --batch-size.
+std::string canonical(std::string name) {
+  for (auto& c : name)
+    if (c == '-') c = '_';
+  return name;
+}
+
+}  // namespace
+
+TrainOptions parse_train_options(const std::vector<std::string>& args, const EnvLookup& env_in) {
+  const EnvLookup env = env_in ? env_in : EnvLookup([](const char* n) { return ddp::get_env(n); });
+  TrainOptions o;
+  o.data_dir = kDefaultDataDir;
+
+  enum class Kind { Flag, Value };
+  const std::map<std::string, Kind> known = {
+      {"epochs", Kind::Value},        {"batch_size", Kind::Value},  {"learning_rate", Kind::Value},
+      {"lr", Kind::Value},            {"seed", Kind::Value},        {"data_dir", Kind::Value},
+      {"checkpoint_dir", Kind::Value}, {"resume", Kind::Flag},      {"max_steps", Kind::Value},
+      {"no_shuffle", Kind::Flag},     {"save_final", Kind::Value},  {"log_interval", Kind::Value},
+      {"lr_factor", Kind::Value},     {"lr_patience", Kind::Value}, {"num_threads", Kind::Value},
+      {"local_rank", Kind::Value},    {"help", Kind::Flag},
+  };
+
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "-h") {
+      o.help = true;
+      continue;
+    }
+    if (arg.rfind("--", 0) != 0 || arg.size() == 2)
+      throw UsageError("unexpected argument '" + arg + "'");
+    std::string body = arg.substr(2), value;
+    bool has_value = false;
+    if (auto eq = body.find('='); eq != std::string::npos) {
+      value = body.substr(eq + 1);
+      body = body.substr(0, eq);
+      has_value = true;
+    }
+    const std::string name = canonical(body);
+    const auto it = known.find(name);
+    if (it == known.end()) throw UsageError("unknown option '--" + body + "'");
+    const std::string what = "--" + name;
+    if (it->second == Kind::Flag) {
+      if (has_value) throw UsageError(what + " takes no value (got '" + value + "')");
+    } else if (!has_value) {
+      if (i + 1 >= args.size()) throw UsageError(what + " needs a value");
+      value = args[++i];
+    }
+
+    if (name == "epochs") o.epochs = static_cast<int>(parse_int_opt(value, what, 1, 1000000));
+    else if (name == "batch_size") o.batch_size = static_cast<int>(parse_int_opt(value, what, 1, 1 << 20));
+    else if (name == "learning_rate" || name == "lr") o.learning_rate = parse_positive_double(value, what, false);
+    else if (name == "seed") o.seed = static_cast<std::uint64_t>(parse_int_opt(value, what, 0, (1LL << 62)));
+    else if (name == "data_dir") o.data_dir = value;
+    else if (name == "checkpoint_dir") o.checkpoint_dir = value;
+    else if (name == "resume") o.resume = true;
+    else if (name == "max_steps") o.max_steps = parse_int_opt(value, what, 0, 1LL << 40);
+    else if (name == "no_shuffle") o.no_shuffle = true;
+    else if (name == "save_final") o.save_final = value;
+    else if (name == "log_interval") o.log_interval = static_cast<int>(parse_int_opt(value, what, 1, 1 << 30));
+    else if (name == "lr_factor") o.lr_factor = parse_positive_double(value, what, true);
+    else if (name == "lr_patience") o.lr_patience = static_cast<int>(parse_int_opt(value, what, 0, 1 << 20));
+    else if (name == "num_threads") o.num_threads = static_cast<int>(parse_int_opt(value, what, 0, 4096));
+    else if (name == "local_rank") o.local_rank = static_cast<int>(parse_int_opt(value, what, 0, 1 << 20));
+    else if (name == "help") o.help = true;
+  }
+  if (o.data_dir.empty()) throw UsageError("--data_dir: empty path");
+  if (o.checkpoint_dir.empty()) throw UsageError("--checkpoint_dir: empty path");
+
+  if (auto rc = env("TORCHELASTIC_RESTART_COUNT"); rc && !rc->empty())
+    o.restart_count = static_cast<int>(parse_int_opt(*rc, "TORCHELASTIC_RESTART_COUNT", 0, 1 << 20));
+  if (auto die = env("DDP_TRAIN_TEST_DIE_AT"); die && !die->empty()) {
+    const auto colon = die->find(':');
+    if (colon == std::string::npos)
+      throw UsageError("DDP_TRAIN_TEST_DIE_AT: '" + *die + "' is not RANK:STEP");
+    o.die_rank = static_cast<int>(parse_int_opt(die->substr(0, colon), "DDP_TRAIN_TEST_DIE_AT rank", 0, 1 << 20));
+    o.die_step = parse_int_opt(die->substr(colon + 1), "DDP_TRAIN_TEST_DIE_AT step", 0, 1LL << 40);
+  }
+  return o;
+}
+
+std::string train_usage() {
+  return R"(usage: ddp-launch --nproc_per_node=N ddp-train [options]
+
+Trains a small CNN on Fashion-MNIST with distributed data parallelism (one
+process per rank; rank, world size and rendezvous come from the torchrun
+environment). Rank 0 prints progress, writes checkpoints and metrics.jsonl.
+
+options:
+  --epochs N            epochs to train (default 2)
+  --batch_size N        samples per step per process (default 64)
+  --learning_rate X     Adam learning rate (default 0.001; alias --lr)
+  --seed N              seed for model init and sampler shuffling (default 42)
+  --data_dir DIR        Fashion-MNIST *-ubyte.gz files
+                        (default /usr/share/datasets/fashion-mnist)
+  --checkpoint_dir DIR  per-epoch checkpoints and metrics.jsonl (default checkpoints)
+  --resume              continue from the last checkpoint in --checkpoint_dir
+                        (automatic when TORCHELASTIC_RESTART_COUNT > 0)
+  --max_steps N         at most N optimizer steps per epoch, for short runs (0 = all)
+  --no_shuffle          keep the dataset order (deterministic runs)
+  --save_final PATH     write the final weights as a dict of tensors that
+                        Python reads with torch.load(PATH)
+  --log_interval N      steps between progress lines when stdout is not a terminal (default 50)
+  --lr_factor X         ReduceLROnPlateau factor on macro-F1 (default 0.1)
+  --lr_patience N       ReduceLROnPlateau patience in epochs (default 10)
+  --num_threads N       intra-op threads per process (default: cores / local world size)
+  --local_rank N        accepted for legacy launchers; the environment wins
+  -h, --help            this text
+)";
+}
+
+}  // namespace ddp::train
