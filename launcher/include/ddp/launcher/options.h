@@ -1,0 +1,65 @@
+#pragma once
+// The launcher's options: one struct with torchrun's defaults, filled once
+// from the command line and PET_* variables by parse_launch_options(). Nothing
+// else in the launcher reads argv. Both spellings of every multi-word option
+// are accepted (--nproc_per_node and --nproc-per-node); the command line wins
+// over PET_<NAME>. Everything from the program on is passed to the workers
+// untouched.
+
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ddp::launcher {
+
+// Bad command line or PET_* value: one line naming the value; exit code 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct LaunchOptions {
+  std::string nproc_spec = "1";   // as given: integer, cpu, gpu or auto
+  int nproc_per_node = 1;         // resolved by resolve_nproc()
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;        // 0: pick a free port (single node only)
+  bool standalone = false;
+  bool use_env = false;           // false: workers get --local_rank=N (torch.distributed.launch)
+  bool no_python = false;
+  bool module = false;
+  std::string role = "default";
+  std::string run_id = "none";
+  int max_restarts = 0;
+  double shutdown_timeout_s = 30.0;
+  bool help = false;
+  bool version = false;
+
+  std::string program;             // script, module or executable
+  std::vector<std::string> program_args;
+};
+
+// Environment as a name -> value map (tests pass their own).
+using EnvMap = std::map<std::string, std::string>;
+EnvMap current_environment();
+
+// Parses launcher arguments (argv without argv[0]). Throws UsageError.
+// Does not resolve --nproc_per_node cpu/gpu/auto (see resolve_nproc) and does
+// not look at the file system.
+LaunchOptions parse_launch_options(const std::vector<std::string>& args, const EnvMap& env);
+
+// Counts that resolve_nproc needs; injected so tests need no GPU.
+struct HostCounts {
+  int cpus = 1;
+  int gpus = 0;
+};
+HostCounts probe_host();  // CPUs in our affinity mask; NVIDIA GPUs via libcuda, no LibTorch
+
+// Turns nproc_spec into nproc_per_node. Throws UsageError (e.g. gpu without GPUs).
+int resolve_nproc(const std::string& spec, const HostCounts& host);
+
+std::string usage_text();
+std::string version_text();
+
+}  // namespace ddp::launcher

@@ -1,0 +1,53 @@
+// ddp-launch: parse, resolve, supervise. All logic lives in ddp_launcher.
+#include "ddp/launcher/command.h"
+#include "ddp/launcher/options.h"
+#include "ddp/launcher/supervisor.h"
+#include "ddp/launcher/worker_env.h"
+
+#include <iostream>
+
+using namespace ddp::launcher;
+
+namespace {
+
+int usage_error(const std::string& msg) {
+  std::cerr << "ddp-launch: error: " << msg << " (see ddp-launch --help)" << std::endl;
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const EnvMap env = current_environment();
+  SupervisorConfig cfg;
+  try {
+    cfg.opts = parse_launch_options(std::vector<std::string>(argv + 1, argv + argc), env);
+    if (cfg.opts.help) {
+      std::cout << usage_text();
+      return 0;
+    }
+    if (cfg.opts.version) {
+      std::cout << version_text() << std::endl;
+      return 0;
+    }
+    const HostCounts host = probe_host();
+    cfg.nproc = resolve_nproc(cfg.opts.nproc_spec, host);
+    cfg.command = resolve_command(cfg.opts, env);
+    if (!cfg.opts.standalone && cfg.opts.node_rank == 0) reserve_check_port(cfg.opts.master_port);
+    if (auto omp = default_omp_threads(env, host.cpus, cfg.nproc)) {
+      cfg.omp_threads = *omp;
+      std::cerr << "ddp-launch: OMP_NUM_THREADS is not set; each worker gets OMP_NUM_THREADS=" << *omp << " ("
+                << host.cpus << " CPUs / " << cfg.nproc << " workers). Set it to override." << std::endl;
+    }
+  } catch (const UsageError& e) {
+    return usage_error(e.what());
+  }
+  cfg.parent_env = env;
+  try {
+    Supervisor sup(std::move(cfg), std::cerr);
+    return sup.run();
+  } catch (const std::exception& e) {
+    std::cerr << "ddp-launch: error: " << e.what() << std::endl;
+    return 1;
+  }
+}

@@ -1,0 +1,104 @@
+#include "ddp/launcher/report.h"
+
+#include "ddp/launcher/signals.h"
+
+#include <ctime>
+#include <sstream>
+
+namespace ddp::launcher {
+
+std::string WorkerExit::status_text() const {
+  if (signaled) return "signal " + std::to_string(code) + " (" + signal_name(code) + ")";
+  return "exit code " + std::to_string(code);
+}
+
+std::string format_time(std::chrono::system_clock::time_point t) {
+  std::time_t tt = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  ::gmtime_r(&tt, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
+
+namespace {
+
+std::string indent(const std::string& text, const std::string& pad) {
+  std::ostringstream out;
+  std::istringstream in(text);
+  std::string line;
+  bool first = true;
+  while (std::getline(in, line)) {
+    if (!first) out << "\n";
+    out << pad << line;
+    first = false;
+  }
+  return out.str();
+}
+
+std::string message_of(const WorkerExit& w) {
+  if (!w.spawn_error.empty()) return w.spawn_error;
+  if (w.error && !w.error->message.empty()) return w.error->message;
+  if (w.signaled)
+    return "Signal " + std::to_string(w.code) + " (" + signal_name(w.code) + ") received by PID " +
+           std::to_string(w.pid);
+  return "(no error file written; see the worker's own output above)";
+}
+
+void root_cause_block(std::ostringstream& s, const WorkerExit& w, const std::string& host) {
+  s << "  time       : " << format_time(w.time) << "\n"
+    << "  host       : " << host << "\n"
+    << "  rank       : " << w.rank << " (local_rank: " << w.local_rank << ")\n"
+    << "  pid        : " << w.pid << "\n"
+    << "  exitcode   : " << w.shell_code() << " (" << w.status_text() << ")\n"
+    << "  error_file : " << (w.error ? w.error_file : "<none>") << "\n"
+    << "  message    : " << message_of(w) << "\n";
+  if (w.error && !w.error->callstack.empty())
+    s << "  traceback  :\n" << indent(w.error->callstack, "    ") << "\n";
+}
+
+}  // namespace
+
+std::string format_restart_line(const AttemptResult& a, int max_restarts) {
+  std::ostringstream s;
+  s << "ddp-launch: attempt " << a.attempt << " failed: rank " << a.root_cause->rank << " "
+    << a.root_cause->status_text() << "; restarting the group (restart " << a.attempt + 1 << " of "
+    << max_restarts << ")";
+  return s.str();
+}
+
+std::string format_failure_report(const std::vector<AttemptResult>& attempts, const std::string& host,
+                                  int max_restarts) {
+  if (attempts.empty() || attempts.back().succeeded()) return "";
+  const AttemptResult& last = attempts.back();
+  std::ostringstream s;
+  const std::string rule(72, '=');
+  s << rule << "\n";
+  if (last.launcher_signal) {
+    s << "ddp-launch: stopped by " << signal_name(last.launcher_signal) << " (attempt " << last.attempt
+      << "); forwarded it to every worker\n";
+  } else {
+    s << "ddp-launch: worker group FAILED (attempt " << last.attempt << ", max_restarts " << max_restarts
+      << ")\n";
+  }
+  for (const AttemptResult& a : attempts) {
+    if (!a.root_cause) continue;
+    s << (&a == &last ? "Root cause (first observed failure)" : "Earlier attempt " + std::to_string(a.attempt))
+      << (&a == &last ? "" : " root cause") << ":\n";
+    root_cause_block(s, *a.root_cause, host);
+  }
+  bool header = false;
+  for (const WorkerExit& w : last.exits) {
+    if (last.root_cause && w.pid == last.root_cause->pid) continue;
+    if (!header) {
+      s << "Other workers (attempt " << last.attempt << "):\n";
+      header = true;
+    }
+    s << "  rank " << w.rank << " (local_rank " << w.local_rank << ", pid " << w.pid << "): " << w.status_text()
+      << (w.after_teardown ? ", after the launcher stopped the group" : "") << "\n";
+  }
+  s << rule << "\n";
+  return s.str();
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,42 @@
+#include "ddp/launcher/worker_env.h"
+
+#include <algorithm>
+
+namespace ddp::launcher {
+
+std::optional<int> default_omp_threads(const EnvMap& parent, int cpus, int nproc) {
+  if (parent.count("OMP_NUM_THREADS")) return std::nullopt;
+  return std::max(1, cpus / std::max(1, nproc));
+}
+
+EnvMap worker_environment(const EnvMap& parent, const GroupSpec& g, int local_rank,
+                          const std::string& error_file) {
+  const LaunchOptions& o = *g.opts;
+  const int world = g.nproc * o.nnodes;
+  const int rank = o.node_rank * g.nproc + local_rank;
+  EnvMap env = parent;
+  auto set = [&](const char* k, const std::string& v) { env[k] = v; };
+  auto seti = [&](const char* k, long long v) { env[k] = std::to_string(v); };
+  seti("RANK", rank);
+  seti("LOCAL_RANK", local_rank);
+  seti("WORLD_SIZE", world);
+  seti("LOCAL_WORLD_SIZE", g.nproc);
+  seti("GROUP_RANK", o.node_rank);
+  seti("GROUP_WORLD_SIZE", o.nnodes);
+  seti("ROLE_RANK", rank);
+  set("ROLE_NAME", o.role);
+  seti("ROLE_WORLD_SIZE", world);
+  set("MASTER_ADDR", o.master_addr);
+  seti("MASTER_PORT", g.master_port);
+  seti("TORCHELASTIC_RESTART_COUNT", g.restart_count);
+  seti("TORCHELASTIC_MAX_RESTARTS", o.max_restarts);
+  set("TORCHELASTIC_RUN_ID", o.run_id);
+  // No agent store: the workers' rank 0 hosts the TCPStore at MASTER_ADDR:PORT.
+  set("TORCHELASTIC_USE_AGENT_STORE", "False");
+  set("TORCHELASTIC_ERROR_FILE", error_file);
+  if (!parent.count("TORCH_NCCL_ASYNC_ERROR_HANDLING")) set("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+  if (g.omp_threads > 0) seti("OMP_NUM_THREADS", g.omp_threads);
+  return env;
+}
+
+}  // namespace ddp::launcher

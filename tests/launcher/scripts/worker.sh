@@ -1,0 +1,53 @@
+#!/bin/sh
+# A tiny worker for the launcher's black-box tests. SCENARIO picks what it
+# does; OUT (a directory) receives what it observed, one file per rank.
+# Files are written to a temp name and renamed so the test never reads half.
+rank=${RANK:-x}
+note() { printf '%s\n' "$2" > "$OUT/$1.$rank.tmp" && mv "$OUT/$1.$rank.tmp" "$OUT/$1.$rank"; }
+idle() { while :; do sleep 30 & wait $!; done; }
+note pid $$
+case "$SCENARIO" in
+  env)
+    printf 'ARGS=%s\n' "$*" > "$OUT/env.$rank.tmp"; env >> "$OUT/env.$rank.tmp"; mv "$OUT/env.$rank.tmp" "$OUT/env.$rank" ;;
+  fail)      # rank FAIL_RANK exits FAIL_CODE once every rank is up; the others wait for SIGTERM
+    trap 'note got TERM; exit 143' TERM
+    note ready 1
+    if [ "$rank" = "$FAIL_RANK" ]; then
+      while [ "$(ls "$OUT" | grep -c '^ready\.')" -lt "$WORLD_SIZE" ]; do sleep 0.01; done
+      exit "$FAIL_CODE"
+    fi
+    idle ;;
+  segv)
+    note ready 1
+    if [ "$rank" = 1 ]; then kill -SEGV $$; fi
+    trap 'exit 143' TERM; idle ;;
+  errorfile)  # torchelastic-style error file, then exit 1
+    if [ "$rank" = 1 ]; then
+      printf '{"message": {"message": "ValueError: loss is NaN at step 7", "extraInfo": {"py_callstack": "Traceback (most recent call last):\\n  File \\"train.py\\", line 3", "timestamp": "1700000000"}}}' > "$TORCHELASTIC_ERROR_FILE"
+      exit 1
+    fi
+    trap 'exit 143' TERM; idle ;;
+  restart)    # rank 1 fails on the first attempt only
+    note attempt "$TORCHELASTIC_RESTART_COUNT"
+    if [ "$rank" = 1 ] && [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then exit 4; fi
+    exit 0 ;;
+  alwaysfail)
+    exit $((5 + TORCHELASTIC_RESTART_COUNT)) ;;
+  record)     # record every forwarded signal, exit like a shell would
+    for s in TERM INT HUP QUIT; do trap "note got $s; exit 1" $s; done
+    note ready 1; idle ;;
+  record_int) # record SIGINT but keep running (for the second-Ctrl-C test)
+    trap 'note got INT' INT; trap 'note got TERM' TERM
+    note ready 1; idle ;;
+  ignore_term)  # rank 0 ignores SIGTERM; rank 1 fails once rank 0 is ready
+    if [ "$rank" = 1 ]; then
+      while [ ! -e "$OUT/ready.0" ]; do sleep 0.01; done
+      exit 9
+    fi
+    trap '' TERM; note ready 1; idle ;;
+  sleep)
+    note ready 1; idle ;;
+  vanish)     # deletes the program itself, then fails: the restart cannot exec it
+    rm -f "$0"; exit 1 ;;
+  *) echo "unknown SCENARIO '$SCENARIO'" >&2; exit 99 ;;
+esac

@@ -1,0 +1,123 @@
+#include "ddp/launcher/command.h"
+#include "ddp/launcher/worker_env.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace ddp::launcher;
+namespace fs = std::filesystem;
+
+namespace {
+struct Scratch {
+  std::string dir;
+  Scratch() {
+    char t[] = "/tmp/ddp-cmd-XXXXXX";
+    dir = ::mkdtemp(t);
+  }
+  ~Scratch() { fs::remove_all(dir); }
+  std::string make(const std::string& name, mode_t mode) {
+    std::string p = dir + "/" + name;
+    std::ofstream(p) << "#!/bin/sh\n";
+    ::chmod(p.c_str(), mode);
+    return p;
+  }
+};
+
+LaunchOptions opts_for(std::vector<std::string> args) { return parse_launch_options(args, {}); }
+}  // namespace
+
+TEST_CASE("a .py script runs through python3 -u, --local_rank before its args") {
+  Scratch s;
+  std::string script = s.make("train.py", 0644);
+  auto cmd = resolve_command(opts_for({script, "--epochs", "2"}), {{"PATH", "/usr/bin:/bin"}});
+  CHECK(cmd.exe == "/usr/bin/python3");
+  CHECK(cmd.argv_for(1) == std::vector<std::string>{"-u", script, "--local_rank=1", "--epochs", "2"});
+  auto env_cmd = resolve_command(opts_for({"--use_env", script, "--epochs", "2"}), {{"PATH", "/usr/bin:/bin"}});
+  CHECK(env_cmd.argv_for(1) == std::vector<std::string>{"-u", script, "--epochs", "2"});
+}
+
+TEST_CASE("PYTHON_EXEC overrides the interpreter; -m runs a module") {
+  Scratch s;
+  std::string py = s.make("mypython", 0755);
+  auto cmd = resolve_command(opts_for({"-m", "pkg.train", "a"}), {{"PATH", "/usr/bin"}, {"PYTHON_EXEC", py}});
+  CHECK(cmd.exe == py);
+  CHECK(cmd.argv_for(0) == std::vector<std::string>{"-u", "-m", "pkg.train", "--local_rank=0", "a"});
+  CHECK_THROWS_WITH(resolve_command(opts_for({"-m", "m"}), {{"PATH", "/nonexistent"}, {"PYTHON_EXEC", "nopython"}}),
+                    Catch::Contains("'nopython' not found"));
+}
+
+TEST_CASE("executables run directly; names are looked up on PATH") {
+  Scratch s;
+  std::string exe = s.make("worker", 0755);
+  auto direct = resolve_command(opts_for({exe, "x"}), {{"PATH", "/usr/bin"}});
+  CHECK(direct.exe == exe);
+  CHECK(direct.argv_for(0) == std::vector<std::string>{"--local_rank=0", "x"});
+  auto onpath = resolve_command(opts_for({"worker"}), {{"PATH", "/nonexistent:" + s.dir}});
+  CHECK(onpath.exe == exe);
+  std::string pyexe = s.make("tool.py", 0755);
+  auto nopy = resolve_command(opts_for({"--no_python", pyexe}), {{"PATH", "/usr/bin"}});
+  CHECK(nopy.exe == pyexe);
+}
+
+TEST_CASE("missing or non-executable programs are usage errors") {
+  Scratch s;
+  std::string plain = s.make("data.bin", 0644);
+  std::string py = s.make("noexec.py", 0644);
+  EnvMap env{{"PATH", "/usr/bin:/bin"}};
+  CHECK_THROWS_WITH(resolve_command(opts_for({plain}), env), Catch::Contains("is not executable (chmod +x it)"));
+  CHECK_THROWS_WITH(resolve_command(opts_for({"--no_python", py}), env), Catch::Contains("--no_python"));
+  CHECK_THROWS_WITH(resolve_command(opts_for({s.dir + "/nothing"}), env), Catch::Contains("not found: no such file"));
+  CHECK_THROWS_WITH(resolve_command(opts_for({s.dir + "/nothing.py"}), env), Catch::Contains("no such script"));
+  CHECK_THROWS_WITH(resolve_command(opts_for({"no-such-program-xyz"}), env), Catch::Contains("not found on PATH"));
+}
+
+TEST_CASE("worker environment is torchrun's set") {
+  auto o = opts_for({"--nnodes=2", "--node_rank=1", "--max_restarts=3", "--role=trainer", "--master_addr=10.1.2.3",
+                     "x"});
+  GroupSpec g;
+  g.opts = &o;
+  g.nproc = 4;
+  g.master_port = 1234;
+  g.restart_count = 2;
+  g.omp_threads = 3;
+  EnvMap parent{{"HOME", "/root"}, {"CUDA_VISIBLE_DEVICES", "0,1"}, {"RANK", "stale"}};
+  auto env = worker_environment(parent, g, 2, "/run/x/error.json");
+  CHECK(env["RANK"] == "6");
+  CHECK(env["LOCAL_RANK"] == "2");
+  CHECK(env["WORLD_SIZE"] == "8");
+  CHECK(env["LOCAL_WORLD_SIZE"] == "4");
+  CHECK(env["GROUP_RANK"] == "1");
+  CHECK(env["GROUP_WORLD_SIZE"] == "2");
+  CHECK(env["ROLE_RANK"] == "6");
+  CHECK(env["ROLE_NAME"] == "trainer");
+  CHECK(env["ROLE_WORLD_SIZE"] == "8");
+  CHECK(env["MASTER_ADDR"] == "10.1.2.3");
+  CHECK(env["MASTER_PORT"] == "1234");
+  CHECK(env["TORCHELASTIC_RESTART_COUNT"] == "2");
+  CHECK(env["TORCHELASTIC_MAX_RESTARTS"] == "3");
+  CHECK(env["TORCHELASTIC_RUN_ID"] == "none");
+  CHECK(env["TORCHELASTIC_USE_AGENT_STORE"] == "False");
+  CHECK(env["TORCHELASTIC_ERROR_FILE"] == "/run/x/error.json");
+  CHECK(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1");
+  CHECK(env["OMP_NUM_THREADS"] == "3");
+  CHECK(env["HOME"] == "/root");
+  CHECK(env["CUDA_VISIBLE_DEVICES"] == "0,1");
+
+  parent["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "0";
+  g.omp_threads = 0;
+  auto env2 = worker_environment(parent, g, 0, "e");
+  CHECK(env2["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "0");
+  CHECK(env2.count("OMP_NUM_THREADS") == 0);
+}
+
+TEST_CASE("OMP_NUM_THREADS default splits the cores, never below 1") {
+  CHECK(default_omp_threads({}, 8, 2) == 4);
+  CHECK(default_omp_threads({}, 2, 4) == 1);
+  CHECK(default_omp_threads({}, 7, 2) == 3);
+  CHECK_FALSE(default_omp_threads({{"OMP_NUM_THREADS", "5"}}, 8, 2).has_value());
+}

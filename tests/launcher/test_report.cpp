@@ -1,0 +1,91 @@
+#include "ddp/common/error_file.h"
+#include "ddp/launcher/report.h"
+#include "ddp/launcher/signals.h"
+
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <unistd.h>
+
+using namespace ddp::launcher;
+
+namespace {
+std::string temp_path(const std::string& name) { return "/tmp/ddp-report-" + std::to_string(::getpid()) + name; }
+}  // namespace
+
+TEST_CASE("error file round trip in torchelastic's format") {
+  std::string p = temp_path("a.json");
+  ddp::ErrorRecord r{"RuntimeError: boom \"quoted\"\nline2", "frame 1\nframe 2", 1700000000, std::nullopt};
+  ddp::write_error_file(p, r);
+  auto back = ddp::read_error_file(p);
+  REQUIRE(back);
+  CHECK(back->message == r.message);
+  CHECK(back->callstack == r.callstack);
+  CHECK(back->timestamp == 1700000000);
+  std::remove(p.c_str());
+}
+
+TEST_CASE("error files: python's plain form, a string message, garbage, missing") {
+  std::string p = temp_path("b.json");
+  std::ofstream(p) << R"({"message": {"message": "ValueError: x", "extraInfo": {"py_callstack": "tb", "timestamp": "12"}}})";
+  auto py = ddp::read_error_file(p);
+  REQUIRE(py);
+  CHECK(py->message == "ValueError: x");
+  CHECK(py->timestamp == 12);
+  std::ofstream(p) << R"({"message": "plain string"})";
+  CHECK(ddp::read_error_file(p)->message == "plain string");
+  std::ofstream(p) << "{not json";
+  CHECK_THAT(ddp::read_error_file(p)->message, Catch::Contains("is not valid JSON"));
+  std::remove(p.c_str());
+  CHECK_FALSE(ddp::read_error_file(p).has_value());
+}
+
+TEST_CASE("signal names") {
+  CHECK(signal_name(SIGSEGV) == "SIGSEGV");
+  CHECK(signal_name(SIGTERM) == "SIGTERM");
+}
+
+TEST_CASE("failure report names the root cause") {
+  WorkerExit root;
+  root.rank = 3;
+  root.local_rank = 1;
+  root.pid = 4242;
+  root.signaled = true;
+  root.code = SIGSEGV;
+  root.error_file = "/x/error.json";
+  WorkerExit other;
+  other.rank = 2;
+  other.local_rank = 0;
+  other.pid = 4241;
+  other.code = 143;
+  other.after_teardown = true;
+  AttemptResult a;
+  a.attempt = 0;
+  a.root_cause = root;
+  a.exits = {root, other};
+  std::string rep = format_failure_report({a}, "node1", 0);
+  CHECK_THAT(rep, Catch::Contains("rank       : 3 (local_rank: 1)"));
+  CHECK_THAT(rep, Catch::Contains("pid        : 4242"));
+  CHECK_THAT(rep, Catch::Contains("host       : node1"));
+  CHECK_THAT(rep, Catch::Contains("exitcode   : 139 (signal 11 (SIGSEGV))"));
+  CHECK_THAT(rep, Catch::Contains("Signal 11 (SIGSEGV) received by PID 4242"));
+  CHECK_THAT(rep, Catch::Contains("rank 2 (local_rank 0, pid 4241): exit code 143, after the launcher stopped"));
+  CHECK(root.shell_code() == 139);
+
+  root.signaled = false;
+  root.code = 1;
+  root.error = ddp::ErrorRecord{"ValueError: bad", "Traceback\n  line", 0, std::nullopt};
+  AttemptResult b = a;
+  b.attempt = 1;
+  b.root_cause = root;
+  std::string rep2 = format_failure_report({a, b}, "node1", 1);
+  CHECK_THAT(rep2, Catch::Contains("Earlier attempt 0 root cause"));
+  CHECK_THAT(rep2, Catch::Contains("message    : ValueError: bad"));
+  CHECK_THAT(rep2, Catch::Contains("    Traceback\n      line"));
+  CHECK_THAT(format_restart_line(a, 2), Catch::Contains("restart 1 of 2"));
+
+  AttemptResult ok;
+  CHECK(format_failure_report({ok}, "h", 0).empty());
+}

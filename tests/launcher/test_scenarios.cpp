@@ -1,0 +1,330 @@
+// Black-box scenarios: the real ddp-launch binary with scripts/worker.sh.
+// Every wait is on a condition (a file, an exit) with a deadline.
+#include "test_support.h"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <sched.h>
+#include <set>
+#include <sstream>
+
+using namespace ddp::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kWorker = source_path("tests/launcher/scripts/worker.sh");
+
+std::string launcher() { return bin_path("ddp-launch"); }
+
+std::map<std::string, std::string> scenario_env(const TempDir& out, const std::string& scenario,
+                                                std::map<std::string, std::string> extra = {}) {
+  extra["OUT"] = out.path();
+  extra["SCENARIO"] = scenario;
+  return extra;
+}
+
+std::map<std::string, std::string> parse_env_dump(const std::string& text) {
+  std::map<std::string, std::string> env;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto eq = line.find('=');
+    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return env;
+}
+
+int affinity_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  sched_getaffinity(0, sizeof(set), &set);
+  return CPU_COUNT(&set);
+}
+
+pid_t pid_of(const TempDir& out, int rank) { return std::stoi(read_file(out.file("pid." + std::to_string(rank)))); }
+
+bool files_exist(const TempDir& out, const std::string& prefix, int n) {
+  for (int r = 0; r < n; ++r)
+    if (!fs::exists(out.file(prefix + "." + std::to_string(r)))) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("three workers get torchrun's environment") {
+  TempDir out;
+  auto r = run({launcher(), "--nproc_per_node=3", "--master_port=" + std::to_string(free_port()), "--max_restarts=2",
+                kWorker, "--flag", "v"},
+               scenario_env(out, "env", {{"OMP_NUM_THREADS", "\x01unset"}}), 60);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("OMP_NUM_THREADS is not set"));
+  std::set<std::string> error_files;
+  for (int rank = 0; rank < 3; ++rank) {
+    auto env = parse_env_dump(read_file(out.file("env." + std::to_string(rank))));
+    INFO("rank " << rank);
+    CHECK(env["ARGS"] == "--local_rank=" + std::to_string(rank) + " --flag v");
+    CHECK(env["RANK"] == std::to_string(rank));
+    CHECK(env["LOCAL_RANK"] == std::to_string(rank));
+    CHECK(env["WORLD_SIZE"] == "3");
+    CHECK(env["LOCAL_WORLD_SIZE"] == "3");
+    CHECK(env["GROUP_RANK"] == "0");
+    CHECK(env["GROUP_WORLD_SIZE"] == "1");
+    CHECK(env["ROLE_RANK"] == std::to_string(rank));
+    CHECK(env["ROLE_NAME"] == "default");
+    CHECK(env["ROLE_WORLD_SIZE"] == "3");
+    CHECK(env["MASTER_ADDR"] == "127.0.0.1");
+    CHECK_FALSE(env["MASTER_PORT"].empty());
+    CHECK(env["TORCHELASTIC_RESTART_COUNT"] == "0");
+    CHECK(env["TORCHELASTIC_MAX_RESTARTS"] == "2");
+    CHECK(env["TORCHELASTIC_RUN_ID"] == "none");
+    CHECK(env["TORCHELASTIC_USE_AGENT_STORE"] == "False");
+    CHECK(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1");
+    CHECK(env["OMP_NUM_THREADS"] == std::to_string(std::max(1, affinity_cpus() / 3)));
+    CHECK(env["OUT"] == out.path());  // the parent environment passes through
+    const std::string ef = env["TORCHELASTIC_ERROR_FILE"];
+    CHECK_THAT(ef, Catch::EndsWith("/attempt_0/" + std::to_string(rank) + "/error.json"));
+    error_files.insert(ef);
+  }
+  CHECK(error_files.size() == 3);
+}
+
+TEST_CASE("the run directory is private and removed at exit") {
+  TempDir out;
+  TempDir tmp;
+  auto r = run({launcher(), "--nproc_per_node=1", "--use_env", "--master_port=" + std::to_string(free_port()), kWorker},
+               scenario_env(out, "env", {{"TMPDIR", tmp.path()}}), 60);
+  REQUIRE(r.exit_code == 0);
+  auto env = parse_env_dump(read_file(out.file("env.0")));
+  CHECK(env["ARGS"].empty());  // --use_env: no --local_rank
+  fs::path run_dir = fs::path(env["TORCHELASTIC_ERROR_FILE"]).parent_path().parent_path().parent_path();
+  CHECK(run_dir.parent_path() == fs::path(tmp.path()));
+  CHECK_FALSE(fs::exists(run_dir));
+}
+
+TEST_CASE("a failing worker tears the group down and its exit code is the launcher's") {
+  TempDir out;
+  auto r = run({launcher(), "--nproc_per_node=3", "--master_port=" + std::to_string(free_port()), kWorker},
+               scenario_env(out, "fail", {{"FAIL_RANK", "1"}, {"FAIL_CODE", "3"}}), 60);
+  CHECK(r.exit_code == 3);
+  CHECK_THAT(r.output, Catch::Contains("worker group FAILED"));
+  CHECK_THAT(r.output, Catch::Contains("rank       : 1 (local_rank: 1)"));
+  CHECK_THAT(r.output, Catch::Contains("exitcode   : 3"));
+  CHECK_THAT(r.output, Catch::Contains("pid        : " + std::to_string(pid_of(out, 1))));
+  // The others were stopped with SIGTERM, not left running.
+  CHECK(read_file(out.file("got.0")) == "TERM\n");
+  CHECK(read_file(out.file("got.2")) == "TERM\n");
+  CHECK_FALSE(pid_alive(pid_of(out, 0)));
+  CHECK_FALSE(pid_alive(pid_of(out, 2)));
+}
+
+TEST_CASE("a worker killed by SIGSEGV gives 139 and names the signal") {
+  TempDir out;
+  auto r = run({launcher(), "--nproc_per_node=2", "--master_port=" + std::to_string(free_port()), kWorker},
+               scenario_env(out, "segv"), 60);
+  CHECK(r.exit_code == 128 + SIGSEGV);
+  CHECK_THAT(r.output, Catch::Contains("signal 11 (SIGSEGV)"));
+  CHECK_THAT(r.output, Catch::Contains("rank       : 1 (local_rank: 1)"));
+}
+
+TEST_CASE("the worker's error file message is in the report") {
+  TempDir out;
+  auto r = run({launcher(), "--nproc_per_node=2", "--master_port=" + std::to_string(free_port()), kWorker},
+               scenario_env(out, "errorfile"), 60);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("message    : ValueError: loss is NaN at step 7"));
+  CHECK_THAT(r.output, Catch::Contains("File \"train.py\", line 3"));
+}
+
+TEST_CASE("a restart that succeeds on the second attempt") {
+  TempDir out;
+  auto r = run({launcher(), "--nproc_per_node=2", "--max_restarts=1", "--master_port=" + std::to_string(free_port()),
+                kWorker},
+               scenario_env(out, "restart"), 60);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("attempt 0 failed: rank 1 exit code 4; restarting the group (restart 1 of 1)"));
+  CHECK(read_file(out.file("attempt.0")) == "1\n");
+  CHECK(read_file(out.file("attempt.1")) == "1\n");
+}
+
+TEST_CASE("restarts exhausted: every attempt's root cause, the last one's exit code") {
+  TempDir out;
+  auto r = run({launcher(), "--nproc_per_node=1", "--max_restarts=2", "--master_port=" + std::to_string(free_port()),
+                kWorker},
+               scenario_env(out, "alwaysfail"), 60);
+  CHECK(r.exit_code == 7);  // 5 + restart count 2
+  CHECK_THAT(r.output, Catch::Contains("Earlier attempt 0 root cause"));
+  CHECK_THAT(r.output, Catch::Contains("Earlier attempt 1 root cause"));
+  CHECK_THAT(r.output, Catch::Contains("exitcode   : 5"));
+  CHECK_THAT(r.output, Catch::Contains("exitcode   : 6"));
+  CHECK_THAT(r.output, Catch::Contains("exitcode   : 7"));
+}
+
+TEST_CASE("signals to the launcher are forwarded to every worker") {
+  const int sig = GENERATE(SIGTERM, SIGINT, SIGHUP, SIGQUIT);
+  const std::string name = sig == SIGTERM ? "TERM" : sig == SIGINT ? "INT" : sig == SIGHUP ? "HUP" : "QUIT";
+  INFO("signal " << name);
+  TempDir out;
+  Proc p({launcher(), "--nproc_per_node=2", "--master_port=" + std::to_string(free_port()), kWorker},
+         scenario_env(out, "record"));
+  REQUIRE(wait_until([&] { return files_exist(out, "ready", 2); }, 30));
+  p.signal(sig);
+  auto code = p.wait(30);
+  REQUIRE(code);
+  CHECK(*code == 128 + sig);
+  CHECK(read_file(out.file("got.0")) == name + "\n");
+  CHECK(read_file(out.file("got.1")) == name + "\n");
+  CHECK_THAT(p.output(), Catch::Contains("stopped by SIG" + name));
+}
+
+TEST_CASE("a second SIGINT kills at once") {
+  TempDir out;
+  Proc p({launcher(), "--nproc_per_node=2", "--shutdown_timeout=300", "--master_port=" + std::to_string(free_port()),
+          kWorker},
+         scenario_env(out, "record_int"));
+  REQUIRE(wait_until([&] { return files_exist(out, "ready", 2); }, 30));
+  p.signal(SIGINT);
+  REQUIRE(wait_until([&] { return files_exist(out, "got", 2); }, 30));
+  CHECK(p.running());  // workers ignored it; the launcher waits out the grace period
+  p.signal(SIGINT);
+  auto code = p.wait(60);  // far below the 300 s grace
+  REQUIRE(code);
+  CHECK(*code == 128 + SIGINT);
+  CHECK(wait_until([&] { return !pid_alive(pid_of(out, 0)) && !pid_alive(pid_of(out, 1)); }, 10));
+}
+
+TEST_CASE("SIGKILL of the launcher leaves no worker alive") {
+  TempDir out;
+  Proc p({launcher(), "--nproc_per_node=3", "--master_port=" + std::to_string(free_port()), kWorker},
+         scenario_env(out, "sleep"));
+  REQUIRE(wait_until([&] { return files_exist(out, "ready", 3); }, 30));
+  std::vector<pid_t> pids{pid_of(out, 0), pid_of(out, 1), pid_of(out, 2)};
+  for (pid_t pid : pids) REQUIRE(pid_alive(pid));
+  p.signal(SIGKILL);
+  REQUIRE(p.wait(10));
+  CHECK(wait_until(
+      [&] {
+        for (pid_t pid : pids)
+          if (pid_alive(pid)) return false;
+        return true;
+      },
+      10));
+}
+
+TEST_CASE("--shutdown_timeout escalates to SIGKILL for a worker that ignores SIGTERM") {
+  TempDir out;
+  auto start = std::chrono::steady_clock::now();
+  auto r = run({launcher(), "--nproc_per_node=2", "--shutdown_timeout=1", "--master_port=" + std::to_string(free_port()),
+                kWorker},
+               scenario_env(out, "ignore_term"), 60);
+  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(r.exit_code == 9);
+  CHECK(elapsed >= 1.0);  // it did wait the grace period before killing
+  CHECK_THAT(r.output, Catch::Contains("rank 0 (local_rank 0, pid " + std::to_string(pid_of(out, 0)) + "): signal 9 (SIGKILL)"));
+  CHECK_FALSE(pid_alive(pid_of(out, 0)));
+}
+
+TEST_CASE("a program that vanishes before a restart exits 127 like a shell") {
+  TempDir out;
+  std::string copy = out.file("vanishing-worker.sh");
+  fs::copy_file(kWorker, copy);
+  auto r = run({launcher(), "--nproc_per_node=1", "--max_restarts=1", "--master_port=" + std::to_string(free_port()), copy},
+               scenario_env(out, "vanish"), 60);
+  CHECK(r.exit_code == 127);
+  CHECK_THAT(r.output, Catch::Contains("cannot execute " + copy));
+}
+
+TEST_CASE("python scripts run through python3 -u, modules with -m") {
+  TempDir out;
+  write_file(out.file("show.py"),
+             "import os, sys\n"
+             "open(os.path.join(os.environ['OUT'], 'py.' + os.environ['RANK']), 'w').write(' '.join(sys.argv[1:]) + '|' + str(sys.flags.dont_write_bytecode) + '|' + os.environ['LOCAL_RANK'])\n");
+  auto r = run({launcher(), "--nproc_per_node=2", "--master_port=" + std::to_string(free_port()), out.file("show.py"), "a"},
+               {{"OUT", out.path()}}, 60);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(read_file(out.file("py.1")), Catch::StartsWith("--local_rank=1 a|"));
+  fs::create_directories(out.file("pkg"));
+  write_file(out.file("pkg/__init__.py"), "");
+  fs::copy_file(out.file("show.py"), out.file("pkg/show.py"));
+  auto m = run({launcher(), "--nproc_per_node=1", "--use_env", "--master_port=" + std::to_string(free_port()), "-m",
+                "pkg.show", "b"},
+               {{"OUT", out.path()}, {"PYTHONPATH", out.path()}}, 60);
+  REQUIRE(m.exit_code == 0);
+  CHECK_THAT(read_file(out.file("py.0")), Catch::StartsWith("b|"));
+}
+
+TEST_CASE("PET_ variables configure the launcher") {
+  TempDir out;
+  auto r = run({launcher(), kWorker},
+               scenario_env(out, "env", {{"PET_NPROC_PER_NODE", "3"}, {"PET_USE_ENV", "1"},
+                                         {"PET_MASTER_PORT", std::to_string(free_port())}}),
+               60);
+  REQUIRE(r.exit_code == 0);
+  CHECK(files_exist(out, "env", 3));
+  CHECK(parse_env_dump(read_file(out.file("env.2")))["ARGS"].empty());
+}
+
+TEST_CASE("bad input: one line naming the value, exit 2, no worker started") {
+  TempDir out;
+  write_file(out.file("not-exec"), "#!/bin/sh\n", false);
+  write_file(out.file("script.py"), "print(1)\n", false);
+  struct Case {
+    std::vector<std::string> args;
+    std::string expect;
+  };
+  std::vector<Case> cases = {
+      {{"--bogus", kWorker}, "'--bogus'"},
+      {{"--nproc_per_node=0", kWorker}, "'0'"},
+      {{"--nproc_per_node=-3", kWorker}, "'-3'"},
+      {{"--nproc_per_node=lots", kWorker}, "'lots'"},
+      {{"--nnodes=2", "--node_rank=2", kWorker}, "--node_rank 2"},
+      {{"--master_port=0", kWorker}, "--master_port: 0"},
+      {{"--master_port=70000", kWorker}, "70000"},
+      {{"--nproc_per_node=2"}, "missing program"},
+      {{out.file("not-exec")}, "is not executable"},
+      {{"--no_python", out.file("script.py")}, "--no_python"},
+      {{out.file("missing-program")}, "not found"},
+      {{"--max_restarts=x", kWorker}, "'x'"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> argv{launcher()};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    INFO("args: " << Catch::Detail::stringify(c.args));
+    auto r = run(argv, scenario_env(out, "sleep"), 30);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::StartsWith("ddp-launch: error: ") && Catch::Contains(c.expect) &&
+                             Catch::Contains("ddp-launch --help"));
+    CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+  }
+  CHECK_FALSE(fs::exists(out.file("pid.0")));  // no worker ever started
+}
+
+TEST_CASE("a master port already in use is refused before any worker starts") {
+  TempDir out;
+  int port = free_port();
+  // Hold the port with a listener for the duration of the check.
+  Proc holder({"python3", "-c",
+               "import socket,sys,time\ns=socket.socket(); s.bind(('0.0.0.0'," + std::to_string(port) +
+                   ")); s.listen(); open(sys.argv[1],'w').close(); time.sleep(60)",
+               out.file("listening")});
+  REQUIRE(wait_until([&] { return fs::exists(out.file("listening")); }, 30));
+  auto r = run({launcher(), "--nproc_per_node=1", "--master_port=" + std::to_string(port), kWorker},
+               scenario_env(out, "sleep"), 30);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("--master_port " + std::to_string(port) + " is already in use"));
+  CHECK_FALSE(fs::exists(out.file("pid.0")));
+}
+
+TEST_CASE("--standalone runs on a free port; --help and --version exit 0") {
+  TempDir out;
+  auto r = run({launcher(), "--standalone", "--nproc_per_node=2", kWorker}, scenario_env(out, "env"), 60);
+  REQUIRE(r.exit_code == 0);
+  auto env = parse_env_dump(read_file(out.file("env.0")));
+  CHECK(env["MASTER_PORT"] != "29500");
+  CHECK(env["MASTER_PORT"] == parse_env_dump(read_file(out.file("env.1")))["MASTER_PORT"]);
+  CHECK(run({launcher(), "--help"}).exit_code == 0);
+  CHECK_THAT(run({launcher(), "--version"}).output, Catch::StartsWith("ddp-launch "));
+}
