@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Launcher benchmark: ddp-launch vs spawning directly vs torchrun, in one run.
+
+1. Launch overhead: --nproc_per_node=4 of /bin/true, wall time from spawn to
+   exit. Baseline: posix_spawn of the 4 processes directly and waiting.
+2. Teardown latency: 4 workers; rank 1 exits 1 once all are up, the others
+   exit on SIGTERM. Latency = launcher exit - rank 1's exit timestamp.
+
+torchrun is Debian's python3-torch 1.13 through bench/torchrun_patched.py
+(the stock one crashes on Python 3.11). Writes its table into
+docs/benchmarks.md. Usage: bench/launcher/bench_launcher.py [--runs N]
+"""
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import update_doc  # noqa: E402
+
+LAUNCH = os.path.join(ROOT, "build", "bin", "ddp-launch")
+TORCH_PY = "/usr/bin/python3"
+TORCHRUN = [TORCH_PY, os.path.join(ROOT, "bench", "torchrun_patched.py")]
+TRUE = shutil.which("true") or "/bin/true"
+
+TEARDOWN_WORKER = r"""#!/bin/sh
+trap 'exit 0' TERM
+: > "$OUT/ready.$RANK"
+if [ "$RANK" = 1 ]; then
+  while [ "$(ls "$OUT" | grep -c '^ready\.')" -lt "$WORLD_SIZE" ]; do sleep 0.01; done
+  date +%s%N > "$OUT/failed_at"
+  exit 1
+fi
+while :; do sleep 30 & wait $!; done
+"""
+
+
+def have_torchrun():
+    return os.path.exists(TORCH_PY) and subprocess.run(
+        [TORCH_PY, "-c", "import torch.distributed.run"], capture_output=True).returncode == 0
+
+
+def spawn_wait(argv, env=None):
+    pid = os.posix_spawn(argv[0], argv, env if env is not None else os.environ)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def time_direct(n=4):
+    t0 = time.perf_counter()
+    pids = [os.posix_spawn(TRUE, [TRUE], os.environ) for _ in range(n)]
+    for p in pids:
+        os.waitpid(p, 0)
+    return time.perf_counter() - t0
+
+
+def time_cmd(argv, env):
+    t0 = time.perf_counter()
+    spawn_wait(argv, env)
+    return time.perf_counter() - t0
+
+
+def quiet_env(port):
+    env = dict(os.environ)
+    env["OMP_NUM_THREADS"] = "1"  # silences both launchers' OMP notice
+    env["MASTER_PORT"] = str(port)
+    return env
+
+
+def launch_overhead(runs, torch_runs):
+    env = quiet_env(0)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    saved = os.dup(2)
+    os.dup2(devnull, 2)  # torchrun's banner
+    try:
+        direct = [time_direct() for _ in range(runs)]
+        ours = [time_cmd([LAUNCH, "--nproc_per_node=4", "--standalone", TRUE], env) for _ in range(runs)]
+        theirs = []
+        if torch_runs:
+            theirs = [time_cmd(TORCHRUN + ["--nproc_per_node=4", "--standalone", "--no_python", TRUE], env)
+                      for _ in range(torch_runs)]
+    finally:
+        os.dup2(saved, 2)
+    return direct, ours, theirs
+
+
+def teardown_latency(argv_prefix, runs):
+    out = []
+    for _ in range(runs):
+        d = tempfile.mkdtemp(prefix="ddp-bench-")
+        try:
+            worker = os.path.join(d, "worker.sh")
+            with open(worker, "w") as f:
+                f.write(TEARDOWN_WORKER)
+            os.chmod(worker, 0o755)
+            env = quiet_env(0)
+            env["OUT"] = d
+            proc = subprocess.Popen(argv_prefix + [worker], env=env, stderr=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL)
+            proc.wait()
+            end_ns = time.time_ns()
+            with open(os.path.join(d, "failed_at")) as f:
+                out.append((end_ns - int(f.read())) / 1e9)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+    return out
+
+
+def ms(xs):
+    return f"{statistics.median(xs) * 1e3:.1f}" if xs else "n/a"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--torch-runs", type=int, default=3, help="torchrun is slow; fewer runs")
+    args = ap.parse_args()
+    if not os.access(LAUNCH, os.X_OK):
+        sys.exit(f"bench_launcher: {LAUNCH} is missing; run scripts/build first")
+    torch_runs = args.torch_runs if have_torchrun() else 0
+
+    direct, ours, theirs = launch_overhead(args.runs, torch_runs)
+    td_ours = teardown_latency([LAUNCH, "--nproc_per_node=4", "--standalone", "--use_env"], args.runs)
+    td_theirs = teardown_latency(TORCHRUN + ["--nproc_per_node=4", "--standalone", "--no_python"],
+                                 torch_runs) if torch_runs else []
+
+    over = (statistics.median(ours) - statistics.median(direct)) * 1e3
+    speedup = statistics.median(theirs) / statistics.median(ours) if theirs else None
+    lines = [
+        "## Launcher (issue: foundation and launcher core)",
+        "",
+        f"`bench/launcher/bench_launcher.py --runs {args.runs}`, {time.strftime('%Y-%m-%d')}, "
+        f"{os.cpu_count()} cores; medians in ms. torchrun = Debian python3-torch 1.13 via "
+        "`bench/torchrun_patched.py`" + ("" if theirs else " (not installed: skipped)") +
+        f", {torch_runs} runs.",
+        "",
+        "| measurement | direct spawn | ddp-launch | torchrun | goal |",
+        "|---|---|---|---|---|",
+        f"| launch 4 × /bin/true, wall | {ms(direct)} | {ms(ours)} | {ms(theirs)} | "
+        "≤ direct + 5 ms; > 100× faster than torchrun |",
+        f"| teardown: worker failure → launcher exit | – | {ms(td_ours)} | {ms(td_theirs)} | < 50 ms |",
+        "",
+        f"ddp-launch overhead above direct spawning: **{over:.1f} ms**" +
+        (f"; torchrun / ddp-launch: **{speedup:.0f}×**." if speedup else "."),
+        f"Teardown spread (ddp-launch): min {min(td_ours) * 1e3:.1f} ms, max {max(td_ours) * 1e3:.1f} ms.",
+    ]
+    table = "\n".join(lines)
+    print(table)
+    update_doc.update("launcher-bench", table)
+
+
+if __name__ == "__main__":
+    main()
