@@ -68,4 +68,33 @@ inline c10d::TCPStoreOptions tcp_store_options(std::uint16_t port, bool is_serve
 // Gloo options: the field layout is the same in both versions.
 using GlooOptions = c10d::ProcessGroupGloo::Options;
 
+// How Python's init_process_group scopes the default group's backend keys
+// inside PrefixStore("default_pg", store). A C++ rank must use the same keys
+// to share a group with Python ranks. 1.13 (distributed_c10d.py,
+// _new_process_group_helper): PrefixStore(group_name="0", store). 2.x:
+// PrefixStore("<device>/", PrefixStore("0/", store)). Interop is tested on
+// 1.13; the 2.x scoping follows the 2.x sources and is untested here.
+inline c10::intrusive_ptr<c10d::Store> backend_store(const c10::intrusive_ptr<c10d::Store>& default_pg,
+                                                     const std::string& device_type) {
+#if TORCH_VERSION_MAJOR >= 2
+  auto group = c10::make_intrusive<c10d::PrefixStore>("0/", default_pg);
+  return c10::make_intrusive<c10d::PrefixStore>(device_type + "/", group);
+#else
+  (void)device_type;
+  return c10::make_intrusive<c10d::PrefixStore>("0", default_pg);
+#endif
+}
+
+// Python 1.x ends init_process_group with a store-based barrier on this key
+// (in the default_pg store); a C++ rank in a mixed group must take part or
+// the Python ranks wait for it until the timeout. 2.1+ skips it by default
+// (TORCH_DIST_INIT_BARRIER=0).
+inline std::optional<std::string> init_barrier_key() {
+#if DDP_TORCH_VERSION_AT_LEAST(2, 1)
+  return std::nullopt;
+#else
+  return std::string("store_based_barrier_key:1");
+#endif
+}
+
 }  // namespace ddp::worker::compat

@@ -1,0 +1,289 @@
+#include "ddp/worker/checkpoint.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/torch.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ddp/worker/process_group.h"
+
+namespace ddp::worker {
+namespace {
+
+const char* const kFormat = "ddp-worker-checkpoint-v1";
+
+std::string errno_text() { return std::strerror(errno); }
+
+std::string dir_of(const std::string& path) {
+  auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+std::string base_of(const std::string& path) {
+  auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Temp file in the same directory (rename is atomic only within a file
+// system), fsync the data, rename over the target, fsync the directory so
+// the rename itself survives a power loss.
+void write_atomically(const std::string& path, const std::vector<char>& data, const char* what) {
+  const std::string dir = dir_of(path);
+  const std::string tmp = dir + "/." + base_of(path) + ".tmp." + std::to_string(::getpid());
+  auto fail = [&](const std::string& step) {
+    const std::string err = errno_text();
+    ::unlink(tmp.c_str());
+    throw CheckpointError(std::string("could not save ") + what + " '" + path + "': " + step + ": " + err +
+                          " (check that the directory exists, is writable and has space)");
+  };
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail("creating " + tmp);
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int saved = errno;
+      ::close(fd);
+      errno = saved;
+      fail("writing " + tmp);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    int saved = errno;
+    ::close(fd);
+    errno = saved;
+    fail("fsync of " + tmp);
+  }
+  if (::close(fd) != 0) fail("closing " + tmp);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) fail("renaming " + tmp);
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);  // best effort: some file systems refuse fsync on directories
+    ::close(dfd);
+  }
+}
+
+std::vector<char> read_whole(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0)
+      throw CheckpointError(std::string(what) + " '" + path + "' does not exist (" + errno_text() + ")");
+    throw CheckpointError(std::string(what) + " '" + path + "' cannot be opened (check permissions)");
+  }
+  std::vector<char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw CheckpointError(std::string("reading ") + what + " '" + path + "' failed: " + errno_text());
+  if (data.empty()) throw CheckpointError(std::string(what) + " '" + path + "' is empty (truncated by a crash?)");
+  return data;
+}
+
+c10::IValue unpickle(const std::string& path, const std::vector<char>& data, const char* what) {
+  try {
+    return torch::jit::pickle_load(data);
+  } catch (const c10::Error& e) {
+    throw CheckpointError(std::string(what) + " '" + path + "' is truncated or corrupt (" + std::to_string(data.size()) +
+                          " bytes, not a readable torch.save archive): " + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    throw CheckpointError(std::string(what) + " '" + path + "' is truncated or corrupt (" + std::to_string(data.size()) +
+                          " bytes, not a readable torch.save archive): " + e.what());
+  }
+}
+
+at::Tensor to_device(const at::Tensor& t, c10::Device device) {
+  return t.device() == device ? t : t.to(device);
+}
+
+at::Tensor cpu_snapshot(const at::Tensor& t) {
+  return t.device().is_cpu() ? t.detach().clone() : t.detach().to(at::kCPU);
+}
+
+torch::OrderedDict<std::string, at::Tensor> module_tensors(const torch::nn::Module& module) {
+  torch::OrderedDict<std::string, at::Tensor> out;
+  for (const auto& p : module.named_parameters(true)) out.insert(p.key(), p.value());
+  for (const auto& b : module.named_buffers(true)) out.insert(b.key(), b.value());
+  return out;
+}
+
+c10::Dict<std::string, at::Tensor> tensor_dict(const torch::OrderedDict<std::string, at::Tensor>& tensors) {
+  c10::Dict<std::string, at::Tensor> d;
+  for (const auto& item : tensors) d.insert(item.key(), cpu_snapshot(item.value()));
+  return d;
+}
+
+[[noreturn]] void bad_field(const std::string& path, const std::string& field, const std::string& problem) {
+  throw CheckpointError("checkpoint '" + path + "' is not valid: field '" + field + "' " + problem);
+}
+
+}  // namespace
+
+Checkpoint make_checkpoint(const torch::nn::Module& module, torch::optim::Optimizer* optimizer, int64_t epoch,
+                           int64_t step) {
+  Checkpoint c;
+  for (const auto& item : module_tensors(module)) c.model.insert(item.key(), cpu_snapshot(item.value()));
+  if (optimizer) {
+    torch::serialize::OutputArchive archive;
+    optimizer->save(archive);
+    std::ostringstream os;
+    archive.save_to(os);
+    c.optimizer = os.str();
+  }
+  c.epoch = epoch;
+  c.step = step;
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  c.rng_state = gen.get_state();
+  return c;
+}
+
+void apply_checkpoint(const Checkpoint& ckpt, torch::nn::Module& module, torch::optim::Optimizer* optimizer,
+                      bool restore_rng) {
+  auto tensors = module_tensors(module);
+  std::ostringstream problems;
+  for (const auto& item : tensors) {
+    const at::Tensor* saved = ckpt.model.find(item.key());
+    if (!saved) problems << " missing '" << item.key() << "';";
+    else if (saved->sizes() != item.value().sizes())
+      problems << " '" << item.key() << "' has shape " << saved->sizes() << " in the checkpoint, "
+               << item.value().sizes() << " in the model;";
+  }
+  for (const auto& item : ckpt.model)
+    if (!tensors.find(item.key())) problems << " unexpected '" << item.key() << "';";
+  if (!problems.str().empty())
+    throw CheckpointError("checkpoint does not match the model:" + problems.str() +
+                          " build the same model that wrote it");
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& item : tensors) item.value().copy_(ckpt.model[item.key()]);
+  }
+  if (optimizer && !ckpt.optimizer.empty()) {
+    torch::serialize::InputArchive archive;
+    c10::optional<c10::Device> device;
+    if (!tensors.is_empty()) device = tensors.begin()->value().device();
+    archive.load_from(ckpt.optimizer.data(), ckpt.optimizer.size(), device);
+    optimizer->load(archive);
+  }
+  if (restore_rng && ckpt.rng_state.defined()) {
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(ckpt.rng_state);
+  }
+}
+
+void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
+  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+  d.insert("format", std::string(kFormat));
+  d.insert("model", tensor_dict(ckpt.model));
+  at::Tensor opt = at::empty({static_cast<int64_t>(ckpt.optimizer.size())}, at::kByte);
+  if (!ckpt.optimizer.empty()) std::memcpy(opt.data_ptr(), ckpt.optimizer.data(), ckpt.optimizer.size());
+  d.insert("optimizer", opt);
+  d.insert("epoch", ckpt.epoch);
+  d.insert("step", ckpt.step);
+  if (ckpt.rng_state.defined()) d.insert("rng_state", ckpt.rng_state.cpu());
+  c10::Dict<std::string, double> metrics;
+  for (const auto& [k, v] : ckpt.metrics) metrics.insert(k, v);
+  d.insert("metrics", metrics);
+  c10::Dict<std::string, std::string> strings;
+  for (const auto& [k, v] : ckpt.strings) strings.insert(k, v);
+  d.insert("strings", strings);
+  write_atomically(path, torch::jit::pickle_save(d), "checkpoint");
+}
+
+void save_checkpoint(ProcessGroup& pg, const std::string& path, const Checkpoint& ckpt) {
+  std::string error;
+  if (pg.rank() == 0) {
+    try {
+      save_checkpoint(path, ckpt);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  // The status travels with the barrier, so a failed save is an error on
+  // every rank instead of a hang on the others.
+  at::Tensor failed = at::full({1}, error.empty() ? 0 : 1, at::TensorOptions().dtype(at::kInt).device(pg.device()));
+  pg.allreduce(failed, ReduceOp::Sum);
+  if (!error.empty()) throw CheckpointError(error);
+  if (failed.cpu().item<int>() != 0)
+    throw CheckpointError("rank 0 failed to save checkpoint '" + path + "' (see rank 0's error)");
+}
+
+Checkpoint load_checkpoint(const std::string& path, c10::Device device) {
+  auto data = read_whole(path, "checkpoint");
+  c10::IValue v = unpickle(path, data, "checkpoint");
+  if (!v.isGenericDict()) throw CheckpointError("checkpoint '" + path + "' is not a ddp-worker checkpoint (not a dict)");
+  auto d = v.toGenericDict();
+  auto get = [&](const char* key) -> c10::IValue {
+    auto it = d.find(c10::IValue(std::string(key)));
+    if (it == d.end()) bad_field(path, key, "is missing");
+    return it->value();
+  };
+  auto fmt = d.find(c10::IValue(std::string("format")));
+  if (fmt == d.end() || !fmt->value().isString() || fmt->value().toStringRef() != kFormat)
+    throw CheckpointError("checkpoint '" + path + "' is not a " + kFormat +
+                          " file (a weights-only file? read it with load_weights)");
+  Checkpoint c;
+  auto model = get("model");
+  if (!model.isGenericDict()) bad_field(path, "model", "is not a dict");
+  for (const auto& item : model.toGenericDict()) {
+    if (!item.key().isString() || !item.value().isTensor()) bad_field(path, "model", "holds a non-tensor entry");
+    c.model.insert(item.key().toStringRef(), to_device(item.value().toTensor(), device));
+  }
+  auto opt = get("optimizer");
+  if (!opt.isTensor()) bad_field(path, "optimizer", "is not a byte tensor");
+  at::Tensor ob = opt.toTensor().contiguous();
+  c.optimizer.assign(static_cast<const char*>(ob.data_ptr()), static_cast<size_t>(ob.numel()));
+  auto epoch = get("epoch"), step = get("step");
+  if (!epoch.isInt()) bad_field(path, "epoch", "is not an integer");
+  if (!step.isInt()) bad_field(path, "step", "is not an integer");
+  c.epoch = epoch.toInt();
+  c.step = step.toInt();
+  auto rng = d.find(c10::IValue(std::string("rng_state")));
+  if (rng != d.end()) {
+    if (!rng->value().isTensor()) bad_field(path, "rng_state", "is not a tensor");
+    c.rng_state = rng->value().toTensor();
+  }
+  auto metrics = get("metrics");
+  if (!metrics.isGenericDict()) bad_field(path, "metrics", "is not a dict");
+  for (const auto& item : metrics.toGenericDict()) {
+    if (!item.key().isString() || !item.value().isDouble()) bad_field(path, "metrics", "holds a non-float entry");
+    c.metrics[item.key().toStringRef()] = item.value().toDouble();
+  }
+  auto strings = get("strings");
+  if (!strings.isGenericDict()) bad_field(path, "strings", "is not a dict");
+  for (const auto& item : strings.toGenericDict()) {
+    if (!item.key().isString() || !item.value().isString()) bad_field(path, "strings", "holds a non-string entry");
+    c.strings[item.key().toStringRef()] = item.value().toStringRef();
+  }
+  return c;
+}
+
+void save_weights_for_python(const std::string& path, const torch::nn::Module& module) {
+  write_atomically(path, torch::jit::pickle_save(tensor_dict(module_tensors(module))), "weights file");
+}
+
+torch::OrderedDict<std::string, at::Tensor> load_weights(const std::string& path, c10::Device device) {
+  auto data = read_whole(path, "weights file");
+  c10::IValue v = unpickle(path, data, "weights file");
+  if (!v.isGenericDict())
+    throw CheckpointError("weights file '" + path + "' does not hold a dict of tensors (from Python save a plain dict: "
+                          "torch.save(dict(model.state_dict()), path))");
+  torch::OrderedDict<std::string, at::Tensor> out;
+  for (const auto& item : v.toGenericDict()) {
+    if (!item.key().isString() || !item.value().isTensor())
+      throw CheckpointError("weights file '" + path + "' holds an entry that is not name -> tensor");
+    out.insert(item.key().toStringRef(), to_device(item.value().toTensor(), device));
+  }
+  return out;
+}
+
+}  // namespace ddp::worker

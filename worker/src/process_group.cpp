@@ -1,0 +1,363 @@
+// init_process_group and the ProcessGroup wrapper over a c10d backend.
+// Rendezvous follows Python's env:// path step by step (see process_group.h)
+// so that C++ and Python ranks can share a group.
+
+#include "ddp/worker/process_group.h"
+
+#include <torch/cuda.h>
+
+#include <chrono>
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "ddp/common/parse.h"
+#include "ddp/worker/compat.h"
+#include "ddp/worker/process_group_native.h"
+
+#ifdef DDP_WORKER_HAVE_NCCL
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+namespace ddp::worker {
+
+struct ProcessGroup::Impl {
+  DistEnv env;
+  std::string backend_name;
+  c10::Device device{c10::kCPU};
+  std::chrono::milliseconds timeout{};
+  c10::intrusive_ptr<c10d::Store> tcp_store;  // the TCPStore itself
+  c10::intrusive_ptr<c10d::Store> store;      // PrefixStore("default_pg", ...)
+  c10::intrusive_ptr<compat::Backend> backend;
+};
+
+namespace {
+
+std::string seconds_text(std::chrono::milliseconds t) {
+  std::ostringstream o;
+  o << static_cast<double>(t.count()) / 1000.0 << " s";
+  return o.str();
+}
+
+std::string endpoint(const DistEnv& env) {
+  return env.master_addr + ":" + std::to_string(env.master_port);
+}
+
+std::string what_of(const std::exception& e) {
+  if (auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
+  return e.what();
+}
+
+// Number of ranks that reached the store ("init/" is the key every TCPStore
+// with numWorkers increments when it connects), or -1 when unknown.
+long joined_count(const c10::intrusive_ptr<c10d::Store>& tcp) {
+  if (!tcp) return -1;
+  try {
+    return static_cast<long>(tcp->add("init/", 0));
+  } catch (...) {
+    return -1;
+  }
+}
+
+std::string joined_text(long joined, int world) {
+  if (joined < 0) return "unknown how many of " + std::to_string(world) + " ranks joined (this rank never reached the store)";
+  return std::to_string(joined) + "/" + std::to_string(world) + " ranks joined";
+}
+
+std::string resolve_backend(const InitOptions& opt) {
+  std::string b = opt.backend;
+  std::string source = "InitOptions::backend";
+  if (b.empty()) {
+    if (auto env = get_env("DDP_BACKEND"); env && !env->empty()) {
+      b = *env;
+      source = "DDP_BACKEND";
+    }
+  }
+  if (b.empty()) {
+#ifdef DDP_WORKER_HAVE_NCCL
+    b = torch::cuda::is_available() ? "nccl" : "gloo";
+#else
+    b = "gloo";
+#endif
+    return b;
+  }
+  if (b != "gloo" && b != "nccl")
+    throw std::invalid_argument(source + ": unknown backend '" + b + "', use gloo (CPU) or nccl (CUDA)");
+#ifndef DDP_WORKER_HAVE_NCCL
+  if (b == "nccl")
+    throw std::invalid_argument(source + "=nccl but this ddp_worker was built without NCCL "
+                                "(LibTorch " TORCH_VERSION " without CUDA or nccl.h not found); use gloo");
+#endif
+  return b;
+}
+
+std::chrono::milliseconds resolve_timeout(const InitOptions& opt) {
+  auto t = opt.timeout;
+  if (t == InitOptions::kDefaultTimeout) {
+    if (auto env = get_env("DDP_TIMEOUT_S")) {
+      double s = parse_seconds(*env, "DDP_TIMEOUT_S");
+      t = std::chrono::milliseconds(static_cast<long long>(std::llround(s * 1000.0)));
+    }
+  }
+  if (t.count() <= 0)
+    throw std::invalid_argument("process group timeout must be positive (DDP_TIMEOUT_S or InitOptions::timeout), got " +
+                                std::to_string(t.count()) + " ms");
+  return t;
+}
+
+c10::intrusive_ptr<c10d::Store> connect_store(const DistEnv& env, std::chrono::milliseconds timeout) {
+  const bool host = env.rank == 0 && !env.use_agent_store;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    auto opts = compat::tcp_store_options(static_cast<std::uint16_t>(env.master_port), host,
+                                          static_cast<std::size_t>(env.world_size),
+                                          /*wait_workers=*/true, timeout);
+    auto tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
+    tcp->setTimeout(timeout);
+    return tcp;
+  } catch (const std::exception& e) {
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - start);
+    const std::string cause = what_of(e);
+    std::string joined;
+    // The host's own error carries the count ("1/2 clients joined"); a
+    // client that never connected cannot know it.
+    if (host && cause.find("clients joined") != std::string::npos) {
+      auto pos = cause.find("Timed out");
+      joined = "only some ranks joined (" + cause.substr(pos == std::string::npos ? 0 : pos) + ")";
+    } else {
+      joined = joined_text(-1, env.world_size);
+    }
+    std::ostringstream m;
+    m << "rank " << env.rank << ": rendezvous store at " << endpoint(env) << " ";
+    if (host && cause.find("listen") != std::string::npos) {
+      m << "could not be hosted (is port " << env.master_port
+        << " in use? pick a free MASTER_PORT): " << cause;
+    } else {
+      m << (host ? "was hosted by this rank but not every rank joined" : "could not be reached")
+        << " within the timeout of " << seconds_text(timeout) << " (gave up after "
+        << seconds_text(waited) << "; " << joined << "). Check that all " << env.world_size
+        << " ranks are started, that MASTER_ADDR/MASTER_PORT point at rank 0"
+        << (env.use_agent_store ? "'s launcher (TORCHELASTIC_USE_AGENT_STORE=True)" : "")
+        << ", or raise DDP_TIMEOUT_S. Cause: " << cause;
+    }
+    throw std::runtime_error(m.str());
+  }
+}
+
+// Python's _store_based_barrier: every rank adds 1 to the key, then waits
+// until the count reaches world_size. Polls every 10 ms like Python does.
+void store_based_barrier(const c10::intrusive_ptr<c10d::Store>& store, const std::string& key,
+                         const DistEnv& env, std::chrono::milliseconds timeout) {
+  store->add(key, 1);
+  const auto start = std::chrono::steady_clock::now();
+  while (true) {
+    auto count = store->add(key, 0);
+    if (count >= env.world_size) return;
+    if (std::chrono::steady_clock::now() - start > timeout)
+      throw std::runtime_error("rank " + std::to_string(env.rank) + ": timed out after " +
+                               seconds_text(timeout) + " in the store-based barrier at " +
+                               endpoint(env) + ": " + std::to_string(count) + "/" +
+                               std::to_string(env.world_size) +
+                               " ranks reached it. Check that every rank started and did not fail.");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+c10::intrusive_ptr<compat::Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store,
+                                              const DistEnv& env, std::chrono::milliseconds timeout) {
+  auto opts = compat::GlooOptions::create(timeout);
+  // Same device choice as Python's ProcessGroupGloo binding.
+  if (auto ifnames = get_env("GLOO_SOCKET_IFNAME"); ifnames && !ifnames->empty()) {
+    std::stringstream ss(*ifnames);
+    std::string name;
+    while (std::getline(ss, name, ','))
+      if (!name.empty()) opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
+  } else {
+    opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  }
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.world_size, opts);
+}
+
+#ifdef DDP_WORKER_HAVE_NCCL
+c10::intrusive_ptr<compat::Backend> make_nccl(const c10::intrusive_ptr<c10d::Store>& store,
+                                              const DistEnv& env, std::chrono::milliseconds timeout) {
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(env.local_rank));
+  auto opts = c10d::ProcessGroupNCCL::Options::create();
+  opts->timeout = timeout;
+  return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, env.rank, env.world_size, opts);
+}
+#endif
+
+}  // namespace
+
+std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options, int argc, char** argv) {
+  return init_process_group(DistEnv::from_environment(argc, argv), options);
+}
+
+std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env, const InitOptions& options) {
+  auto impl = std::make_unique<ProcessGroup::Impl>();
+  impl->env = env;
+  impl->backend_name = resolve_backend(options);
+  impl->timeout = resolve_timeout(options);
+  if (impl->backend_name == "nccl") {
+    if (!torch::cuda::is_available() || env.local_rank >= static_cast<int>(torch::cuda::device_count()))
+      throw std::invalid_argument("rank " + std::to_string(env.rank) + ": backend nccl needs GPU cuda:" +
+                                  std::to_string(env.local_rank) + " (LOCAL_RANK) but " +
+                                  std::to_string(torch::cuda::device_count()) +
+                                  " GPU(s) are visible; use gloo or fewer processes per node");
+    impl->device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
+  }
+
+  impl->tcp_store = connect_store(env, impl->timeout);
+  c10::intrusive_ptr<c10d::Store> base = impl->tcp_store;
+  if (env.use_agent_store)  // rendezvous.py: the agent's keys are scoped per attempt
+    base = c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + std::to_string(env.restart_count), base);
+  impl->store = c10::make_intrusive<c10d::PrefixStore>("default_pg", base);
+
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    auto bstore = compat::backend_store(impl->store, impl->device.is_cuda() ? "cuda" : "cpu");
+#ifdef DDP_WORKER_HAVE_NCCL
+    if (impl->backend_name == "nccl") impl->backend = make_nccl(bstore, env, impl->timeout);
+    else
+#endif
+      impl->backend = make_gloo(bstore, env, impl->timeout);
+    if (auto key = compat::init_barrier_key()) store_based_barrier(impl->store, *key, env, impl->timeout);
+    impl->backend->setSequenceNumberForGroup();
+  } catch (const std::exception& e) {
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - start);
+    throw std::runtime_error("rank " + std::to_string(env.rank) + ": creating the " + impl->backend_name +
+                             " process group over the store at " + endpoint(env) + " failed after " +
+                             seconds_text(waited) + " (timeout " + seconds_text(impl->timeout) + "; " +
+                             joined_text(joined_count(impl->tcp_store), env.world_size) +
+                             "). A peer may have died or be unreachable from this host. Cause: " + what_of(e));
+  }
+  return std::make_shared<ProcessGroup>(std::move(impl));
+}
+
+// ---- ProcessGroup ------------------------------------------------------------
+
+ProcessGroup::ProcessGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ProcessGroup::~ProcessGroup() = default;
+
+int ProcessGroup::rank() const { return impl_->env.rank; }
+int ProcessGroup::world_size() const { return impl_->env.world_size; }
+int ProcessGroup::local_rank() const { return impl_->env.local_rank; }
+int ProcessGroup::local_world_size() const { return impl_->env.local_world_size; }
+c10::Device ProcessGroup::device() const { return impl_->device; }
+const std::string& ProcessGroup::backend() const { return impl_->backend_name; }
+std::chrono::milliseconds ProcessGroup::timeout() const { return impl_->timeout; }
+const DistEnv& ProcessGroup::env() const { return impl_->env; }
+
+c10::intrusive_ptr<compat::Backend> native_backend(ProcessGroup& pg) { return pg.impl().backend; }
+c10::intrusive_ptr<c10d::Store> native_store(ProcessGroup& pg) { return pg.impl().store; }
+
+namespace {
+
+std::string describe(const char* op, const at::Tensor& t) {
+  std::ostringstream o;
+  o << op << " of " << t.numel() << " x " << t.dtype().name() << " on " << t.device();
+  return o.str();
+}
+
+void check_tensor(const ProcessGroup& pg, const at::Tensor& t, const char* op) {
+  if (!t.defined()) throw std::invalid_argument(std::string(op) + ": undefined tensor");
+  if (t.is_sparse()) throw std::invalid_argument(std::string(op) + ": sparse tensors are not supported");
+  if (t.device() != pg.device())
+    throw std::invalid_argument(describe(op, t) + ": the " + pg.backend() + " process group needs tensors on " +
+                                pg.device().str());
+}
+
+AsyncWork make_work(c10::intrusive_ptr<compat::Work> w, std::string what, int rank) {
+  return AsyncWork(std::make_shared<c10::intrusive_ptr<compat::Work>>(std::move(w)), std::move(what), rank);
+}
+
+}  // namespace
+
+AsyncWork::AsyncWork(std::shared_ptr<void> work, std::string what, int rank)
+    : work_(std::move(work)), what_(std::move(what)), rank_(rank) {}
+
+void AsyncWork::wait() {
+  if (!work_) return;
+  auto& w = *static_cast<c10::intrusive_ptr<compat::Work>*>(work_.get());
+  try {
+    w->wait();
+  } catch (const std::exception& e) {
+    throw std::runtime_error("rank " + std::to_string(rank_) + ": " + what_ +
+                             " failed (a peer may have exited or timed out): " + what_of(e));
+  }
+}
+
+bool AsyncWork::completed() const {
+  if (!work_) return true;
+  return (*static_cast<c10::intrusive_ptr<compat::Work>*>(work_.get()))->isCompleted();
+}
+
+AsyncWork ProcessGroup::allreduce_async(at::Tensor& tensor) {
+  check_tensor(*this, tensor, "allreduce");
+  if (!tensor.is_contiguous()) throw std::invalid_argument(describe("allreduce", tensor) + ": tensor must be contiguous");
+  std::vector<at::Tensor> v{tensor};
+  c10d::AllreduceOptions o;
+  o.reduceOp = c10d::ReduceOp::SUM;
+  return make_work(impl_->backend->allreduce(v, o), describe("allreduce", tensor), rank());
+}
+
+AsyncWork ProcessGroup::broadcast_async(at::Tensor& tensor, int root) {
+  check_tensor(*this, tensor, "broadcast");
+  if (!tensor.is_contiguous()) throw std::invalid_argument(describe("broadcast", tensor) + ": tensor must be contiguous");
+  std::vector<at::Tensor> v{tensor};
+  c10d::BroadcastOptions o;
+  o.rootRank = root;
+  return make_work(impl_->backend->broadcast(v, o), describe("broadcast", tensor), rank());
+}
+
+void ProcessGroup::allreduce(at::Tensor& tensor, ReduceOp op) {
+  check_tensor(*this, tensor, "allreduce");
+  // Gloo and NCCL want contiguous buffers; reduce a copy and write it back.
+  at::Tensor buf = tensor.is_contiguous() ? tensor : tensor.contiguous();
+  std::vector<at::Tensor> v{buf};
+  c10d::AllreduceOptions o;
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Mean: o.reduceOp = c10d::ReduceOp::SUM; break;  // Gloo has no AVG
+    case ReduceOp::Max: o.reduceOp = c10d::ReduceOp::MAX; break;
+    case ReduceOp::Min: o.reduceOp = c10d::ReduceOp::MIN; break;
+  }
+  make_work(impl_->backend->allreduce(v, o), describe("allreduce", tensor), rank()).wait();
+  if (op == ReduceOp::Mean) {
+    if (buf.is_floating_point() || buf.is_complex()) buf.div_(world_size());
+    else buf.div_(world_size(), "floor");
+  }
+  if (!buf.is_same(tensor)) tensor.copy_(buf);
+}
+
+void ProcessGroup::broadcast(at::Tensor& tensor, int root) {
+  if (root < 0 || root >= world_size())
+    throw std::invalid_argument("broadcast: root " + std::to_string(root) + " is not a rank of a group of " +
+                                std::to_string(world_size()));
+  at::Tensor buf = tensor.is_contiguous() ? tensor : tensor.contiguous();
+  broadcast_async(buf, root).wait();
+  if (!buf.is_same(tensor)) tensor.copy_(buf);
+}
+
+std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor& tensor) {
+  check_tensor(*this, tensor, "all_gather");
+  std::vector<at::Tensor> in{tensor.contiguous()};
+  std::vector<std::vector<at::Tensor>> out(1);
+  for (int i = 0; i < world_size(); ++i) out[0].push_back(at::empty_like(in[0]));
+  make_work(impl_->backend->allgather(out, in, c10d::AllgatherOptions()), describe("all_gather", tensor), rank())
+      .wait();
+  return out[0];
+}
+
+void ProcessGroup::barrier() {
+  c10d::BarrierOptions o;
+  if (impl_->device.is_cuda()) o.device_ids = {impl_->device.index()};
+  make_work(impl_->backend->barrier(o), "barrier", rank()).wait();
+}
+
+}  // namespace ddp::worker
