@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
       std::cout << version_text() << std::endl;
       return 0;
     }
-    const HostCounts host = probe_host();
+    const HostCounts host = probe_host(cfg.opts.nproc_spec == "gpu" || cfg.opts.nproc_spec == "auto");
     cfg.nproc = resolve_nproc(cfg.opts.nproc_spec, host);
     cfg.command = resolve_command(cfg.opts, env);
     if (!cfg.opts.standalone && cfg.opts.node_rank == 0) reserve_check_port(cfg.opts.master_port);

@@ -200,7 +200,7 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
   return o;
 }
 
-HostCounts probe_host() {
+HostCounts probe_host(bool with_gpus) {
   HostCounts h;
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -209,6 +209,7 @@ HostCounts probe_host() {
 
   // The CUDA driver API answers with CUDA_VISIBLE_DEVICES applied, without
   // LibTorch or the runtime. No driver means no GPU.
+  if (!with_gpus) return h;
   if (void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
     using InitFn = int (*)(unsigned);
     using CountFn = int (*)(int*);

@@ -142,5 +142,7 @@ TEST_CASE("nproc cpu, gpu and auto") {
   CHECK(resolve_nproc("gpu", two) == 2);
   CHECK(resolve_nproc("3", none) == 3);
   CHECK_THROWS_WITH(resolve_nproc("gpu", none), Catch::Contains("no NVIDIA GPU is visible"));
-  CHECK(probe_host().cpus >= 1);
+  CHECK(probe_host(false).cpus >= 1);
+  CHECK(probe_host(false).gpus == 0);  // not probed
+  CHECK(probe_host(true).gpus >= 0);
 }

@@ -54,7 +54,9 @@ struct HostCounts {
   int cpus = 1;
   int gpus = 0;
 };
-HostCounts probe_host();  // CPUs in our affinity mask; NVIDIA GPUs via libcuda, no LibTorch
+// CPUs in our affinity mask; NVIDIA GPUs via libcuda (no LibTorch) only when
+// with_gpus, since cuInit can take a noticeable time on a GPU machine.
+HostCounts probe_host(bool with_gpus);
 
 // Turns nproc_spec into nproc_per_node. Throws UsageError (e.g. gpu without GPUs).
 int resolve_nproc(const std::string& spec, const HostCounts& host);
