@@ -214,7 +214,7 @@ TEST_CASE("SIGKILL of the launcher leaves no worker alive") {
       10));
 }
 
-TEST_CASE("--shutdown_timeout escalates to SIGKILL for a worker that ignores SIGTERM") {
+TEST_CASE("shutdown_timeout escalates to SIGKILL for a worker that ignores SIGTERM") {
   TempDir out;
   auto start = std::chrono::steady_clock::now();
   auto r = run({launcher(), "--nproc_per_node=2", "--shutdown_timeout=1", "--master_port=" + std::to_string(free_port()),
@@ -318,7 +318,7 @@ TEST_CASE("a master port already in use is refused before any worker starts") {
   CHECK_FALSE(fs::exists(out.file("pid.0")));
 }
 
-TEST_CASE("--standalone runs on a free port; --help and --version exit 0") {
+TEST_CASE("standalone runs on a free port, --help and --version exit 0") {
   TempDir out;
   auto r = run({launcher(), "--standalone", "--nproc_per_node=2", kWorker}, scenario_env(out, "env"), 60);
   REQUIRE(r.exit_code == 0);
