@@ -227,6 +227,17 @@ TEST_CASE("shutdown_timeout escalates to SIGKILL for a worker that ignores SIGTE
   CHECK_FALSE(pid_alive(pid_of(out, 0)));
 }
 
+TEST_CASE("the launcher adopts and reaps what a worker leaves behind") {
+  TempDir out;
+  Proc p({launcher(), "--nproc_per_node=2", "--master_port=" + std::to_string(free_port()), kWorker},
+         scenario_env(out, "orphan"));
+  auto code = p.wait(60);
+  REQUIRE(code);
+  CHECK(*code == 0);
+  CHECK(read_file(out.file("gc_ppid.1")) == std::to_string(p.pid()) + "\n");  // child subreaper
+  CHECK(read_file(out.file("gc_state.1")) == "reaped\n");
+}
+
 TEST_CASE("a program that vanishes before a restart exits 127 like a shell") {
   TempDir out;
   std::string copy = out.file("vanishing-worker.sh");
@@ -288,12 +299,13 @@ TEST_CASE("bad input: one line naming the value, exit 2, no worker started") {
       {{"--no_python", out.file("script.py")}, "--no_python"},
       {{out.file("missing-program")}, "not found"},
       {{"--max_restarts=x", kWorker}, "'x'"},
+      {{"--nproc_per_node=gpu", kWorker}, "no NVIDIA GPU is visible"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> argv{launcher()};
     argv.insert(argv.end(), c.args.begin(), c.args.end());
     INFO("args: " << Catch::Detail::stringify(c.args));
-    auto r = run(argv, scenario_env(out, "sleep"), 30);
+    auto r = run(argv, scenario_env(out, "sleep", {{"CUDA_VISIBLE_DEVICES", ""}}), 30);
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Catch::StartsWith("ddp-launch: error: ") && Catch::Contains(c.expect) &&
                              Catch::Contains("ddp-launch --help"));

@@ -47,6 +47,20 @@ case "$SCENARIO" in
     trap '' TERM; note ready 1; idle ;;
   sleep)
     note ready 1; idle ;;
+  orphan)     # rank 0 leaves a grandchild behind; rank 1 checks who adopts and reaps it
+    if [ "$rank" = 0 ]; then
+      sh -c 'while [ ! -e "$OUT/go" ]; do sleep 0.01; done' &
+      note grandchild $!
+      exit 0
+    fi
+    while [ ! -e "$OUT/grandchild.0" ]; do sleep 0.01; done
+    g=$(cat "$OUT/grandchild.0")
+    while [ "$(awk '{print $4}' /proc/$g/stat)" = "$(cat "$OUT/pid.0")" ]; do sleep 0.01; done
+    note gc_ppid "$(awk '{print $4}' /proc/$g/stat)"
+    : > "$OUT/go"
+    i=0; while [ -e /proc/$g ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done
+    if [ -e /proc/$g ]; then note gc_state zombie; else note gc_state reaped; fi
+    exit 0 ;;
   vanish)     # deletes the program itself, then fails: the restart cannot exec it
     rm -f "$0"; exit 1 ;;
   *) echo "unknown SCENARIO '$SCENARIO'" >&2; exit 99 ;;
