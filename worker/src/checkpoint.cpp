@@ -5,12 +5,15 @@
 #include <torch/torch.h>
 
 #include <cerrno>
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "ddp/worker/process_group.h"
 
@@ -72,6 +75,66 @@ void write_atomically(const std::string& path, const std::vector<char>& data, co
     ::fsync(dfd);  // best effort: some file systems refuse fsync on directories
     ::close(dfd);
   }
+}
+
+// Integrity seal. torch.save's zip reader does not notice a flipped byte in
+// tensor data nor a few bytes cut off the end, so the writer puts a CRC-32 of
+// everything before it into the zip's end-of-central-directory comment,
+// where torch.load (Python or C++) ignores it. Any change to the file breaks
+// either the zip structure or the CRC.
+constexpr size_t kEocdSize = 22;  // end-of-central-directory record without comment
+const char kEocdSignature[4] = {'P', 'K', 5, 6};
+const std::string kSealPrefix = "ddp-worker crc32=";
+
+uint32_t crc_of(const char* data, size_t n) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  while (n > 0) {
+    const uInt chunk = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(data), chunk);
+    data += chunk;
+    n -= chunk;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+std::vector<char> seal(std::vector<char> zip) {
+  if (zip.size() < kEocdSize || std::memcmp(zip.data() + zip.size() - kEocdSize, kEocdSignature, 4) != 0 ||
+      zip[zip.size() - 1] != 0 || zip[zip.size() - 2] != 0)
+    throw CheckpointError("internal error: torch::pickle_save did not produce a zip archive without comment");
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", crc_of(zip.data(), zip.size() - 2));
+  const std::string comment = kSealPrefix + hex;
+  zip[zip.size() - 2] = static_cast<char>(comment.size() & 0xff);
+  zip[zip.size() - 1] = static_cast<char>(comment.size() >> 8);
+  zip.insert(zip.end(), comment.begin(), comment.end());
+  return zip;
+}
+
+// Checks the seal; `required` for checkpoints (always sealed), optional for
+// weights files (Python writes them without one).
+void verify_seal(const std::string& path, const std::vector<char>& data, const char* what, bool required) {
+  const std::string file = std::string(what) + " '" + path + "'";
+  // The EOCD is the last record: signature, then comment length at +20.
+  const size_t max_comment = std::min<size_t>(data.size() >= kEocdSize ? data.size() - kEocdSize : 0, 0xffff);
+  for (size_t comment = 0; comment <= max_comment && data.size() >= kEocdSize; ++comment) {
+    const size_t pos = data.size() - kEocdSize - comment;
+    if (std::memcmp(data.data() + pos, kEocdSignature, 4) != 0) continue;
+    const size_t len = static_cast<unsigned char>(data[pos + 20]) | (static_cast<unsigned char>(data[pos + 21]) << 8);
+    if (len != comment) continue;
+    const std::string text(data.data() + pos + kEocdSize, comment);
+    if (text.rfind(kSealPrefix, 0) != 0) {
+      if (required) throw CheckpointError(file + " carries no ddp-worker checksum (not written by save_checkpoint, or damaged)");
+      return;
+    }
+    char hex[9];
+    std::snprintf(hex, sizeof hex, "%08x", crc_of(data.data(), pos + 20));
+    if (text.substr(kSealPrefix.size()) != hex)
+      throw CheckpointError(file + " is corrupt: checksum mismatch (" + std::to_string(data.size()) +
+                            " bytes; the file was changed after it was written)");
+    return;
+  }
+  throw CheckpointError(file + " is truncated or corrupt (" + std::to_string(data.size()) +
+                        " bytes, no end-of-archive record: a torch.save file ends with one)");
 }
 
 std::vector<char> read_whole(const std::string& path, const char* what) {
@@ -196,7 +259,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
   c10::Dict<std::string, std::string> strings;
   for (const auto& [k, v] : ckpt.strings) strings.insert(k, v);
   d.insert("strings", strings);
-  write_atomically(path, torch::jit::pickle_save(d), "checkpoint");
+  write_atomically(path, seal(torch::jit::pickle_save(d)), "checkpoint");
 }
 
 void save_checkpoint(ProcessGroup& pg, const std::string& path, const Checkpoint& ckpt) {
@@ -219,6 +282,7 @@ void save_checkpoint(ProcessGroup& pg, const std::string& path, const Checkpoint
 
 Checkpoint load_checkpoint(const std::string& path, c10::Device device) {
   auto data = read_whole(path, "checkpoint");
+  verify_seal(path, data, "checkpoint", /*required=*/true);
   c10::IValue v = unpickle(path, data, "checkpoint");
   if (!v.isGenericDict()) throw CheckpointError("checkpoint '" + path + "' is not a ddp-worker checkpoint (not a dict)");
   auto d = v.toGenericDict();
@@ -268,11 +332,12 @@ Checkpoint load_checkpoint(const std::string& path, c10::Device device) {
 }
 
 void save_weights_for_python(const std::string& path, const torch::nn::Module& module) {
-  write_atomically(path, torch::jit::pickle_save(tensor_dict(module_tensors(module))), "weights file");
+  write_atomically(path, seal(torch::jit::pickle_save(tensor_dict(module_tensors(module)))), "weights file");
 }
 
 torch::OrderedDict<std::string, at::Tensor> load_weights(const std::string& path, c10::Device device) {
   auto data = read_whole(path, "weights file");
+  verify_seal(path, data, "weights file", /*required=*/false);
   c10::IValue v = unpickle(path, data, "weights file");
   if (!v.isGenericDict())
     throw CheckpointError("weights file '" + path + "' does not hold a dict of tensors (from Python save a plain dict: "

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -50,20 +51,32 @@ std::string what_of(const std::exception& e) {
   return e.what();
 }
 
-// Number of ranks that reached the store ("init/" is the key every TCPStore
-// with numWorkers increments when it connects), or -1 when unknown.
-long joined_count(const c10::intrusive_ptr<c10d::Store>& tcp) {
-  if (!tcp) return -1;
+// Ranks that reached the backend's rendezvous: Gloo's connectFullMesh
+// publishes "<device index>/rank_<r>" in the backend store before it waits for
+// the others, Python ranks included. Returns the ranks missing, or nullopt
+// when the store cannot be asked.
+std::optional<std::vector<int>> missing_ranks(const c10::intrusive_ptr<c10d::Store>& backend_store, int world) {
   try {
-    return static_cast<long>(tcp->add("init/", 0));
+    std::vector<int> missing;
+    for (int r = 0; r < world; ++r)
+      if (!backend_store->check({"0/rank_" + std::to_string(r)})) missing.push_back(r);
+    return missing;
   } catch (...) {
-    return -1;
+    return std::nullopt;
   }
 }
 
-std::string joined_text(long joined, int world) {
-  if (joined < 0) return "unknown how many of " + std::to_string(world) + " ranks joined (this rank never reached the store)";
-  return std::to_string(joined) + "/" + std::to_string(world) + " ranks joined";
+std::string joined_text(const std::optional<std::vector<int>>& missing, int world) {
+  if (!missing) return "unknown how many of " + std::to_string(world) + " ranks joined";
+  std::string t = std::to_string(world - static_cast<int>(missing->size())) + "/" + std::to_string(world) +
+                  " ranks joined";
+  if (!missing->empty()) {
+    t += ", missing rank";
+    if (missing->size() > 1) t += "s";
+    for (size_t i = 0; i < missing->size() && i < 16; ++i) t += (i ? ", " : " ") + std::to_string((*missing)[i]);
+    if (missing->size() > 16) t += ", ...";
+  }
+  return t;
 }
 
 std::string resolve_backend(const InitOptions& opt) {
@@ -107,41 +120,47 @@ std::chrono::milliseconds resolve_timeout(const InitOptions& opt) {
   return t;
 }
 
-c10::intrusive_ptr<c10d::Store> connect_store(const DistEnv& env, std::chrono::milliseconds timeout) {
+// Connects to (or, on rank 0 without an agent store, hosts) the TCPStore.
+// Clients announce themselves like Python's (numWorkers + waitWorkers bumps
+// the store's "init/" count that a Python host waits on). The host does not
+// block here: it would wait a second full timeout in 1.13, which silently
+// gives up after it; the ranks are counted at the backend's rendezvous.
+c10::intrusive_ptr<c10d::TCPStore> connect_store(const DistEnv& env, std::chrono::milliseconds timeout) {
   const bool host = env.rank == 0 && !env.use_agent_store;
   const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + timeout;
   try {
-    auto opts = compat::tcp_store_options(static_cast<std::uint16_t>(env.master_port), host,
-                                          static_cast<std::size_t>(env.world_size),
-                                          /*wait_workers=*/true, timeout);
-    auto tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
-    tcp->setTimeout(timeout);
-    return tcp;
+    while (true) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      auto opts = compat::tcp_store_options(static_cast<std::uint16_t>(env.master_port), host,
+                                            static_cast<std::size_t>(env.world_size),
+                                            /*wait_workers=*/!host, std::max(left, std::chrono::milliseconds(1000)));
+      try {
+        auto tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
+        tcp->setTimeout(timeout);
+        return tcp;
+      } catch (const std::exception&) {
+        // c10d's connect gives up up to a second early (whole-second
+        // arithmetic); keep trying until our own deadline.
+        if (host || std::chrono::steady_clock::now() + std::chrono::milliseconds(100) >= deadline) throw;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
   } catch (const std::exception& e) {
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::steady_clock::now() - start);
     const std::string cause = what_of(e);
-    std::string joined;
-    // The host's own error carries the count ("1/2 clients joined"); a
-    // client that never connected cannot know it.
-    if (host && cause.find("clients joined") != std::string::npos) {
-      auto pos = cause.find("Timed out");
-      joined = "only some ranks joined (" + cause.substr(pos == std::string::npos ? 0 : pos) + ")";
-    } else {
-      joined = joined_text(-1, env.world_size);
-    }
     std::ostringstream m;
     m << "rank " << env.rank << ": rendezvous store at " << endpoint(env) << " ";
-    if (host && cause.find("listen") != std::string::npos) {
-      m << "could not be hosted (is port " << env.master_port
-        << " in use? pick a free MASTER_PORT): " << cause;
+    if (host) {
+      m << "could not be hosted by this rank (is port " << env.master_port
+        << " already in use? pick a free MASTER_PORT): " << cause;
     } else {
-      m << (host ? "was hosted by this rank but not every rank joined" : "could not be reached")
-        << " within the timeout of " << seconds_text(timeout) << " (gave up after "
-        << seconds_text(waited) << "; " << joined << "). Check that all " << env.world_size
-        << " ranks are started, that MASTER_ADDR/MASTER_PORT point at rank 0"
+      m << "could not be reached within the timeout of " << seconds_text(timeout) << " (gave up after "
+        << seconds_text(waited) << "; unknown how many of " << env.world_size
+        << " ranks joined: this rank never reached the store). Check that rank 0"
         << (env.use_agent_store ? "'s launcher (TORCHELASTIC_USE_AGENT_STORE=True)" : "")
-        << ", or raise DDP_TIMEOUT_S. Cause: " << cause;
+        << " is running and that MASTER_ADDR/MASTER_PORT point at it, or raise DDP_TIMEOUT_S. Cause: " << cause;
     }
     throw std::runtime_error(m.str());
   }
@@ -211,15 +230,16 @@ std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env, const InitO
     impl->device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
   }
 
-  impl->tcp_store = connect_store(env, impl->timeout);
+  auto tcp = connect_store(env, impl->timeout);
+  impl->tcp_store = tcp;
   c10::intrusive_ptr<c10d::Store> base = impl->tcp_store;
   if (env.use_agent_store)  // rendezvous.py: the agent's keys are scoped per attempt
     base = c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + std::to_string(env.restart_count), base);
   impl->store = c10::make_intrusive<c10d::PrefixStore>("default_pg", base);
 
   const auto start = std::chrono::steady_clock::now();
+  auto bstore = compat::backend_store(impl->store, impl->device.is_cuda() ? "cuda" : "cpu");
   try {
-    auto bstore = compat::backend_store(impl->store, impl->device.is_cuda() ? "cuda" : "cpu");
 #ifdef DDP_WORKER_HAVE_NCCL
     if (impl->backend_name == "nccl") impl->backend = make_nccl(bstore, env, impl->timeout);
     else
@@ -230,11 +250,17 @@ std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env, const InitO
   } catch (const std::exception& e) {
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::steady_clock::now() - start);
-    throw std::runtime_error("rank " + std::to_string(env.rank) + ": creating the " + impl->backend_name +
-                             " process group over the store at " + endpoint(env) + " failed after " +
-                             seconds_text(waited) + " (timeout " + seconds_text(impl->timeout) + "; " +
-                             joined_text(joined_count(impl->tcp_store), env.world_size) +
-                             "). A peer may have died or be unreachable from this host. Cause: " + what_of(e));
+    const auto missing = missing_ranks(bstore, env.world_size);
+    const bool late = missing && !missing->empty();
+    throw std::runtime_error("rank " + std::to_string(env.rank) + ": rendezvous of the " + impl->backend_name +
+                             " process group at " + endpoint(env) + " failed after " + seconds_text(waited) +
+                             " (timeout of " + seconds_text(impl->timeout) + "; " +
+                             joined_text(missing, env.world_size) + "). " +
+                             (late ? "Check that every rank was started with the same MASTER_ADDR/MASTER_PORT "
+                                     "and WORLD_SIZE, or raise DDP_TIMEOUT_S."
+                                   : "A peer may have died or be unreachable from this host (GLOO_SOCKET_IFNAME "
+                                     "selects the network interface).") +
+                             " Cause: " + what_of(e));
   }
   return std::make_shared<ProcessGroup>(std::move(impl));
 }

@@ -1,0 +1,145 @@
+// DistributedDataParallel with real processes on Gloo: parity with a single
+// process on the combined batch, no_sync accumulation, overlap of bucket
+// allreduces with backward, unused parameters, mismatched models.
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+
+#include <sstream>
+
+#include "ddp/worker/checkpoint.h"
+#include "test_support.h"
+#include "worker_test_util.h"
+
+using namespace ddp::test;
+
+namespace {
+
+double max_rel_error(const torch::OrderedDict<std::string, at::Tensor>& a,
+                     const torch::OrderedDict<std::string, at::Tensor>& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (const auto& item : a) {
+    const at::Tensor* other = b.find(item.key());
+    REQUIRE(other != nullptr);
+    auto x = item.value().to(torch::kDouble), y = other->to(torch::kDouble);
+    double rel = ((x - y).norm() / y.norm().clamp_min(1e-12)).item<double>();
+    worst = std::max(worst, rel);
+  }
+  return worst;
+}
+
+void check_parity(const std::string& variant) {
+  TempDir dir;
+  const std::string steps = "steps=6", batch = "batch=16";
+  auto single = run({helper_path(), "parity", "variant=single", steps, batch, "out=" + dir.file("single.pt")}, {}, 90);
+  INFO(single.output);
+  REQUIRE(single.exit_code == 0);
+  auto ranks = run_ranks(2, {"parity", "variant=" + variant, steps, batch, "out=" + dir.file("rank.pt")});
+  // Both ranks write the same file name in turn; compare each rank separately.
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r << ": " << ranks[r].output);
+    REQUIRE(ranks[r].exit_code == 0);
+  }
+  auto ref = ddp::worker::load_weights(dir.file("single.pt"));
+  auto got = ddp::worker::load_weights(dir.file("rank.pt"));
+  const double err = max_rel_error(got, ref);
+  INFO("max relative error " << err);
+  CHECK(err < 1e-5);
+  // Not trivially equal: training moved the weights.
+  CHECK_FALSE(torch::equal(ref["fc1.weight"], torch::zeros_like(ref["fc1.weight"])));
+}
+
+}  // namespace
+
+TEST_CASE("ddp: 2 ranks with batch B match 1 process with batch 2B") { check_parity("ddp"); }
+
+TEST_CASE("ddp: no_sync accumulation over 2 micro-batches matches 1 process with batch 2B") {
+  check_parity("nosync");
+}
+
+TEST_CASE("ddp: ranks end with identical weights (buffers broadcast from rank 0)") {
+  TempDir dir;
+  const int port = free_port();
+  std::vector<std::unique_ptr<Proc>> procs;
+  for (int r = 0; r < 2; ++r)
+    procs.push_back(std::make_unique<Proc>(
+        std::vector<std::string>{helper_path(), "parity", "variant=ddp", "steps=2", "batch=8",
+                                 "out=" + dir.file("r" + std::to_string(r) + ".pt")},
+        rank_env(r, 2, port)));
+  for (auto& p : procs) {
+    INFO(p->output());
+    REQUIRE(p->wait(90) == 0);
+  }
+  auto a = ddp::worker::load_weights(dir.file("r0.pt")), b = ddp::worker::load_weights(dir.file("r1.pt"));
+  for (const auto& item : a) {
+    INFO(item.key());
+    CHECK(torch::equal(item.value(), b[item.key()]));
+  }
+}
+
+TEST_CASE("ddp: an early bucket's allreduce starts before backward finishes") {
+  TempDir dir;
+  auto ranks = run_ranks(2, {"overlap", "out=" + dir.file("events.txt")});
+  for (auto& r : ranks) {
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+  }
+  std::istringstream in(read_file(dir.file("events.txt")));
+  std::string kind;
+  size_t buckets = 0, pos = 0, first_launch = 0, last_grad = 0, finished = 0, launches = 0;
+  bool launched = false;
+  while (in >> kind) {
+    size_t idx = 0, n = 0;
+    if (kind == "B") {
+      in >> idx >> n;
+      ++buckets;
+      continue;
+    }
+    ++pos;
+    if (kind == "G") {
+      in >> idx;
+      last_grad = pos;
+    } else if (kind == "L") {
+      in >> idx;
+      CHECK(idx == launches);  // buckets launch in order
+      ++launches;
+      if (!launched) first_launch = pos;
+      launched = true;
+    } else if (kind == "F") {
+      finished = pos;
+    }
+  }
+  INFO(read_file(dir.file("events.txt")));
+  REQUIRE(buckets >= 3);  // 6 layers of 1 MiB with a 1 MiB cap
+  CHECK(launches == buckets);
+  REQUIRE(launched);
+  // The first bucket went out while gradients of earlier layers were still
+  // being computed, i.e. communication overlapped the rest of backward.
+  CHECK(first_launch < last_grad);
+  CHECK(last_grad < finished);
+}
+
+TEST_CASE("ddp: unused parameters are reported by name, or reduced with find_unused_parameters") {
+  auto bad = run_ranks(2, {"unused", "find_unused=0"});
+  for (auto& r : bad) {
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Catch::Contains("'unused.weight'") && Catch::Contains("find_unused_parameters"));
+  }
+  auto good = run_ranks(2, {"unused", "find_unused=1"});
+  for (auto& r : good) {
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("unused ok"));
+  }
+}
+
+TEST_CASE("ddp: models that differ across ranks are an error on every rank, not a hang") {
+  auto ranks = run_ranks(2, {"mismatch"});
+  for (auto& r : ranks) {
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Catch::Contains("differ across ranks"));
+  }
+}

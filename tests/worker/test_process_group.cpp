@@ -1,0 +1,117 @@
+// init_process_group and collectives with real processes: rendezvous,
+// collectives on 2 and 3 ranks, the agent-store mode, an unreachable store,
+// and a C++ rank sharing a Gloo group with a Python rank.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <regex>
+
+#include "ddp/worker/compat.h"
+#include "test_support.h"
+#include "worker_test_util.h"
+
+using namespace ddp::test;
+
+TEST_CASE("process group: collectives agree on 2 and 3 ranks") {
+  for (int world : {2, 3}) {
+    INFO("world " << world);
+    auto ranks = run_ranks(world, {"collectives"});
+    for (auto& r : ranks) {
+      INFO(r.output);
+      CHECK(r.exit_code == 0);
+      CHECK_THAT(r.output, Catch::Contains("collectives ok"));
+    }
+  }
+}
+
+TEST_CASE("process group: legacy --local_rank argument and gloo device") {
+  auto ranks = run_ranks(2, {"init", "--local_rank=0"}, {{"LOCAL_RANK", "\x01unset"}});
+  for (auto& r : ranks) {
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("local 0 backend gloo device cpu"));
+  }
+}
+
+TEST_CASE("process group: workers join the launcher's store when TORCHELASTIC_USE_AGENT_STORE=True") {
+  // Play the agent: host a TCPStore the way torchelastic's agent does.
+  const int port = free_port();
+  auto opts = ddp::worker::compat::tcp_store_options(static_cast<std::uint16_t>(port), true, std::nullopt,
+                                                     false, std::chrono::seconds(60));
+  c10d::TCPStore agent("127.0.0.1", opts);
+  std::vector<std::unique_ptr<Proc>> procs;
+  for (int r = 0; r < 2; ++r) {
+    auto env = rank_env(r, 2, port);
+    env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+    env["TORCHELASTIC_RESTART_COUNT"] = "3";
+    procs.push_back(std::make_unique<Proc>(std::vector<std::string>{helper_path(), "collectives"}, env));
+  }
+  for (auto& p : procs) {
+    INFO(p->output());
+    CHECK(p->wait(90) == 0);
+  }
+  // The workers' keys live under the attempt prefix, as in Python.
+  CHECK(agent.check({"/worker/attempt_3/default_pg/" + ddp::worker::compat::init_barrier_key().value_or("")}));
+}
+
+TEST_CASE("process group: an unreachable store times out within the timeout with host:port and the count") {
+  const int port = free_port();  // nobody listens there
+  auto env = rank_env(1, 2, port);
+  env["DDP_TIMEOUT_S"] = "3";
+  const auto start = std::chrono::steady_clock::now();
+  auto r = run({helper_path(), "init"}, env, 60);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("127.0.0.1:" + std::to_string(port)));
+  CHECK_THAT(r.output, Catch::Contains("timeout of 3 s"));
+  CHECK_THAT(r.output, Catch::Contains("ranks joined"));
+  CHECK(took < 3 + 5);  // the timeout plus process start-up, not 30 minutes
+
+  // Rank 0 hosts the store but its peer never comes: it reports 1/2.
+  auto env0 = rank_env(0, 2, free_port());
+  env0["DDP_TIMEOUT_S"] = "2";
+  const auto start0 = std::chrono::steady_clock::now();
+  auto r0 = run({helper_path(), "init"}, env0, 60);
+  const double took0 = std::chrono::duration<double>(std::chrono::steady_clock::now() - start0).count();
+  INFO(r0.output);
+  CHECK(r0.exit_code == 1);
+  CHECK_THAT(r0.output, Catch::Contains("1/2 ranks joined, missing rank 1"));
+  CHECK_THAT(r0.output, Catch::Contains("timeout of 2 s"));
+  CHECK(took0 < 2 + 5);
+}
+
+TEST_CASE("process group: bad DDP_BACKEND and DDP_TIMEOUT_S are named") {
+  auto env = rank_env(0, 1, free_port());
+  env["DDP_BACKEND"] = "mpi";
+  auto r = run({helper_path(), "init"}, env, 60);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("DDP_BACKEND: unknown backend 'mpi'"));
+  env["DDP_BACKEND"] = "gloo";
+  env["DDP_TIMEOUT_S"] = "soon";
+  r = run({helper_path(), "init"}, env, 60);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("DDP_TIMEOUT_S: 'soon'"));
+}
+
+TEST_CASE("process group: a C++ rank and a Python rank agree on an allreduce") {
+  auto py = reference_python();
+  if (!py) {
+    WARN("skipped: no python3 with torch (install python3-torch or set DDP_REFERENCE_PYTHON)");
+    return;
+  }
+  for (int cpp_rank : {0, 1}) {
+    INFO("C++ is rank " << cpp_rank);
+    const int port = free_port();
+    Proc cpp({helper_path(), "interop"}, rank_env(cpp_rank, 2, port));
+    Proc python({*py, source_path("tests/worker/interop_rank.py")}, rank_env(1 - cpp_rank, 2, port));
+    auto c = cpp.wait(120), p = python.wait(120);
+    INFO("C++: " << cpp.output());
+    INFO("Python: " << python.output());
+    REQUIRE(c == 0);
+    REQUIRE(p == 0);
+    // 1 + 2 on both, and the gather in rank order.
+    CHECK_THAT(cpp.output(), Catch::Contains("result 3 3 gather 0 10"));
+    CHECK_THAT(python.output(), Catch::Contains("result 3 3 gather 0 10"));
+  }
+}

@@ -1,0 +1,56 @@
+// run_main: an uncaught exception becomes exit code 1, a message on stderr
+// and a torchelastic error file, which ddp-launch shows in its report.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+
+#include "ddp/common/error_file.h"
+#include "ddp/worker/run_main.h"
+#include "test_support.h"
+#include "worker_test_util.h"
+
+using namespace ddp::test;
+
+TEST_CASE("run_main: uncaught exception writes TORCHELASTIC_ERROR_FILE and exits 1") {
+  TempDir dir;
+  auto env = rank_env(0, 1, free_port());
+  env["TORCHELASTIC_ERROR_FILE"] = dir.file("error.json");
+  const long long before = std::chrono::duration_cast<std::chrono::seconds>(
+                               std::chrono::system_clock::now().time_since_epoch()).count();
+  auto r = run({helper_path(), "throw"}, env, 60);
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("DeliberateFailure: deliberate failure from rank 0"));
+  auto rec = ddp::read_error_file(dir.file("error.json"));
+  REQUIRE(rec.has_value());
+  CHECK_THAT(rec->message, Catch::Contains("DeliberateFailure: deliberate failure from rank 0"));
+  CHECK_THAT(rec->callstack, Catch::Contains("run_main"));
+  CHECK(rec->timestamp >= before);
+  CHECK(rec->timestamp <= before + 60);
+}
+
+TEST_CASE("run_main: normal return codes pass through, no error file") {
+  TempDir dir;
+  auto env = rank_env(0, 1, free_port());
+  env["TORCHELASTIC_ERROR_FILE"] = dir.file("error.json");
+  auto r = run({helper_path(), "init"}, env, 60);
+  CHECK(r.exit_code == 0);
+  CHECK(read_file(dir.file("error.json")).empty());
+  CHECK(ddp::worker::run_main(0, nullptr, [](int, char**) { return 7; }) == 7);
+  CHECK(ddp::worker::describe_exception(std::make_exception_ptr(std::out_of_range("x"))) == "std::out_of_range: x");
+}
+
+TEST_CASE("run_main: ddp-launch's failure report shows the worker's error message") {
+  const std::string launcher = bin_path("ddp-launch");
+  if (read_file(launcher).empty()) {
+    WARN("skipped: " << launcher << " is not built");
+    return;
+  }
+  auto r = run({launcher, "--nproc_per_node=2", "--use_env", "--master_port=" + std::to_string(free_port()),
+                helper_path(), "throw"},
+               {{"DDP_TIMEOUT_S", "60"}}, 90);
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("DeliberateFailure: deliberate failure from rank"));
+  CHECK_THAT(r.output, Catch::Contains("error_file"));
+}

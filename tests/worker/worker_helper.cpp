@@ -1,0 +1,290 @@
+// ddp-worker-test-helper: the multi-rank programs the worker tests spawn (one
+// process per rank, environment set by the test or by ddp-launch). Every mode
+// runs under run_main, so a failure becomes exit code 1 plus a message, never
+// a hang: the tests bound every run with a timeout.
+//
+//   ddp-worker-test-helper <mode> [key=value ...]
+// modes: init, collectives, parity, overlap, unused, mismatch, interop,
+//        throw, ckpt-loop
+
+#include <torch/torch.h>
+
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+#include "ddp/worker/checkpoint.h"
+#include "ddp/worker/collectives.h"
+#include "ddp/worker/ddp.h"
+#include "ddp/worker/process_group.h"
+#include "ddp/worker/run_main.h"
+
+using namespace ddp::worker;
+
+namespace {
+
+std::map<std::string, std::string> parse_kv(int argc, char** argv) {
+  std::map<std::string, std::string> kv;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--local_rank", 0) == 0 || a.rfind("--local-rank", 0) == 0) continue;
+    auto eq = a.find('=');
+    if (eq == std::string::npos) throw std::invalid_argument("expected key=value, got '" + a + "'");
+    kv[a.substr(0, eq)] = a.substr(eq + 1);
+  }
+  return kv;
+}
+
+std::string arg(const std::map<std::string, std::string>& kv, const std::string& k, const std::string& def) {
+  auto it = kv.find(k);
+  return it == kv.end() ? def : it->second;
+}
+
+void check(bool ok, const std::string& what) {
+  if (!ok) throw std::runtime_error("check failed: " + what);
+}
+
+// ---- parity ------------------------------------------------------------------
+
+struct ParityNet : torch::nn::Module {
+  ParityNet() {
+    fc1 = register_module("fc1", torch::nn::Linear(8, 64));
+    fc2 = register_module("fc2", torch::nn::Linear(64, 64));
+    fc3 = register_module("fc3", torch::nn::Linear(64, 1));
+    // A buffer with a rank-dependent start value: equal on all ranks only if
+    // DDP broadcast it from rank 0.
+    scale = register_buffer("scale", torch::randn({3}));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    return fc3(torch::tanh(fc2(torch::tanh(fc1(x)))));
+  }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr}, fc3{nullptr};
+  torch::Tensor scale;
+};
+
+// variant single: one process, global batch 2B. ddp: 2 ranks, batch B each.
+// nosync: 2 ranks, two micro-batches of B/2, the first under no_sync.
+int parity(int argc, char** argv) {
+  auto kv = parse_kv(argc, argv);
+  const std::string variant = arg(kv, "variant", "ddp");
+  const int steps = std::stoi(arg(kv, "steps", "5"));
+  const int B = std::stoi(arg(kv, "batch", "16"));
+  const std::string out = arg(kv, "out", "");
+  torch::manual_seed(7);
+  auto X = torch::randn({steps * 2 * B, 8});
+  auto Y = torch::randn({steps * 2 * B, 1});
+
+  if (variant == "single") {
+    torch::manual_seed(1234);
+    auto net = std::make_shared<ParityNet>();
+    torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+    for (int s = 0; s < steps; ++s) {
+      auto x = X.narrow(0, s * 2 * B, 2 * B), y = Y.narrow(0, s * 2 * B, 2 * B);
+      opt.zero_grad();
+      torch::mse_loss(net->forward(x), y).backward();
+      opt.step();
+    }
+    save_weights_for_python(out, *net);
+    return 0;
+  }
+  auto pg = init_process_group({}, argc, argv);
+  check(pg->world_size() == 2, "parity runs with 2 ranks");
+  torch::manual_seed(1234 + 100 * pg->rank());  // different start: DDP must broadcast rank 0's
+  auto net = std::make_shared<ParityNet>();
+  DDP<ParityNet> ddp(net, pg);
+  torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  for (int s = 0; s < steps; ++s) {
+    const int64_t start = s * 2 * B + pg->rank() * B;
+    auto x = X.narrow(0, start, B), y = Y.narrow(0, start, B);
+    opt.zero_grad();
+    if (variant == "ddp") {
+      torch::mse_loss(ddp.forward(x), y).backward();
+    } else if (variant == "nosync") {
+      const int h = B / 2;
+      {
+        auto guard = ddp.no_sync();
+        (torch::mse_loss(ddp.forward(x.narrow(0, 0, h)), y.narrow(0, 0, h)) * 0.5).backward();
+      }
+      (torch::mse_loss(ddp.forward(x.narrow(0, h, h)), y.narrow(0, h, h)) * 0.5).backward();
+    } else {
+      throw std::invalid_argument("unknown variant " + variant);
+    }
+    opt.step();
+  }
+  save_weights_for_python(out, *net);
+  return 0;
+}
+
+// ---- overlap -------------------------------------------------------------------
+
+struct Deep : torch::nn::Module {
+  explicit Deep(int layers) {
+    for (int i = 0; i < layers; ++i)
+      fcs.push_back(register_module("fc" + std::to_string(i), torch::nn::Linear(512, 512)));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    for (auto& f : fcs) x = torch::relu(f(x));
+    return x;
+  }
+  std::vector<torch::nn::Linear> fcs;
+};
+
+// Writes the event order of one synced backward: "G <param>", "L <bucket>",
+// "F" lines, plus "B <bucket> <first param>" for the bucket layout.
+int overlap(int argc, char** argv) {
+  auto kv = parse_kv(argc, argv);
+  auto pg = init_process_group({}, argc, argv);
+  torch::manual_seed(1);
+  auto net = std::make_shared<Deep>(6);
+  DDPOptions o;
+  o.bucket_cap_mb = 1;
+  o.record_events = true;
+  DDP<Deep> ddp(net, pg, o);
+  auto x = torch::randn({32, 512});
+  for (int it = 0; it < 2; ++it) {  // the second iteration is the one recorded
+    ddp.clear_events();
+    ddp.forward(x).pow(2).mean().backward();
+  }
+  std::ofstream f(arg(kv, "out", "/dev/stdout"));
+  for (size_t b = 0; b < ddp.buckets().size(); ++b) f << "B " << b << " " << ddp.buckets()[b].parameter_indices.size() << "\n";
+  for (const auto& e : ddp.events()) {
+    switch (e.kind) {
+      case DDPEvent::Kind::GradReady: f << "G " << e.index << "\n"; break;
+      case DDPEvent::Kind::BucketLaunched: f << "L " << e.index << "\n"; break;
+      case DDPEvent::Kind::BackwardFinished: f << "F\n"; break;
+    }
+  }
+  return 0;
+}
+
+// ---- unused parameters, mismatched models -------------------------------------
+
+struct WithUnused : torch::nn::Module {
+  WithUnused() {
+    used = register_module("used", torch::nn::Linear(4, 4));
+    unused = register_module("unused", torch::nn::Linear(4, 4));
+  }
+  torch::nn::Linear used{nullptr}, unused{nullptr};
+};
+
+int unused(int argc, char** argv) {
+  auto kv = parse_kv(argc, argv);
+  auto pg = init_process_group({}, argc, argv);
+  auto net = std::make_shared<WithUnused>();
+  DDPOptions o;
+  o.find_unused_parameters = arg(kv, "find_unused", "0") == "1";
+  DistributedDataParallel ddp(net, pg, o);
+  for (int it = 0; it < 2; ++it) {
+    ddp.prepare_forward();
+    net->zero_grad();
+    net->used(torch::ones({2, 4}) * (pg->rank() + 1)).sum().backward();
+  }
+  check(net->used->weight.grad().defined(), "used weight has a gradient");
+  check(!net->unused->weight.grad().defined(), "globally unused weight has no gradient");
+  // grad of sum(W x + b) w.r.t. W is sum over batch of x: rank r gives 2(r+1); mean over 2 ranks is 3.
+  check(torch::allclose(net->used->weight.grad(), torch::full({4, 4}, 3.0)), "averaged gradient");
+  std::cout << "unused ok" << std::endl;
+  return 0;
+}
+
+int mismatch(int argc, char** argv) {
+  auto pg = init_process_group({}, argc, argv);
+  auto net = std::make_shared<torch::nn::LinearImpl>(4, pg->rank() == 0 ? 4 : 5);
+  DistributedDataParallel ddp(net, pg);
+  return 0;
+}
+
+// ---- misc ----------------------------------------------------------------------
+
+int init(int argc, char** argv) {
+  auto pg = init_process_group({}, argc, argv);
+  barrier(pg);
+  std::cout << "rank " << pg->rank() << "/" << pg->world_size() << " local " << pg->local_rank() << " backend "
+            << pg->backend() << " device " << pg->device() << std::endl;
+  return 0;
+}
+
+int collectives(int argc, char** argv) {
+  auto pg = init_process_group({}, argc, argv);
+  const int r = pg->rank(), w = pg->world_size();
+  const double sum = w * (w + 1) / 2.0;
+  check(reduce_sum(pg, r + 1.0) == sum, "reduce_sum of scalars");
+  check(reduce_mean(pg, r + 1.0) == sum / w, "reduce_mean of scalars");
+  auto t = torch::full({3}, static_cast<float>(r + 1));
+  auto m = reduce_mean(pg, t);
+  check(torch::allclose(m, torch::full({3}, static_cast<float>(sum / w))), "reduce_mean of a tensor");
+  check(t[0].item<float>() == r + 1, "reduce_mean leaves its input alone");
+  reduce_sum_(pg, t);
+  check(torch::allclose(t, torch::full({3}, static_cast<float>(sum))), "reduce_sum_ in place");
+  auto g = all_gather(pg, torch::arange(2) + 10 * r);
+  check(static_cast<int>(g.size()) == w, "all_gather returns one tensor per rank");
+  for (int i = 0; i < w; ++i) check(torch::equal(g[i], torch::arange(2) + 10 * i), "all_gather order");
+  auto nc = torch::zeros({2, 3}).t();  // non-contiguous
+  nc.fill_(r + 1);
+  pg->allreduce(nc, ReduceOp::Max);
+  check(torch::allclose(nc, torch::full({3, 2}, static_cast<float>(w))), "allreduce max of a non-contiguous tensor");
+  auto b = torch::full({2}, static_cast<float>(r));
+  pg->broadcast(b, w - 1);
+  check(torch::allclose(b, torch::full({2}, static_cast<float>(w - 1))), "broadcast from the last rank");
+  barrier(pg);
+  check(is_main_process(pg) == (r == 0), "is_main_process");
+  std::cout << "collectives ok on rank " << r << std::endl;
+  return 0;
+}
+
+int interop(int argc, char** argv) {
+  auto pg = init_process_group({}, argc, argv);
+  auto t = torch::full({4}, static_cast<float>(pg->rank() + 1));
+  pg->allreduce(t);
+  auto g = pg->all_gather(torch::tensor({static_cast<float>(pg->rank() * 10)}));
+  std::cout << "result " << t[0].item<float>() << " " << t[3].item<float>() << " gather";
+  for (auto& x : g) std::cout << " " << x.item<float>();
+  std::cout << std::endl;
+  return 0;
+}
+
+struct DeliberateFailure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+int throw_mode(int argc, char** argv) {
+  throw DeliberateFailure("deliberate failure from rank " + std::string(std::getenv("RANK") ? std::getenv("RANK") : "?"));
+}
+
+// Saves checkpoints of a ~16 MB model forever, epoch 1, 2, ...; the test
+// kills it with SIGKILL at a moment when a save is in progress.
+int ckpt_loop(int argc, char** argv) {
+  auto kv = parse_kv(argc, argv);
+  const std::string path = arg(kv, "path", "");
+  auto net = std::make_shared<torch::nn::LinearImpl>(2048, 2048);
+  for (int64_t epoch = 1;; ++epoch) {
+    {
+      torch::NoGradGuard ng;
+      net->weight.fill_(static_cast<float>(epoch));
+    }
+    auto c = make_checkpoint(*net, nullptr, epoch, epoch * 10);
+    save_checkpoint(path, c);
+    std::cout << "saved " << epoch << std::endl;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return run_main(argc, argv, [](int argc, char** argv) -> int {
+    if (argc < 2) throw std::invalid_argument("usage: ddp-worker-test-helper <mode> [key=value ...]");
+    const std::string mode = argv[1];
+    if (mode == "init") return init(argc, argv);
+    if (mode == "collectives") return collectives(argc, argv);
+    if (mode == "parity") return parity(argc, argv);
+    if (mode == "overlap") return overlap(argc, argv);
+    if (mode == "unused") return unused(argc, argv);
+    if (mode == "mismatch") return mismatch(argc, argv);
+    if (mode == "interop") return interop(argc, argv);
+    if (mode == "throw") return throw_mode(argc, argv);
+    if (mode == "ckpt-loop") return ckpt_loop(argc, argv);
+    throw std::invalid_argument("unknown mode '" + mode + "'");
+  });
+}
