@@ -2,6 +2,9 @@
 
 #include <torch/torch.h>
 
+#include "ddp/train/conv3x3_single_channel.h"
+#include "ddp/train/relu_max_pool.h"
+
 namespace ddp::train {
 
 namespace nn = torch::nn;
@@ -14,6 +17,17 @@ FashionCnn::FashionCnn() {
 }
 
 torch::Tensor FashionCnn::forward(const torch::Tensor& x) {
+  auto h = relu_max_pool2x2(conv3x3_single_channel(x, conv1->weight, conv1->bias));
+  h = relu_max_pool2x2(conv2->forward(h));
+  // The Linear layers computed as convolutions over their whole input (the
+  // same products and sums): Debian's LibTorch does GEMM with reference
+  // BLAS, while convolutions go through oneDNN, which makes a training step
+  // ~1.5x faster. The parameters keep nn.Linear's names and shapes.
+  h = torch::relu(torch::conv2d(h, fc1->weight.view({128, 64, 7, 7}), fc1->bias));
+  return torch::conv2d(h, fc2->weight.view({10, 128, 1, 1}), fc2->bias).flatten(1);
+}
+
+torch::Tensor FashionCnn::reference_forward(const torch::Tensor& x) {
   auto h = torch::max_pool2d(torch::relu(conv1->forward(x)), 2);
   h = torch::max_pool2d(torch::relu(conv2->forward(h)), 2);
   h = torch::relu(fc1->forward(h.flatten(1)));

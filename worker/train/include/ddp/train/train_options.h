@@ -38,6 +38,7 @@ struct TrainOptions {
 
   // From the environment.
   int restart_count = 0;          // TORCHELASTIC_RESTART_COUNT
+  bool omp_threads_set = false;   // OMP_NUM_THREADS is set: keep LibTorch's choice
   // Test hook DDP_TRAIN_TEST_DIE_AT="RANK:STEP": that rank kills itself with
   // SIGKILL before global step STEP, on the first attempt only, so tests can
   // exercise restart + resume. -1 = off.

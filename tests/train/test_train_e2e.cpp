@@ -1,0 +1,239 @@
+// ddp-train end to end on the real Fashion-MNIST: short runs (--max_steps)
+// under the real ddp-launch, 1 and 2 processes. Checks that training learns,
+// that DDP's averaged gradients make 2x32 equal 1x64, that a worker killed
+// mid-epoch and restarted by ddp-launch ends with the same weights as an
+// uninterrupted run, and that data problems are one clear line.
+#include <catch2/catch.hpp>
+
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "ddp/train/fashion_mnist.h"
+#include "ddp/worker/checkpoint.h"
+#include "test_support.h"
+
+using namespace ddp::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+bool have_data() {
+  return fs::exists(std::string(ddp::train::kDefaultDataDir) + "/train-images-idx3-ubyte.gz");
+}
+
+// ddp-launch --nproc_per_node=N ddp-train ARGS (with a fresh port each time).
+ProcResult launch(int nproc, const std::vector<std::string>& train_args,
+                  const std::map<std::string, std::string>& env = {}, int max_restarts = 0,
+                  double timeout_s = 150) {
+  std::vector<std::string> argv = {bin_path("ddp-launch"),
+                                   "--nproc_per_node=" + std::to_string(nproc),
+                                   "--master_port=" + std::to_string(free_port()),
+                                   "--max_restarts=" + std::to_string(max_restarts),
+                                   bin_path("ddp-train")};
+  argv.insert(argv.end(), train_args.begin(), train_args.end());
+  auto merged = env;
+  merged.emplace("OMP_NUM_THREADS", "1");  // 2 workers on a 2-core test machine
+  return run(argv, merged, timeout_s);
+}
+
+std::vector<std::string> lines_of(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+double json_number(const std::string& line, const std::string& key) {
+  std::smatch m;
+  const std::regex re("\"" + key + "\": ([-0-9.eE+]+)");
+  REQUIRE(std::regex_search(line, m, re));
+  return std::stod(m[1].str());
+}
+
+// Largest relative difference ||a-b|| / ||b|| over the tensors of two
+// weight files, which must have the same names and shapes.
+double max_relative_difference(const std::string& a_path, const std::string& b_path) {
+  auto a = ddp::worker::load_weights(a_path);
+  auto b = ddp::worker::load_weights(b_path);
+  REQUIRE(a.size() == b.size());
+  REQUIRE(a.size() == 8);  // conv1, conv2, fc1, fc2: weight + bias each
+  double worst = 0;
+  for (const auto& item : b) {
+    const at::Tensor* other = a.find(item.key());
+    REQUIRE(other != nullptr);
+    REQUIRE(other->sizes() == item.value().sizes());
+    const double rel = (*other - item.value()).norm().item<double>() /
+                       std::max(1e-12, item.value().norm().item<double>());
+    worst = std::max(worst, rel);
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("2-process training decreases the loss and evaluates all 10000 test samples",
+          "[train][e2e]") {
+  if (!have_data()) {
+    WARN("dataset-fashion-mnist is not installed; skipped");
+    return;
+  }
+  TempDir tmp;
+  const auto r = launch(2, {"--epochs=2", "--max_steps=25", "--log_interval=5",
+                            "--checkpoint_dir=" + tmp.file("ckpt")});
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+
+  const auto lines = lines_of(tmp.file("ckpt/metrics.jsonl"));
+  REQUIRE(lines.size() == 2);
+  const double loss1 = json_number(lines[0], "train_loss");
+  const double loss2 = json_number(lines[1], "train_loss");
+  CHECK(loss1 < 2.0);   // untrained: ln(10) = 2.30
+  CHECK(loss2 < loss1);
+  CHECK(json_number(lines[1], "accuracy") > 0.6);
+  for (const auto& l : lines) {
+    CHECK(json_number(l, "eval_samples") == 10000);
+    CHECK(json_number(l, "train_samples") == 2 * 25 * 64);
+    CHECK(json_number(l, "world_size") == 2);
+  }
+  CHECK(fs::exists(tmp.file("ckpt/epoch_1.pt")));
+  CHECK(fs::exists(tmp.file("ckpt/epoch_2.pt")));
+  // Rank 0 alone prints; the summary appears once.
+  const std::regex best("best macro f1: [0-9.]+ in epoch: [12], saved in: .*epoch_[12]\\.pt");
+  CHECK(std::distance(std::sregex_iterator(r.output.begin(), r.output.end(), best), std::sregex_iterator()) == 1);
+  CHECK_THAT(r.output, Catch::Contains("epoch 1/2 step 5/25 loss"));
+}
+
+TEST_CASE("2 processes x batch 32 end with the weights of 1 process x batch 64", "[train][e2e]") {
+  if (!have_data()) {
+    WARN("dataset-fashion-mnist is not installed; skipped");
+    return;
+  }
+  TempDir tmp;
+  const std::vector<std::string> common = {"--epochs=1", "--max_steps=12", "--no_shuffle", "--seed=3"};
+  auto two = common;
+  two.insert(two.end(), {"--batch_size=32", "--checkpoint_dir=" + tmp.file("two"),
+                         "--save_final=" + tmp.file("two.pt")});
+  auto one = common;
+  one.insert(one.end(), {"--batch_size=64", "--checkpoint_dir=" + tmp.file("one"),
+                         "--save_final=" + tmp.file("one.pt")});
+  const auto r2 = launch(2, two);
+  INFO(r2.output);
+  REQUIRE(r2.exit_code == 0);
+  const auto r1 = launch(1, one);
+  INFO(r1.output);
+  REQUIRE(r1.exit_code == 0);
+
+  const double rel = max_relative_difference(tmp.file("two.pt"), tmp.file("one.pt"));
+  INFO("largest relative difference " << rel);
+  CHECK(rel < 1e-4);
+  // And training moved them: the runs are not trivially equal.
+  TempDir other;
+  auto shuffled = one;
+  shuffled.erase(std::remove(shuffled.begin(), shuffled.end(), std::string("--no_shuffle")), shuffled.end());
+  shuffled.back() = "--save_final=" + other.file("shuffled.pt");
+  shuffled[shuffled.size() - 2] = "--checkpoint_dir=" + other.file("ck");
+  const auto r3 = launch(1, shuffled);
+  REQUIRE(r3.exit_code == 0);
+  CHECK(max_relative_difference(other.file("shuffled.pt"), tmp.file("one.pt")) > 1e-3);
+}
+
+TEST_CASE("a worker killed mid-epoch is restarted and the job ends with the uninterrupted weights",
+          "[train][e2e][resume]") {
+  if (!have_data()) {
+    WARN("dataset-fashion-mnist is not installed; skipped");
+    return;
+  }
+  TempDir tmp;
+  // Shuffled with a fixed seed: the resumed epoch must replay the same order.
+  auto args = [&](const std::string& name) {
+    return std::vector<std::string>{"--epochs=3", "--max_steps=6", "--seed=11", "--batch_size=32",
+                                    "--lr_patience=0", "--lr_factor=0.5",
+                                    "--checkpoint_dir=" + tmp.file(name),
+                                    "--save_final=" + tmp.file(name + ".pt")};
+  };
+  const auto plain = launch(2, args("plain"));
+  INFO(plain.output);
+  REQUIRE(plain.exit_code == 0);
+
+  // Rank 1 SIGKILLs itself before global step 14 (epoch 3, step 3) on the
+  // first attempt; ddp-launch restarts the group, which resumes from epoch 2.
+  const auto killed = launch(2, args("killed"), {{"DDP_TRAIN_TEST_DIE_AT", "1:14"}}, /*max_restarts=*/1);
+  INFO(killed.output);
+  REQUIRE(killed.exit_code == 0);
+  CHECK_THAT(killed.output, Catch::Contains("resumed from " + tmp.file("killed/epoch_2.pt") +
+                                            " (epoch 2, step 12, restart 1)"));
+
+  CHECK(max_relative_difference(tmp.file("killed.pt"), tmp.file("plain.pt")) < 1e-6);
+  // metrics.jsonl holds each epoch once, equal to the uninterrupted run's.
+  const auto a = lines_of(tmp.file("plain/metrics.jsonl"));
+  const auto b = lines_of(tmp.file("killed/metrics.jsonl"));
+  REQUIRE(a.size() == 3);
+  REQUIRE(b.size() == 3);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(json_number(b[i], "epoch") == i + 1);
+    CHECK(json_number(b[i], "macro_f1") == json_number(a[i], "macro_f1"));
+    CHECK(json_number(b[i], "learning_rate") == json_number(a[i], "learning_rate"));
+  }
+}
+
+TEST_CASE("--resume continues a finished short run instead of starting over", "[train][e2e][resume]") {
+  if (!have_data()) {
+    WARN("dataset-fashion-mnist is not installed; skipped");
+    return;
+  }
+  TempDir tmp;
+  const std::vector<std::string> base = {"--max_steps=3", "--checkpoint_dir=" + tmp.file("ck")};
+  auto first = base;
+  first.push_back("--epochs=1");
+  REQUIRE(launch(1, first).exit_code == 0);
+  auto second = base;
+  second.insert(second.end(), {"--epochs=2", "--resume"});
+  const auto r = launch(1, second);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("resumed from " + tmp.file("ck/epoch_1.pt") + " (epoch 1, step 3"));
+  CHECK_THAT(r.output, Catch::Contains("training finished: 2 epochs, 6 steps"));
+  CHECK(lines_of(tmp.file("ck/metrics.jsonl")).size() == 2);
+}
+
+TEST_CASE("bad data paths and bad options give one clear line", "[train][e2e][errors]") {
+  TempDir tmp;
+  const std::map<std::string, std::string> no_dist_env = {{"RANK", "\x01unset"}};
+
+  SECTION("missing directory names the path and the package") {
+    const auto r = run({bin_path("ddp-train"), "--data_dir", tmp.file("nope")}, no_dist_env, 60);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Catch::Contains("Fashion-MNIST directory '" + tmp.file("nope") + "' does not exist") &&
+                             Catch::Contains("apt-get install dataset-fashion-mnist"));
+  }
+  SECTION("truncated file names the file") {
+    if (!have_data()) {
+      WARN("dataset-fashion-mnist is not installed; skipped");
+      return;
+    }
+    const std::string dir = tmp.file("data");
+    fs::create_directories(dir);
+    for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                          "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"})
+      fs::copy_file(std::string(ddp::train::kDefaultDataDir) + "/" + f, dir + "/" + f);
+    const std::string victim = dir + "/t10k-images-idx3-ubyte.gz";
+    fs::resize_file(victim, fs::file_size(victim) / 3);
+    const auto r = run({bin_path("ddp-train"), "--data_dir=" + dir}, no_dist_env, 60);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Catch::Contains("'" + victim + "' is truncated"));
+  }
+  SECTION("a bad option value exits 2 with one line") {
+    const auto r = run({bin_path("ddp-train"), "--batch_size=0"}, no_dist_env, 60);
+    CHECK(r.exit_code == 2);
+    CHECK(r.output == "ddp-train: --batch_size: 0 is out of range, expected [1, 1048576] (see ddp-train --help)\n");
+  }
+  SECTION("--help and --local_rank are accepted") {
+    const auto r = run({bin_path("ddp-train"), "--local_rank=0", "--help"}, no_dist_env, 60);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("--save_final PATH"));
+  }
+}

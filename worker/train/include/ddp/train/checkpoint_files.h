@@ -1,0 +1,25 @@
+#pragma once
+// Where ddp-train keeps its checkpoints: one file per finished epoch,
+// <dir>/epoch_<N>.pt (the seeds keep one model file per epoch so the best
+// epochs can be picked afterwards), next to metrics.jsonl. Resuming takes the
+// highest N. Pure path logic; reading and writing is checkpoint.h's job.
+
+#include <optional>
+#include <string>
+
+namespace ddp::train {
+
+std::string epoch_checkpoint_path(const std::string& dir, int epoch);
+std::string metrics_path(const std::string& dir);
+
+struct FoundCheckpoint {
+  int epoch = 0;
+  std::string path;
+};
+
+// The epoch_<N>.pt with the highest N in `dir` (other names, including the
+// checkpoint writer's temp files, are ignored); nullopt when there is none
+// or the directory does not exist.
+std::optional<FoundCheckpoint> find_latest_checkpoint(const std::string& dir);
+
+}  // namespace ddp::train

@@ -1,0 +1,44 @@
+#pragma once
+// Everything besides tensors that a resumed ddp-train run needs to continue
+// exactly where the last finished epoch left it: epoch and step counters,
+// the learning rate, ReduceLROnPlateau's state and the best scores so far.
+// Stored in the worker runtime's Checkpoint (metrics / strings maps) next to
+// the model, Adam's moments and the RNG state; the sampler needs no state
+// because its order is a function of (seed, epoch).
+
+#include <cstdint>
+#include <string>
+
+#include "ddp/train/plateau_scheduler.h"
+
+namespace ddp::worker {
+struct Checkpoint;
+}
+
+namespace ddp::train {
+
+struct BestScore {
+  double value = -1.0;  // below any F1, so epoch 1 always sets it
+  int epoch = 0;
+  std::string checkpoint;
+};
+
+struct TrainState {
+  int epochs_done = 0;
+  std::int64_t global_step = 0;
+  double learning_rate = 0;
+  PlateauState plateau;
+  BestScore best_macro;
+  BestScore best_micro;
+  // Recorded to tell the user when a resume changes the job's shape.
+  int world_size = 0;
+  int batch_size = 0;
+};
+
+// Writes `s` into the checkpoint's metrics/strings maps (keys "train.*").
+void store_train_state(const TrainState& s, ddp::worker::Checkpoint& ckpt);
+// Reads it back; throws std::runtime_error naming the missing key when the
+// checkpoint was not written by ddp-train.
+TrainState load_train_state(const ddp::worker::Checkpoint& ckpt, const std::string& path);
+
+}  // namespace ddp::train

@@ -1,0 +1,333 @@
+#include "ddp/train/trainer.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "ddp/train/checkpoint_files.h"
+#include "ddp/train/confusion_matrix.h"
+#include "ddp/train/eval_shard.h"
+#include "ddp/train/model.h"
+#include "ddp/train/plateau_scheduler.h"
+#include "ddp/train/progress.h"
+#include "ddp/worker/checkpoint.h"
+#include "ddp/worker/collectives.h"
+#include "ddp/worker/ddp.h"
+#include "ddp/worker/process_group.h"
+#include "ddp/worker/sampler.h"
+
+namespace ddp::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+// Fashion-MNIST's training-set pixel mean and std (after /255); the Python
+// reference normalizes the same way.
+constexpr double kPixelMean = 0.2860;
+constexpr double kPixelStd = 0.3530;
+constexpr std::int64_t kEvalBatch = 1000;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// The dataset as tensors that alias the loader's byte vectors (no copy).
+struct SplitTensors {
+  torch::Tensor images;  // uint8 [N, 28, 28]
+  torch::Tensor labels;  // uint8 [N]
+};
+
+SplitTensors as_tensors(const LabeledImages& split) {
+  const auto n = static_cast<std::int64_t>(split.count);
+  auto* pixels = const_cast<std::uint8_t*>(split.pixels.data());
+  auto* labels = const_cast<std::uint8_t*>(split.labels.data());
+  return {torch::from_blob(pixels, {n, kImageSide, kImageSide}, torch::kUInt8),
+          torch::from_blob(labels, {n}, torch::kUInt8)};
+}
+
+// Converts a batch to what the model takes: float [B,1,28,28], normalized.
+torch::Tensor batch_images(const SplitTensors& d, const torch::Tensor& index) {
+  return d.images.index_select(0, index)
+      .to(torch::kFloat)
+      .div_(255.0)
+      .sub_(kPixelMean)
+      .div_(kPixelStd)
+      .unsqueeze_(1);
+}
+
+void set_learning_rate(torch::optim::Adam& opt, double lr) {
+  for (auto& group : opt.param_groups())
+    static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
+}
+
+struct EvalResult {
+  ConfusionMatrix matrix{kNumClasses};
+  double loss = 0;  // mean over all counted samples
+};
+
+// Every rank scores its contiguous slice; the per-rank confusion matrices
+// and loss sums are added up with one all-reduce, so the totals count each
+// test sample exactly once (DistributedSampler would pad with repeats).
+EvalResult evaluate(FashionCnn& model, const SplitTensors& test, ddp::worker::ProcessGroup& pg) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  const Shard shard = contiguous_shard(static_cast<std::size_t>(test.labels.size(0)),
+                                       static_cast<std::size_t>(pg.world_size()),
+                                       static_cast<std::size_t>(pg.rank()));
+  // counts[0..99]: confusion matrix (target-major); counts[100]: loss sum.
+  // Doubles hold counts exactly far beyond 10k and let one all-reduce carry both.
+  auto counts = torch::zeros({kNumClasses * kNumClasses + 1}, torch::kDouble);
+  for (auto begin = static_cast<std::int64_t>(shard.begin); begin < static_cast<std::int64_t>(shard.end);
+       begin += kEvalBatch) {
+    const auto end = std::min<std::int64_t>(begin + kEvalBatch, static_cast<std::int64_t>(shard.end));
+    auto index = torch::arange(begin, end, torch::kLong);
+    auto x = batch_images(test, index);
+    auto y = test.labels.index_select(0, index).to(torch::kLong);
+    auto logits = model.forward(x);
+    counts[kNumClasses * kNumClasses] +=
+        torch::nn::functional::cross_entropy(
+            logits, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+            .to(torch::kDouble);
+    auto cell = y * kNumClasses + logits.argmax(1);
+    counts.narrow(0, 0, kNumClasses * kNumClasses)
+        .add_(torch::bincount(cell, {}, kNumClasses * kNumClasses).to(torch::kDouble));
+  }
+  model.train();
+  ddp::worker::reduce_sum_(pg, counts);
+
+  EvalResult r;
+  std::vector<std::int64_t> cells(kNumClasses * kNumClasses);
+  auto acc = counts.accessor<double, 1>();
+  for (int i = 0; i < kNumClasses * kNumClasses; ++i) cells[i] = std::llround(acc[i]);
+  r.matrix = ConfusionMatrix::from_counts(kNumClasses, cells);
+  const auto total = r.matrix.total();
+  r.loss = total > 0 ? acc[kNumClasses * kNumClasses] / static_cast<double>(total) : 0.0;
+  return r;
+}
+
+// Rank 0 picks the checkpoint and tells the others, so all ranks load the
+// same epoch even if a file appears while they look.
+int agree_on_resume_epoch(const TrainOptions& o, ddp::worker::ProcessGroup& pg) {
+  auto epoch = torch::zeros({1}, torch::kLong);
+  if (pg.rank() == 0) {
+    if (auto found = find_latest_checkpoint(o.checkpoint_dir)) epoch[0] = found->epoch;
+  }
+  pg.broadcast(epoch, 0);
+  return static_cast<int>(epoch.item<std::int64_t>());
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+}  // namespace
+
+TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worker::ProcessGroup>& pg_ptr,
+                         const FashionMnist& data, std::ostream& out, bool out_is_tty) {
+  ddp::worker::ProcessGroup& pg = *pg_ptr;
+  const int rank = pg.rank();
+  const int world = pg.world_size();
+  const bool main_rank = rank == 0;
+  std::ostringstream discard;
+  std::ostream& log = main_rank ? out : discard;
+
+  const SplitTensors train = as_tensors(data.train);
+  const SplitTensors test = as_tensors(data.test);
+
+  // Same initial weights on every rank and for every world size; DDP then
+  // broadcasts rank 0's anyway, as Python's does.
+  torch::manual_seed(o.seed);
+  auto model = std::make_shared<FashionCnn>();
+  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(o.learning_rate));
+
+  PlateauOptions plateau_opts;
+  plateau_opts.factor = o.lr_factor;
+  plateau_opts.patience = o.lr_patience;
+  PlateauScheduler scheduler(plateau_opts);
+
+  TrainState state;
+  state.learning_rate = o.learning_rate;
+  state.world_size = world;
+  state.batch_size = o.batch_size;
+
+  if (main_rank) {
+    std::error_code ec;
+    fs::create_directories(o.checkpoint_dir, ec);
+    if (ec)
+      throw std::runtime_error("cannot create checkpoint directory '" + o.checkpoint_dir +
+                               "': " + ec.message() + "; pass a writable --checkpoint_dir");
+  }
+
+  const std::string metrics_file = metrics_path(o.checkpoint_dir);
+  if (o.should_resume()) {
+    const int epoch = agree_on_resume_epoch(o, pg);
+    if (epoch == 0) {
+      log << "no checkpoint in '" << o.checkpoint_dir << "'; starting from epoch 1" << std::endl;
+      if (main_rank) truncate_metrics_after(metrics_file, 0);
+    } else {
+      const std::string path = epoch_checkpoint_path(o.checkpoint_dir, epoch);
+      auto ckpt = ddp::worker::load_checkpoint(path);
+      ddp::worker::apply_checkpoint(ckpt, *model, &optimizer, /*restore_rng=*/true);
+      const TrainState saved = load_train_state(ckpt, path);
+      if (saved.world_size != world || saved.batch_size != o.batch_size)
+        log << "note: checkpoint was written with world size " << saved.world_size << ", batch "
+            << saved.batch_size << "; continuing with world size " << world << ", batch "
+            << o.batch_size << std::endl;
+      state = saved;
+      state.world_size = world;
+      state.batch_size = o.batch_size;
+      set_learning_rate(optimizer, state.learning_rate);
+      scheduler.set_state(state.plateau);
+      // Epochs after the checkpoint are replayed; drop their old lines.
+      if (main_rank) truncate_metrics_after(metrics_file, state.epochs_done);
+      log << "resumed from " << path << " (epoch " << state.epochs_done << ", step "
+          << state.global_step << ", restart " << o.restart_count << ")" << std::endl;
+    }
+  } else if (main_rank) {
+    truncate_metrics_after(metrics_file, 0);  // a fresh run starts a fresh log
+  }
+
+  // After a resume, so the broadcast at construction carries the loaded
+  // weights (every rank loaded the same file anyway).
+  ddp::worker::DDP<FashionCnn> ddp(model, pg_ptr);
+  ddp::worker::DistributedSampler sampler(data.train.count, static_cast<std::size_t>(world),
+                                          static_cast<std::size_t>(rank), !o.no_shuffle, o.seed);
+  ProgressPrinter progress(out, main_rank, out_is_tty, o.log_interval);
+  TrainResult result;
+
+  const std::int64_t full_steps =
+      (static_cast<std::int64_t>(sampler.num_samples()) + o.batch_size - 1) / o.batch_size;
+  const std::int64_t steps_per_epoch = o.max_steps > 0 ? std::min(o.max_steps, full_steps) : full_steps;
+  log << "ddp-train: world size " << world << ", batch " << o.batch_size << " per process ("
+      << o.batch_size * world << " global), " << steps_per_epoch << " steps per epoch, epochs "
+      << state.epochs_done + 1 << ".." << o.epochs << ", " << torch::get_num_threads()
+      << " threads per process, checkpoints in " << o.checkpoint_dir << std::endl;
+
+  for (int epoch = state.epochs_done + 1; epoch <= o.epochs; ++epoch) {
+    // Python's sampler.set_epoch(epoch): the shuffle depends on (seed, epoch)
+    // only, which is what lets a resumed run replay the same order.
+    sampler.set_epoch(static_cast<std::uint64_t>(epoch));
+    const std::vector<std::int64_t> indices = sampler.indices();
+    const double epoch_lr = state.learning_rate;
+
+    const auto t0 = Clock::now();
+    double loss_sum = 0;
+    std::int64_t local_samples = 0;
+    for (std::int64_t step = 0; step < steps_per_epoch; ++step) {
+      if (o.die_rank == rank && o.restart_count == 0 && state.global_step == o.die_step) {
+        // Test hook: die like a killed worker (no cleanup, no error file).
+        std::cout.flush();
+        std::raise(SIGKILL);
+      }
+      const std::int64_t begin = step * o.batch_size;
+      const std::int64_t n = std::min<std::int64_t>(o.batch_size, static_cast<std::int64_t>(indices.size()) - begin);
+      auto index = torch::from_blob(const_cast<std::int64_t*>(indices.data() + begin), {n}, torch::kLong);
+      auto x = batch_images(train, index);
+      auto y = train.labels.index_select(0, index).to(torch::kLong);
+
+      optimizer.zero_grad();
+      auto loss = torch::nn::functional::cross_entropy(ddp.forward(x), y);
+      loss.backward();  // DDP averages the gradients across ranks here
+      optimizer.step();
+
+      loss_sum += loss.item<double>();
+      local_samples += n;
+      state.global_step += 1;
+
+      ProgressSnapshot snap;
+      snap.epoch = epoch;
+      snap.epochs = o.epochs;
+      snap.step = step + 1;
+      snap.steps = steps_per_epoch;
+      snap.loss = loss_sum / static_cast<double>(step + 1);
+      snap.samples = local_samples * world;
+      snap.elapsed_s = seconds_since(t0);
+      progress.update(snap);
+    }
+    progress.finish_epoch();
+    // Every step ends in an all-reduce, so ranks finish within one step of
+    // each other and rank 0's clock measures the job's throughput.
+    const double train_seconds = seconds_since(t0);
+
+    // The seeds' reduce_mean: every rank reports the same epoch loss.
+    const double train_loss =
+        ddp::worker::reduce_mean(pg, steps_per_epoch > 0 ? loss_sum / static_cast<double>(steps_per_epoch) : 0.0);
+    const double global_samples = ddp::worker::reduce_sum(pg, static_cast<double>(local_samples));
+
+    const EvalResult eval = evaluate(*model, test, pg);
+    const double macro = eval.matrix.macro_f1();
+    const double micro = eval.matrix.micro_f1();
+
+    state.learning_rate = scheduler.step(macro, state.learning_rate);
+    state.plateau = scheduler.state();
+    if (state.learning_rate != epoch_lr) {
+      set_learning_rate(optimizer, state.learning_rate);
+      log << "ReduceLROnPlateau: macro-F1 did not improve for " << o.lr_patience + 1
+          << " epochs; learning rate " << epoch_lr << " -> " << state.learning_rate << std::endl;
+    }
+    state.epochs_done = epoch;
+    const std::string ckpt_path = epoch_checkpoint_path(o.checkpoint_dir, epoch);
+    if (macro > state.best_macro.value) state.best_macro = {macro, epoch, ckpt_path};
+    if (micro > state.best_micro.value) state.best_micro = {micro, epoch, ckpt_path};
+
+    EpochRecord rec;
+    rec.epoch = epoch;
+    rec.global_step = state.global_step;
+    rec.train_loss = train_loss;
+    rec.test_loss = eval.loss;
+    rec.accuracy = eval.matrix.accuracy();
+    rec.macro_f1 = macro;
+    rec.micro_f1 = micro;
+    rec.learning_rate = epoch_lr;
+    rec.train_samples = static_cast<std::int64_t>(global_samples);
+    rec.eval_samples = eval.matrix.total();
+    rec.train_seconds = train_seconds;
+    rec.samples_per_second = train_seconds > 0 ? global_samples / train_seconds : 0.0;
+    rec.world_size = world;
+    rec.checkpoint = ckpt_path;
+    result.epochs.push_back(rec);
+
+    log << "epoch " << epoch << "/" << o.epochs << ": train_loss " << fmt("%.4f", train_loss)
+        << " test_loss " << fmt("%.4f", eval.loss) << " accuracy " << fmt("%.4f", rec.accuracy)
+        << " macro_f1 " << fmt("%.4f", macro) << " micro_f1 " << fmt("%.4f", micro) << " ("
+        << rec.eval_samples << " test samples) " << fmt("%.0f", rec.samples_per_second)
+        << " samples/s" << std::endl;
+
+    // metrics.jsonl first, then the checkpoint: a crash in between leaves a
+    // line for an epoch that resume replays, and resume drops that line.
+    if (main_rank) append_metrics(metrics_file, rec);
+    auto ckpt = ddp::worker::make_checkpoint(*model, &optimizer, epoch, state.global_step);
+    store_train_state(state, ckpt);
+    ddp::worker::save_checkpoint(pg, ckpt_path, ckpt);
+    log << "saved " << ckpt_path << std::endl;
+  }
+
+  log << "training finished: " << state.epochs_done << " epochs, " << state.global_step << " steps"
+      << std::endl;
+  if (state.best_macro.epoch > 0) {
+    log << "best macro f1: " << fmt("%.4f", state.best_macro.value) << " in epoch: " << state.best_macro.epoch
+        << ", saved in: " << state.best_macro.checkpoint << std::endl;
+    log << "best micro f1: " << fmt("%.4f", state.best_micro.value) << " in epoch: " << state.best_micro.epoch
+        << ", saved in: " << state.best_micro.checkpoint << std::endl;
+  }
+  if (!o.save_final.empty()) {
+    if (main_rank) {
+      ddp::worker::save_weights_for_python(o.save_final, *model);
+      log << "final weights written to " << o.save_final << " (Python: torch.load(path))" << std::endl;
+    }
+    ddp::worker::barrier(pg);
+  }
+  result.state = state;
+  return result;
+}
+
+}  // namespace ddp::train
