@@ -29,8 +29,9 @@ PIXEL_MEAN, PIXEL_STD = 0.2860, 0.3530
 
 
 class FashionCnn(nn.Module):
-    def __init__(self):
+    def __init__(self, linear_as_conv=False):
         super().__init__()
+        self.linear_as_conv = linear_as_conv
         self.conv1 = nn.Conv2d(1, 32, 3, padding=1)
         self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
         self.fc1 = nn.Linear(64 * 7 * 7, 128)
@@ -39,6 +40,11 @@ class FashionCnn(nn.Module):
     def forward(self, x):
         x = F.max_pool2d(F.relu(self.conv1(x)), 2)
         x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        if self.linear_as_conv:
+            # Same math through oneDNN instead of Debian's reference BLAS
+            # (the one ddp-train trick that plain Python can use too).
+            x = F.relu(F.conv2d(x, self.fc1.weight.view(128, 64, 7, 7), self.fc1.bias))
+            return F.conv2d(x, self.fc2.weight.view(10, 128, 1, 1), self.fc2.bias).flatten(1)
         x = F.relu(self.fc1(torch.flatten(x, 1)))
         return self.fc2(x)
 
@@ -124,6 +130,8 @@ def main():
     p.add_argument("--lr_factor", type=float, default=0.1)
     p.add_argument("--lr_patience", type=int, default=10)
     p.add_argument("--log_interval", type=int, default=50)
+    p.add_argument("--linear_as_conv", action="store_true",
+                   help="compute the Linear layers with conv2d (oneDNN), as ddp-train does")
     p.add_argument("--local_rank", "--local-rank", type=int, default=0)
     args = p.parse_args()
 
@@ -138,7 +146,7 @@ def main():
     test = FashionMnist(args.data_dir, "t10k")
 
     torch.manual_seed(args.seed)
-    model = DistributedDataParallel(FashionCnn())
+    model = DistributedDataParallel(FashionCnn(args.linear_as_conv))
     optimizer = torch.optim.Adam(model.parameters(), lr=args.learning_rate)
     scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
         optimizer, "max", factor=args.lr_factor, patience=args.lr_patience)

@@ -85,7 +85,7 @@ TEST_CASE("options: bad values give one line naming option and value", "[train][
   CHECK(train_usage().find("--save_final") != std::string::npos);
 }
 
-TEST_CASE("metrics.jsonl: one JSON object per line; resume drops replayed epochs", "[train][metrics_log]") {
+TEST_CASE("metrics.jsonl: one JSON object per line, replayed epochs dropped on resume", "[train][metrics_log]") {
   ddp::test::TempDir tmp;
   const auto path = tmp.file("metrics.jsonl");
   for (int e = 1; e <= 3; ++e) {

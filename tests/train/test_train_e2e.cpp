@@ -180,7 +180,7 @@ TEST_CASE("a worker killed mid-epoch is restarted and the job ends with the unin
   }
 }
 
-TEST_CASE("--resume continues a finished short run instead of starting over", "[train][e2e][resume]") {
+TEST_CASE("resume with --resume continues a finished short run instead of starting over", "[train][e2e][resume]") {
   if (!have_data()) {
     WARN("dataset-fashion-mnist is not installed; skipped");
     return;
@@ -229,7 +229,7 @@ TEST_CASE("bad data paths and bad options give one clear line", "[train][e2e][er
   SECTION("a bad option value exits 2 with one line") {
     const auto r = run({bin_path("ddp-train"), "--batch_size=0"}, no_dist_env, 60);
     CHECK(r.exit_code == 2);
-    CHECK(r.output == "ddp-train: --batch_size: 0 is out of range, expected [1, 1048576] (see ddp-train --help)\n");
+    CHECK(r.output == "ddp-train: error: --batch_size: 0 is out of range, expected [1, 1048576] (see ddp-train --help)\n");
   }
   SECTION("--help and --local_rank are accepted") {
     const auto r = run({bin_path("ddp-train"), "--local_rank=0", "--help"}, no_dist_env, 60);

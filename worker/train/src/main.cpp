@@ -37,7 +37,7 @@ int train_main(int argc, char** argv) {
   try {
     opts = parse_train_options(std::vector<std::string>(argv + 1, argv + argc));
   } catch (const UsageError& e) {
-    std::cerr << "ddp-train: " << e.what() << " (see ddp-train --help)" << std::endl;
+    std::cerr << "ddp-train: error: " << e.what() << " (see ddp-train --help)" << std::endl;
     return 2;
   }
   if (opts.help) {

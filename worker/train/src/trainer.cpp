@@ -76,6 +76,7 @@ struct EvalResult {
 // and loss sums are added up with one all-reduce, so the totals count each
 // test sample exactly once (DistributedSampler would pad with repeats).
 EvalResult evaluate(FashionCnn& model, const SplitTensors& test, ddp::worker::ProcessGroup& pg) {
+  const c10::Device device = pg.device();
   torch::NoGradGuard no_grad;
   model.eval();
   const Shard shard = contiguous_shard(static_cast<std::size_t>(test.labels.size(0)),
@@ -83,13 +84,13 @@ EvalResult evaluate(FashionCnn& model, const SplitTensors& test, ddp::worker::Pr
                                        static_cast<std::size_t>(pg.rank()));
   // counts[0..99]: confusion matrix (target-major); counts[100]: loss sum.
   // Doubles hold counts exactly far beyond 10k and let one all-reduce carry both.
-  auto counts = torch::zeros({kNumClasses * kNumClasses + 1}, torch::kDouble);
+  auto counts = torch::zeros({kNumClasses * kNumClasses + 1}, torch::TensorOptions(torch::kDouble).device(device));
   for (auto begin = static_cast<std::int64_t>(shard.begin); begin < static_cast<std::int64_t>(shard.end);
        begin += kEvalBatch) {
     const auto end = std::min<std::int64_t>(begin + kEvalBatch, static_cast<std::int64_t>(shard.end));
     auto index = torch::arange(begin, end, torch::kLong);
-    auto x = batch_images(test, index);
-    auto y = test.labels.index_select(0, index).to(torch::kLong);
+    auto x = batch_images(test, index).to(device);
+    auto y = test.labels.index_select(0, index).to(device, torch::kLong);
     auto logits = model.forward(x);
     counts[kNumClasses * kNumClasses] +=
         torch::nn::functional::cross_entropy(
@@ -104,7 +105,8 @@ EvalResult evaluate(FashionCnn& model, const SplitTensors& test, ddp::worker::Pr
 
   EvalResult r;
   std::vector<std::int64_t> cells(kNumClasses * kNumClasses);
-  auto acc = counts.accessor<double, 1>();
+  const at::Tensor host_counts = counts.cpu();
+  auto acc = host_counts.accessor<double, 1>();
   for (int i = 0; i < kNumClasses * kNumClasses; ++i) cells[i] = std::llround(acc[i]);
   r.matrix = ConfusionMatrix::from_counts(kNumClasses, cells);
   const auto total = r.matrix.total();
@@ -119,8 +121,9 @@ int agree_on_resume_epoch(const TrainOptions& o, ddp::worker::ProcessGroup& pg) 
   if (pg.rank() == 0) {
     if (auto found = find_latest_checkpoint(o.checkpoint_dir)) epoch[0] = found->epoch;
   }
+  epoch = epoch.to(pg.device());
   pg.broadcast(epoch, 0);
-  return static_cast<int>(epoch.item<std::int64_t>());
+  return static_cast<int>(epoch.cpu().item<std::int64_t>());
 }
 
 std::string fmt(const char* f, double v) {
@@ -147,6 +150,10 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
   // broadcasts rank 0's anyway, as Python's does.
   torch::manual_seed(o.seed);
   auto model = std::make_shared<FashionCnn>();
+  // Data stays on the CPU; each batch moves to the backend's device (CPU for
+  // Gloo, cuda:LOCAL_RANK for NCCL).
+  const c10::Device device = pg.device();
+  model->to(device);
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(o.learning_rate));
 
   PlateauOptions plateau_opts;
@@ -175,7 +182,7 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
       if (main_rank) truncate_metrics_after(metrics_file, 0);
     } else {
       const std::string path = epoch_checkpoint_path(o.checkpoint_dir, epoch);
-      auto ckpt = ddp::worker::load_checkpoint(path);
+      auto ckpt = ddp::worker::load_checkpoint(path, device);
       ddp::worker::apply_checkpoint(ckpt, *model, &optimizer, /*restore_rng=*/true);
       const TrainState saved = load_train_state(ckpt, path);
       if (saved.world_size != world || saved.batch_size != o.batch_size)
@@ -231,8 +238,8 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
       const std::int64_t begin = step * o.batch_size;
       const std::int64_t n = std::min<std::int64_t>(o.batch_size, static_cast<std::int64_t>(indices.size()) - begin);
       auto index = torch::from_blob(const_cast<std::int64_t*>(indices.data() + begin), {n}, torch::kLong);
-      auto x = batch_images(train, index);
-      auto y = train.labels.index_select(0, index).to(torch::kLong);
+      auto x = batch_images(train, index).to(device);
+      auto y = train.labels.index_select(0, index).to(device, torch::kLong);
 
       optimizer.zero_grad();
       auto loss = torch::nn::functional::cross_entropy(ddp.forward(x), y);

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""ddp-train vs Python DDP, side by side in one run.
+
+Same model, data, batch size per process, optimizer, steps, evaluation and
+per-epoch checkpoint; both launched by our ddp-launch (Debian's torchrun 1.13
+crashes on Python 3.11, bug #92319), each worker wrapped in peak_rss.sh.
+Reports global training samples/s (from each tool's metrics.jsonl: training
+steps only, evaluation excluded), the job's wall time (start-up, data
+loading, training, evaluation, checkpoint) and the peak RSS of every worker.
+
+    python3 bench/train/bench_train.py --build build --steps 200
+The driver needs no torch; the Python workers run under --python
+(default /usr/bin/python3, which has python3-torch).
+"""
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_job(name, nproc, program, args, build, work, env_extra):
+    ckpt = os.path.join(work, f"{name}-{nproc}")
+    rss_dir = os.path.join(work, f"{name}-{nproc}-rss")
+    os.makedirs(rss_dir)
+    env = dict(os.environ, PEAK_RSS_DIR=rss_dir, **env_extra)
+    cmd = [os.path.join(build, "bin", "ddp-launch"), f"--nproc_per_node={nproc}",
+           f"--master_port={free_port()}", os.path.join(HERE, "peak_rss.sh")] + program + \
+          args + [f"--checkpoint_dir={ckpt}"]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        sys.exit(f"{name} with {nproc} process(es) failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}")
+    with open(os.path.join(ckpt, "metrics.jsonl")) as f:
+        epochs = [json.loads(l) for l in f if l.strip()]
+    samples = sum(e["train_samples"] for e in epochs)
+    seconds = sum(e["train_seconds"] for e in epochs)
+    rss = [int(open(os.path.join(rss_dir, f"rank{r}")).read().split()[-1]) for r in range(nproc)]
+    return {"tool": name, "nproc": nproc, "samples_per_s": samples / seconds, "wall_s": wall,
+            "accuracy": epochs[-1]["accuracy"], "peak_rss_mib": [k / 1024 for k in rss]}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--build", default=os.path.join(ROOT, "build"), help="build dir with bin/ddp-launch, bin/ddp-train")
+    p.add_argument("--python", default="/usr/bin/python3", help="python3 with torch for the Python workers")
+    p.add_argument("--steps", type=int, default=200, help="training steps per epoch (--max_steps)")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--batch_size", type=int, default=64)
+    p.add_argument("--nprocs", default="1,2")
+    p.add_argument("--no_linear_as_conv", action="store_true", help="skip the Python --linear_as_conv variant")
+    p.add_argument("--json", help="also write the rows as JSON here")
+    a = p.parse_args()
+
+    common = [f"--epochs={a.epochs}", f"--batch_size={a.batch_size}", f"--max_steps={a.steps}",
+              "--seed=42", "--log_interval=1000000"]
+    tools = [("ddp-train", [os.path.join(a.build, "bin", "ddp-train")], [])]
+    py = [a.python, "-u", os.path.join(HERE, "python_ddp.py")]
+    tools.append(("python-ddp", py, []))
+    if not a.no_linear_as_conv:
+        tools.append(("python-ddp --linear_as_conv", py, ["--linear_as_conv"]))
+
+    work = tempfile.mkdtemp(prefix="bench-train-")
+    rows = []
+    try:
+        for n in [int(x) for x in a.nprocs.split(",")]:
+            for name, program, extra in tools:
+                print(f"running {name} with {n} process(es) ...", file=sys.stderr, flush=True)
+                rows.append(run_job(name.split()[0] + ("-lac" if extra else ""), n, program,
+                                    common + extra, a.build, work, {}))
+                rows[-1]["tool"] = name
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    cores = os.cpu_count()
+    print(f"\nFashion-MNIST CNN, batch {a.batch_size} per process, {a.steps} steps x {a.epochs} epoch(s), "
+          f"{cores} cores, launcher: ddp-launch, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}\n")
+    print("| tool | processes | global samples/s | vs python-ddp | job wall s | peak RSS per worker (MiB) | accuracy |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        base = next(b for b in rows if b["tool"] == "python-ddp" and b["nproc"] == r["nproc"])
+        print(f"| {r['tool']} | {r['nproc']} | {r['samples_per_s']:.0f} | "
+              f"{r['samples_per_s'] / base['samples_per_s']:.2f}x | {r['wall_s']:.1f} | "
+              f"{', '.join(f'{m:.0f}' for m in r['peak_rss_mib'])} | {r['accuracy']:.4f} |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
