@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <csignal>
 #include <sstream>
 
 #include "ddp/worker/checkpoint.h"
@@ -142,4 +144,28 @@ TEST_CASE("ddp: models that differ across ranks are an error on every rank, not 
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.output, Catch::Contains("differ across ranks"));
   }
+}
+
+TEST_CASE("ddp: when a rank dies mid-training the other fails with a message, well before the timeout") {
+  const int port = free_port();
+  std::vector<std::unique_ptr<Proc>> procs;
+  for (int r = 0; r < 2; ++r) {
+    auto env = rank_env(r, 2, port);
+    env["DDP_TIMEOUT_S"] = "60";
+    procs.push_back(std::make_unique<Proc>(std::vector<std::string>{helper_path(), "train-forever"}, env));
+  }
+  REQUIRE(wait_until([&] { return procs[0]->output().find("step 3") != std::string::npos &&
+                                  procs[1]->output().find("step 3") != std::string::npos; },
+                     60));
+  const auto start = std::chrono::steady_clock::now();
+  procs[1]->signal(SIGKILL);
+  REQUIRE(procs[1]->wait(10) == 128 + SIGKILL);
+  auto code = procs[0]->wait(30);  // the connection drop is seen at once; 30 s < the 60 s timeout
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(procs[0]->output());
+  REQUIRE(code.has_value());
+  CHECK(*code == 1);
+  CHECK(took < 30);
+  // The collective in flight (a bucket allreduce or the buffer broadcast) names itself.
+  CHECK_THAT(procs[0]->output(), Catch::Contains("failed (a peer may have exited or timed out)"));
 }

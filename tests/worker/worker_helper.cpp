@@ -5,7 +5,7 @@
 //
 //   ddp-worker-test-helper <mode> [key=value ...]
 // modes: init, collectives, parity, overlap, unused, mismatch, interop,
-//        throw, ckpt-loop
+//        throw, ckpt-loop, train-forever
 
 #include <torch/torch.h>
 
@@ -196,6 +196,22 @@ int mismatch(int argc, char** argv) {
   return 0;
 }
 
+// Trains until killed, printing "step N"; the peer-death test kills one rank.
+int train_forever(int argc, char** argv) {
+  auto pg = init_process_group({}, argc, argv);
+  torch::manual_seed(0);
+  auto net = std::make_shared<ParityNet>();
+  DDP<ParityNet> ddp(net, pg);
+  torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.01));
+  auto x = torch::randn({8, 8}), y = torch::randn({8, 1});
+  for (int64_t step = 0;; ++step) {
+    opt.zero_grad();
+    torch::mse_loss(ddp.forward(x), y).backward();
+    opt.step();
+    std::cout << "step " << step << std::endl;
+  }
+}
+
 // ---- misc ----------------------------------------------------------------------
 
 int init(int argc, char** argv) {
@@ -285,6 +301,7 @@ int main(int argc, char** argv) {
     if (mode == "interop") return interop(argc, argv);
     if (mode == "throw") return throw_mode(argc, argv);
     if (mode == "ckpt-loop") return ckpt_loop(argc, argv);
+    if (mode == "train-forever") return train_forever(argc, argv);
     throw std::invalid_argument("unknown mode '" + mode + "'");
   });
 }
