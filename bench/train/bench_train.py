@@ -37,7 +37,8 @@ def run_job(name, nproc, program, args, build, work, env_extra):
     rss_dir = os.path.join(work, f"{name}-{nproc}-rss")
     os.makedirs(rss_dir)
     env = dict(os.environ, PEAK_RSS_DIR=rss_dir, **env_extra)
-    cmd = [os.path.join(build, "bin", "ddp-launch"), f"--nproc_per_node={nproc}",
+    # --use_env: the wrapper script must not get --local_rank=N as its first argument.
+    cmd = [os.path.join(build, "bin", "ddp-launch"), "--use_env", f"--nproc_per_node={nproc}",
            f"--master_port={free_port()}", os.path.join(HERE, "peak_rss.sh")] + program + \
           args + [f"--checkpoint_dir={ckpt}"]
     t0 = time.perf_counter()
@@ -63,6 +64,7 @@ def main():
     p.add_argument("--batch_size", type=int, default=64)
     p.add_argument("--nprocs", default="1,2")
     p.add_argument("--no_linear_as_conv", action="store_true", help="skip the Python --linear_as_conv variant")
+    p.add_argument("--repeats", type=int, default=1, help="rounds (tools interleaved); the table shows medians")
     p.add_argument("--json", help="also write the rows as JSON here")
     a = p.parse_args()
 
@@ -74,26 +76,46 @@ def main():
     if not a.no_linear_as_conv:
         tools.append(("python-ddp --linear_as_conv", py, ["--linear_as_conv"]))
 
-    work = tempfile.mkdtemp(prefix="bench-train-")
-    rows = []
-    try:
+    load_before = os.getloadavg()[0]
+    runs = []
+    for rep in range(a.repeats):
+        # Interleaved so that background load hits every tool alike.
         for n in [int(x) for x in a.nprocs.split(",")]:
             for name, program, extra in tools:
-                print(f"running {name} with {n} process(es) ...", file=sys.stderr, flush=True)
-                rows.append(run_job(name.split()[0] + ("-lac" if extra else ""), n, program,
-                                    common + extra, a.build, work, {}))
-                rows[-1]["tool"] = name
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+                print(f"round {rep + 1}/{a.repeats}: {name} with {n} process(es) ...", file=sys.stderr, flush=True)
+                work = tempfile.mkdtemp(prefix="bench-train-")
+                try:
+                    r = run_job("job", n, program, common + extra, a.build, work, {})
+                finally:
+                    shutil.rmtree(work, ignore_errors=True)
+                r["tool"] = name
+                runs.append(r)
+    load_after = os.getloadavg()[0]
+
+    def median(xs):
+        xs = sorted(xs)
+        return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
+
+    rows = []
+    for n in [int(x) for x in a.nprocs.split(",")]:
+        for name, _, _ in tools:
+            mine = [r for r in runs if r["tool"] == name and r["nproc"] == n]
+            rows.append({"tool": name, "nproc": n,
+                         "samples_per_s": median([r["samples_per_s"] for r in mine]),
+                         "samples_per_s_all": [round(r["samples_per_s"]) for r in mine],
+                         "wall_s": median([r["wall_s"] for r in mine]),
+                         "accuracy": mine[-1]["accuracy"],
+                         "peak_rss_mib": [max(r["peak_rss_mib"][k] for r in mine) for k in range(n)]})
 
     cores = os.cpu_count()
     print(f"\nFashion-MNIST CNN, batch {a.batch_size} per process, {a.steps} steps x {a.epochs} epoch(s), "
-          f"{cores} cores, launcher: ddp-launch, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}\n")
-    print("| tool | processes | global samples/s | vs python-ddp | job wall s | peak RSS per worker (MiB) | accuracy |")
+          f"{cores} cores, launcher: ddp-launch --use_env, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, "
+          f"{a.repeats} round(s), median shown; load average {load_before:.1f} before, {load_after:.1f} after\n")
+    print("| tool | processes | global samples/s (each round) | vs python-ddp | job wall s | peak RSS per worker (MiB) | accuracy |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         base = next(b for b in rows if b["tool"] == "python-ddp" and b["nproc"] == r["nproc"])
-        print(f"| {r['tool']} | {r['nproc']} | {r['samples_per_s']:.0f} | "
+        print(f"| {r['tool']} | {r['nproc']} | {r['samples_per_s']:.0f} ({', '.join(map(str, r['samples_per_s_all']))}) | "
               f"{r['samples_per_s'] / base['samples_per_s']:.2f}x | {r['wall_s']:.1f} | "
               f"{', '.join(f'{m:.0f}' for m in r['peak_rss_mib'])} | {r['accuracy']:.4f} |")
     if a.json:

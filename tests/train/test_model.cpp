@@ -85,9 +85,11 @@ TEST_CASE("conv3x3_single_channel matches conv2d(padding 1) with gradients", "[t
 }
 
 // Not run by default (hidden tag): prints the time per training step of the
-// fast forward vs the stock layers, one thread, batch 64.
+// fast forward vs the stock layers, 1 and 2 threads, batch 64.
 TEST_CASE("model step time, fast vs stock layers", "[.][bench]") {
-  at::set_num_threads(1);
+  const int threads = GENERATE(1, 2);
+  at::set_num_threads(threads);
+  WARN(threads << " thread(s)");
   torch::manual_seed(5);
   FashionCnn m;
   auto x = torch::randn({64, 1, 28, 28});

@@ -226,6 +226,16 @@ TEST_CASE("bad data paths and bad options give one clear line", "[train][e2e][er
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.output, Catch::Contains("'" + victim + "' is truncated"));
   }
+  SECTION("an unusable checkpoint directory stops every rank with one message") {
+    if (!have_data()) {
+      WARN("dataset-fashion-mnist is not installed; skipped");
+      return;
+    }
+    write_file(tmp.file("plain-file"), "x");
+    const auto r = launch(2, {"--checkpoint_dir=" + tmp.file("plain-file/ck")}, {}, 0, 90);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Catch::Contains("cannot create checkpoint directory '" + tmp.file("plain-file/ck") + "'"));
+  }
   SECTION("a bad option value exits 2 with one line") {
     const auto r = run({bin_path("ddp-train"), "--batch_size=0"}, no_dist_env, 60);
     CHECK(r.exit_code == 2);

@@ -166,12 +166,21 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
   state.world_size = world;
   state.batch_size = o.batch_size;
 
-  if (main_rank) {
-    std::error_code ec;
-    fs::create_directories(o.checkpoint_dir, ec);
-    if (ec)
-      throw std::runtime_error("cannot create checkpoint directory '" + o.checkpoint_dir +
-                               "': " + ec.message() + "; pass a writable --checkpoint_dir");
+  // Rank 0 creates the directory and tells the others whether it could, so
+  // every rank stops with the same message instead of waiting in a collective.
+  {
+    std::string problem;
+    if (main_rank) {
+      std::error_code ec;
+      fs::create_directories(o.checkpoint_dir, ec);
+      if (ec) problem = ec.message();
+    }
+    auto failed = torch::full({1}, problem.empty() ? 0 : 1, torch::kLong).to(device);
+    pg.broadcast(failed, 0);
+    if (failed.cpu().item<std::int64_t>() != 0)
+      throw std::runtime_error("cannot create checkpoint directory '" + o.checkpoint_dir + "'" +
+                               (problem.empty() ? std::string(" (on rank 0)") : ": " + problem) +
+                               "; pass a writable --checkpoint_dir");
   }
 
   const std::string metrics_file = metrics_path(o.checkpoint_dir);
