@@ -58,7 +58,9 @@ int run_main(int argc, char** argv, const std::function<int(int, char**)>& body)
       context = "uncaught exception in " + std::string(argc > 0 && argv ? argv[0] : "?") +
                 ", caught by ddp::worker::run_main\n" + c10::get_backtrace(/*frames_to_skip=*/1);
     }
-    std::cerr << "[rank " << get_env("RANK").value_or("?") << "] error: " << d.message << std::endl;
+    // One write for the whole report, so lines of several failing ranks do
+    // not interleave on the shared stderr.
+    std::string report = "[rank " + get_env("RANK").value_or("?") + "] error: " + d.message + "\n";
     if (auto path = get_env("TORCHELASTIC_ERROR_FILE"); path && !path->empty()) {
       ErrorRecord rec;
       rec.message = d.message;
@@ -68,11 +70,12 @@ int run_main(int argc, char** argv, const std::function<int(int, char**)>& body)
                           .count();
       try {
         write_error_file(*path, rec);
-        std::cerr << "error file written to " << *path << std::endl;
+        report += "[rank " + get_env("RANK").value_or("?") + "] error file written to " + *path + "\n";
       } catch (const std::exception& e) {
-        std::cerr << "could not write TORCHELASTIC_ERROR_FILE: " << e.what() << std::endl;
+        report += std::string("could not write TORCHELASTIC_ERROR_FILE: ") + e.what() + "\n";
       }
     }
+    std::cerr << report << std::flush;
     return 1;
   }
 }
