@@ -80,7 +80,10 @@ def launch_overhead(runs, torch_runs):
     os.dup2(devnull, 2)  # torchrun's banner
     try:
         direct = [time_direct() for _ in range(runs)]
-        ours = [time_cmd([LAUNCH, "--nproc_per_node=4", "--standalone", TRUE], env) for _ in range(runs)]
+        # --use_env: the workers run the same argv as the direct baseline (with
+        # --local_rank=N, /bin/true would also load its locale).
+        ours = [time_cmd([LAUNCH, "--nproc_per_node=4", "--standalone", "--use_env", TRUE], env)
+                for _ in range(runs)]
         theirs = []
         if torch_runs:
             theirs = [time_cmd(TORCHRUN + ["--nproc_per_node=4", "--standalone", "--no_python", TRUE], env)
@@ -142,7 +145,7 @@ def main():
         "",
         "| measurement | direct spawn | ddp-launch | torchrun | goal |",
         "|---|---|---|---|---|",
-        f"| launch 4 × /bin/true, wall | {ms(direct)} | {ms(ours)} | {ms(theirs)} | "
+        f"| launch 4 × /bin/true (`--use_env`), wall | {ms(direct)} | {ms(ours)} | {ms(theirs)} | "
         "≤ direct + 5 ms; > 100× faster than torchrun |",
         f"| teardown: worker failure → launcher exit | – | {ms(td_ours)} | {ms(td_theirs)} | < 50 ms |",
         "",

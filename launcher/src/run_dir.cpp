@@ -5,7 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
-#include <sys/stat.h>
+#include <unistd.h>
 #include <vector>
 
 namespace ddp::launcher {
@@ -23,17 +23,19 @@ RunDirectory::RunDirectory() {
 }
 
 RunDirectory::~RunDirectory() {
-  std::error_code ec;
-  fs::remove_all(path_, ec);
+  // The files we named are all a worker normally leaves; anything else (a
+  // worker's temp files) takes the slower recursive removal.
+  for (const auto& f : handed_out_) ::unlink(f.c_str());
+  if (::rmdir(path_.c_str()) != 0) {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
 }
 
-std::string RunDirectory::error_file(int attempt, int local_rank) const {
-  std::string dir = path_ + "/attempt_" + std::to_string(attempt) + "/" + std::to_string(local_rank);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw std::runtime_error("cannot create " + dir + ": " + ec.message());
-  ::chmod(dir.c_str(), 0700);
-  return dir + "/error.json";
+std::string RunDirectory::error_file(int attempt, int local_rank) {
+  handed_out_.push_back(path_ + "/attempt_" + std::to_string(attempt) + ".rank_" + std::to_string(local_rank) +
+                        ".error.json");
+  return handed_out_.back();
 }
 
 }  // namespace ddp::launcher

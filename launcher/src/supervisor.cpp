@@ -60,7 +60,7 @@ std::string hostname() {
 // One attempt of the group: spawn, wait, tear down.
 class Attempt {
  public:
-  Attempt(const SupervisorConfig& cfg, const RunDirectory& dir, SignalChannel& signals, int attempt, int port)
+  Attempt(const SupervisorConfig& cfg, RunDirectory& dir, SignalChannel& signals, int attempt, int port)
       : cfg_(cfg), dir_(dir), signals_(signals), port_(port) {
     result_.attempt = attempt;
   }
@@ -180,7 +180,7 @@ class Attempt {
   };
 
   const SupervisorConfig& cfg_;
-  const RunDirectory& dir_;
+  RunDirectory& dir_;
   SignalChannel& signals_;
   int port_;
   AttemptResult result_;

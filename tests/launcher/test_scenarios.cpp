@@ -86,7 +86,7 @@ TEST_CASE("three workers get torchrun's environment") {
     CHECK(env["OMP_NUM_THREADS"] == std::to_string(std::max(1, affinity_cpus() / 3)));
     CHECK(env["OUT"] == out.path());  // the parent environment passes through
     const std::string ef = env["TORCHELASTIC_ERROR_FILE"];
-    CHECK_THAT(ef, Catch::EndsWith("/attempt_0/" + std::to_string(rank) + "/error.json"));
+    CHECK_THAT(ef, Catch::EndsWith("/attempt_0.rank_" + std::to_string(rank) + ".error.json"));
     error_files.insert(ef);
   }
   CHECK(error_files.size() == 3);
@@ -100,7 +100,8 @@ TEST_CASE("the run directory is private and removed at exit") {
   REQUIRE(r.exit_code == 0);
   auto env = parse_env_dump(read_file(out.file("env.0")));
   CHECK(env["ARGS"].empty());  // --use_env: no --local_rank
-  fs::path run_dir = fs::path(env["TORCHELASTIC_ERROR_FILE"]).parent_path().parent_path().parent_path();
+  fs::path run_dir = fs::path(env["TORCHELASTIC_ERROR_FILE"]).parent_path();
+  CHECK(read_file(out.file("runmode.0")) == "700\n");  // private while the job runs
   CHECK(run_dir.parent_path() == fs::path(tmp.path()));
   CHECK_FALSE(fs::exists(run_dir));
 }
@@ -198,8 +199,9 @@ TEST_CASE("a second SIGINT kills at once") {
 
 TEST_CASE("SIGKILL of the launcher leaves no worker alive") {
   TempDir out;
+  // A SIGKILLed launcher cannot remove its run directory: keep it in `out`.
   Proc p({launcher(), "--nproc_per_node=3", "--master_port=" + std::to_string(free_port()), kWorker},
-         scenario_env(out, "sleep"));
+         scenario_env(out, "sleep", {{"TMPDIR", out.path()}}));
   REQUIRE(wait_until([&] { return files_exist(out, "ready", 3); }, 30));
   std::vector<pid_t> pids{pid_of(out, 0), pid_of(out, 1), pid_of(out, 2)};
   for (pid_t pid : pids) REQUIRE(pid_alive(pid));

@@ -8,6 +8,7 @@ idle() { while :; do sleep 30 & wait $!; done; }
 note pid $$
 case "$SCENARIO" in
   env)
+    note runmode "$(stat -c %a "$(dirname "$TORCHELASTIC_ERROR_FILE")")"
     printf 'ARGS=%s\n' "$*" > "$OUT/env.$rank.tmp"; env >> "$OUT/env.$rank.tmp"; mv "$OUT/env.$rank.tmp" "$OUT/env.$rank" ;;
   fail)      # rank FAIL_RANK exits FAIL_CODE once every rank is up; the others wait for SIGTERM
     trap 'note got TERM; exit 143' TERM

@@ -1,10 +1,13 @@
 #pragma once
 // The launcher's private run directory ($TMPDIR/ddp-launch-XXXXXX, mode 0700,
 // so other users can neither read nor plant error files) holding each
-// worker's TORCHELASTIC_ERROR_FILE as attempt_<n>/<local_rank>/error.json.
-// Removed with everything in it when the launcher exits.
+// worker's TORCHELASTIC_ERROR_FILE as attempt_<n>.rank_<local_rank>.error.json.
+// Flat, because the directory is made and removed on every launch and each
+// extra folder cost a visible part of the launch time. Removed with
+// everything in it when the launcher exits.
 
 #include <string>
+#include <vector>
 
 namespace ddp::launcher {
 
@@ -16,12 +19,12 @@ class RunDirectory {
   RunDirectory& operator=(const RunDirectory&) = delete;
 
   const std::string& path() const { return path_; }
-  // Creates the folder and returns the file's path (the file itself is the
-  // worker's to write).
-  std::string error_file(int attempt, int local_rank) const;
+  // The file's path (the file itself is the worker's to write).
+  std::string error_file(int attempt, int local_rank);
 
  private:
   std::string path_;
+  std::vector<std::string> handed_out_;
 };
 
 }  // namespace ddp::launcher
