@@ -139,8 +139,7 @@ class Attempt {
         continue;
       }
       if (!result_.launcher_signal) result_.launcher_signal = sig;
-      for (pid_t pg : groups_) ::kill(-pg, sig);
-      begin_stop(sig);
+      begin_stop(sig);  // forwards sig to every group and starts the grace period
     }
     reap();
   }
