@@ -24,12 +24,19 @@ long long parse_int(const std::string& text, const std::string& what,
   return v;
 }
 
-double parse_seconds(const std::string& text, const std::string& what) {
+std::optional<double> parse_finite_double(const std::string& text) {
   errno = 0;
   char* end = nullptr;
-  double v = std::strtod(text.c_str(), &end);
+  const double v = std::strtod(text.c_str(), &end);
   if (text.empty() || end == text.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(v))
-    throw std::invalid_argument(what + ": '" + text + "' is not a number of seconds");
+    return std::nullopt;
+  return v;
+}
+
+double parse_seconds(const std::string& text, const std::string& what) {
+  const auto parsed = parse_finite_double(text);
+  if (!parsed) throw std::invalid_argument(what + ": '" + text + "' is not a number of seconds");
+  const double v = *parsed;
   if (v < 0)
     throw std::invalid_argument(what + ": " + text + " is negative, expected seconds >= 0");
   return v;

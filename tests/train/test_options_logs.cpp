@@ -76,6 +76,8 @@ TEST_CASE("options: bad values give one line naming option and value", "[train][
   CHECK(usage_error({"--learning_rate", "-1"}) ==
         "--learning_rate: -1 is out of range, expected a value > 0");
   CHECK_THAT(usage_error({"--lr_factor=1"}), Catch::Contains("0 < value < 1"));
+  CHECK(usage_error({"--learning_rate=fast"}) == "--learning_rate: 'fast' is not a number");
+  CHECK(usage_error({"--lr_factor=nan"}) == "--lr_factor: 'nan' is not a number");
   CHECK(usage_error({"--bogus"}) == "unknown option '--bogus'");
   CHECK(usage_error({"--batch_size"}) == "--batch_size needs a value");
   CHECK(usage_error({"--resume=1"}) == "--resume takes no value (got '1')");

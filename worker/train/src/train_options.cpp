@@ -1,8 +1,5 @@
 #include "ddp/train/train_options.h"
 
-#include <cerrno>
-#include <cmath>
-#include <cstdlib>
 #include <map>
 
 #include "ddp/common/parse.h"
@@ -12,11 +9,9 @@ namespace ddp::train {
 namespace {
 
 double parse_positive_double(const std::string& text, const std::string& what, bool below_one) {
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end == text.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(v))
-    throw UsageError(what + ": '" + text + "' is not a number");
+  const auto parsed = ddp::parse_finite_double(text);
+  if (!parsed) throw UsageError(what + ": '" + text + "' is not a number");
+  const double v = *parsed;
   if (v <= 0 || (below_one && v >= 1))
     throw UsageError(what + ": " + text + " is out of range, expected " +
                      (below_one ? "0 < value < 1" : "a value > 0"));

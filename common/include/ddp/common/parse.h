@@ -15,6 +15,10 @@ namespace ddp {
 long long parse_int(const std::string& text, const std::string& what,
                     long long lo, long long hi);
 
+// The whole string as a finite double, or nullopt (empty, trailing text,
+// overflow, inf, nan). Callers word the error for their own field.
+std::optional<double> parse_finite_double(const std::string& text);
+
 // Non-negative seconds, fractions allowed ("0.5").
 double parse_seconds(const std::string& text, const std::string& what);
 
