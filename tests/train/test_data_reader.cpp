@@ -12,6 +12,7 @@
 #include "ddp/train/fashion_mnist.h"
 #include "ddp/train/idx_file.h"
 #include "test_support.h"
+#include "test_skip.h"
 
 using namespace ddp::train;
 using ddp::test::TempDir;
@@ -177,8 +178,7 @@ TEST_CASE("load_fashion_mnist explains a missing directory, file or a bad label"
 
 TEST_CASE("the installed Fashion-MNIST has 60000 + 10000 samples", "[train][reader][real-data]") {
   if (!std::filesystem::exists(std::string(kDefaultDataDir) + "/train-images-idx3-ubyte.gz")) {
-    WARN("dataset-fashion-mnist is not installed; skipped");
-    return;
+    DDP_SKIP("dataset-fashion-mnist is not installed");
   }
   FashionMnist d = load_fashion_mnist(kDefaultDataDir);
   CHECK(d.train.count == 60000);

@@ -15,6 +15,7 @@
 #include "ddp/train/fashion_mnist.h"
 #include "ddp/worker/checkpoint.h"
 #include "test_support.h"
+#include "test_skip.h"
 
 using namespace ddp::test;
 namespace fs = std::filesystem;
@@ -78,8 +79,7 @@ double max_relative_difference(const std::string& a_path, const std::string& b_p
 TEST_CASE("2-process training decreases the loss and evaluates all 10000 test samples",
           "[train][e2e]") {
   if (!have_data()) {
-    WARN("dataset-fashion-mnist is not installed; skipped");
-    return;
+    DDP_SKIP("dataset-fashion-mnist is not installed");
   }
   TempDir tmp;
   const auto r = launch(2, {"--epochs=2", "--max_steps=25", "--log_interval=5",
@@ -109,8 +109,7 @@ TEST_CASE("2-process training decreases the loss and evaluates all 10000 test sa
 
 TEST_CASE("2 processes x batch 32 end with the weights of 1 process x batch 64", "[train][e2e]") {
   if (!have_data()) {
-    WARN("dataset-fashion-mnist is not installed; skipped");
-    return;
+    DDP_SKIP("dataset-fashion-mnist is not installed");
   }
   TempDir tmp;
   const std::vector<std::string> common = {"--epochs=1", "--max_steps=12", "--no_shuffle", "--seed=3"};
@@ -144,8 +143,7 @@ TEST_CASE("2 processes x batch 32 end with the weights of 1 process x batch 64",
 TEST_CASE("a worker killed mid-epoch is restarted and the job ends with the uninterrupted weights",
           "[train][e2e][resume]") {
   if (!have_data()) {
-    WARN("dataset-fashion-mnist is not installed; skipped");
-    return;
+    DDP_SKIP("dataset-fashion-mnist is not installed");
   }
   TempDir tmp;
   // Shuffled with a fixed seed: the resumed epoch must replay the same order.
@@ -182,8 +180,7 @@ TEST_CASE("a worker killed mid-epoch is restarted and the job ends with the unin
 
 TEST_CASE("resume with --resume continues a finished short run instead of starting over", "[train][e2e][resume]") {
   if (!have_data()) {
-    WARN("dataset-fashion-mnist is not installed; skipped");
-    return;
+    DDP_SKIP("dataset-fashion-mnist is not installed");
   }
   TempDir tmp;
   const std::vector<std::string> base = {"--max_steps=3", "--checkpoint_dir=" + tmp.file("ck")};
@@ -212,8 +209,7 @@ TEST_CASE("bad data paths and bad options give one clear line", "[train][e2e][er
   }
   SECTION("truncated file names the file") {
     if (!have_data()) {
-      WARN("dataset-fashion-mnist is not installed; skipped");
-      return;
+      DDP_SKIP("dataset-fashion-mnist is not installed");
     }
     const std::string dir = tmp.file("data");
     fs::create_directories(dir);
@@ -228,8 +224,7 @@ TEST_CASE("bad data paths and bad options give one clear line", "[train][e2e][er
   }
   SECTION("an unusable checkpoint directory stops every rank with one message") {
     if (!have_data()) {
-      WARN("dataset-fashion-mnist is not installed; skipped");
-      return;
+      DDP_SKIP("dataset-fashion-mnist is not installed");
     }
     write_file(tmp.file("plain-file"), "x");
     const auto r = launch(2, {"--checkpoint_dir=" + tmp.file("plain-file/ck")}, {}, 0, 90);

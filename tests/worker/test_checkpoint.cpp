@@ -13,6 +13,7 @@
 #include "ddp/worker/checkpoint.h"
 #include "test_support.h"
 #include "worker_test_util.h"
+#include "test_skip.h"
 
 using namespace ddp::worker;
 using ddp::test::TempDir;
@@ -101,8 +102,7 @@ TEST_CASE("checkpoint: round trip restores model, optimizer, counters, RNG and m
 TEST_CASE("checkpoint: Python's torch.load reads the weights and the checkpoint") {
   auto py = ddp::test::reference_python();
   if (!py) {
-    WARN("skipped: no python3 with torch (install python3-torch or set DDP_REFERENCE_PYTHON)");
-    return;
+    DDP_SKIP("no python3 with torch (install python3-torch or set DDP_REFERENCE_PYTHON)");
   }
   TempDir dir;
   torch::manual_seed(11);

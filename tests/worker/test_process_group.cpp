@@ -9,6 +9,7 @@
 #include "ddp/worker/compat.h"
 #include "test_support.h"
 #include "worker_test_util.h"
+#include "test_skip.h"
 
 using namespace ddp::test;
 
@@ -97,8 +98,7 @@ TEST_CASE("process group: bad DDP_BACKEND and DDP_TIMEOUT_S are named") {
 TEST_CASE("process group: a C++ rank and a Python rank agree on an allreduce") {
   auto py = reference_python();
   if (!py) {
-    WARN("skipped: no python3 with torch (install python3-torch or set DDP_REFERENCE_PYTHON)");
-    return;
+    DDP_SKIP("no python3 with torch (install python3-torch or set DDP_REFERENCE_PYTHON)");
   }
   for (int cpp_rank : {0, 1}) {
     INFO("C++ is rank " << cpp_rank);

@@ -8,6 +8,7 @@
 #include "ddp/worker/run_main.h"
 #include "test_support.h"
 #include "worker_test_util.h"
+#include "test_skip.h"
 
 using namespace ddp::test;
 
@@ -43,8 +44,7 @@ TEST_CASE("run_main: normal return codes pass through, no error file") {
 TEST_CASE("run_main: ddp-launch's failure report shows the worker's error message") {
   const std::string launcher = bin_path("ddp-launch");
   if (read_file(launcher).empty()) {
-    WARN("skipped: " << launcher << " is not built");
-    return;
+    DDP_SKIP(std::string(launcher + " is not built"));
   }
   auto r = run({launcher, "--nproc_per_node=2", "--use_env", "--master_port=" + std::to_string(free_port()),
                 helper_path(), "throw"},

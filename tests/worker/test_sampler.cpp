@@ -9,6 +9,7 @@
 
 #include "ddp/worker/sampler.h"
 #include "test_support.h"
+#include "test_skip.h"
 
 using ddp::worker::DistributedSampler;
 
@@ -53,8 +54,7 @@ TEST_CASE("sampler: equal to Python's indices (committed vectors)") {
 TEST_CASE("sampler: equal to Python's indices (live reference python)") {
   auto py = ddp::test::reference_python();
   if (!py) {
-    WARN("skipped: no python3 with torch (install python3-torch or set DDP_REFERENCE_PYTHON)");
-    return;
+    DDP_SKIP("no python3 with torch (install python3-torch or set DDP_REFERENCE_PYTHON)");
   }
   auto r = ddp::test::run({*py, ddp::test::source_path("tests/worker/sampler_vectors.py")}, {}, 120);
   REQUIRE(r.exit_code == 0);
