@@ -76,6 +76,16 @@ TEST_CASE("missing or non-executable programs are usage errors") {
   CHECK_THROWS_WITH(resolve_command(opts_for({"no-such-program-xyz"}), env), Catch::Contains("not found on PATH"));
 }
 
+TEST_CASE("a directory given as the program is named as one") {
+  Scratch s;
+  fs::create_directories(s.dir + "/pkg.py");
+  EnvMap env{{"PATH", "/usr/bin:/bin"}};
+  CHECK_THROWS_WITH(resolve_command(opts_for({s.dir}), env),
+                    Catch::Equals("program '" + s.dir + "' is a directory; give the script or executable inside it"));
+  CHECK_THROWS_WITH(resolve_command(opts_for({s.dir + "/pkg.py"}), env), Catch::Contains("is a directory"));
+  CHECK_THROWS_WITH(resolve_command(opts_for({"--no_python", s.dir + "/"}), env), Catch::Contains("is a directory"));
+}
+
 TEST_CASE("worker environment is torchrun's set") {
   auto o = opts_for({"--nnodes=2", "--node_rank=1", "--max_restarts=3", "--role=trainer", "--master_addr=10.1.2.3",
                      "x"});
@@ -120,4 +130,5 @@ TEST_CASE("OMP_NUM_THREADS default splits the cores, never below 1") {
   CHECK(default_omp_threads({}, 2, 4) == 1);
   CHECK(default_omp_threads({}, 7, 2) == 3);
   CHECK_FALSE(default_omp_threads({{"OMP_NUM_THREADS", "5"}}, 8, 2).has_value());
+  CHECK(default_omp_threads({{"OMP_NUM_THREADS", ""}}, 8, 2) == 4);  // empty is unset, as OpenMP reads it
 }

@@ -335,6 +335,9 @@ TEST_CASE("bad input: one line naming the value, exit 2, no worker started") {
       {{out.file("missing-program")}, "not found"},
       {{"--max_restarts=x", kWorker}, "'x'"},
       {{"--nproc_per_node=gpu", kWorker}, "no NVIDIA GPU is visible"},
+      {{"--log-dir", "/tmp/logs", kWorker}, "--log-dir /tmp/logs: not supported yet"},
+      {{"--rdzv-backend=c10d", kWorker}, "--rdzv-backend c10d: not supported yet"},
+      {{out.path()}, "is a directory"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> argv{launcher()};
@@ -346,6 +349,9 @@ TEST_CASE("bad input: one line naming the value, exit 2, no worker started") {
                              Catch::Contains("ddp-launch --help"));
     CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
   }
+  auto pet = run({launcher(), kWorker}, scenario_env(out, "sleep", {{"PET_RDZV_ENDPOINT", "node0:29400"}}), 30);
+  CHECK(pet.exit_code == 2);
+  CHECK_THAT(pet.output, Catch::StartsWith("ddp-launch: error: PET_RDZV_ENDPOINT=node0:29400: not supported yet"));
   CHECK_FALSE(fs::exists(out.file("pid.0")));  // no worker ever started
 }
 
