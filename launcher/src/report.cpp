@@ -112,8 +112,17 @@ std::string format_failure_report(const std::vector<AttemptResult>& attempts, co
     root_cause_block(s, *a.root_cause, host);
   }
   bool header = false;
+  // Workers the launcher stopped say little each; with thousands of them
+  // only the first few are listed, the rest counted.
+  constexpr int kStoppedShown = 8;
+  int stopped_shown = 0, stopped_hidden = 0;
   for (const WorkerExit& w : last.exits) {
     if (last.root_cause && w.pid == last.root_cause->pid) continue;
+    const bool has_message = w.error && !w.error->message.empty();
+    if (w.after_teardown && !has_message && stopped_shown++ >= kStoppedShown) {
+      ++stopped_hidden;
+      continue;
+    }
     if (!header) {
       s << "Other workers (attempt " << last.attempt << "):\n";
       header = true;
@@ -123,8 +132,9 @@ std::string format_failure_report(const std::vector<AttemptResult>& attempts, co
     if (w.max_rss_kb > 0) s << ", max_rss " << rss_text(w.max_rss_kb);
     s << "\n";
     // A later failure's own words help too (e.g. the peer's "Connection reset").
-    if (w.error && !w.error->message.empty()) s << "    message: " << w.error->message << "\n";
+    if (has_message) s << "    message: " << w.error->message << "\n";
   }
+  if (stopped_hidden > 0) s << "  ... and " << stopped_hidden << " more workers stopped by the launcher\n";
   s << rule << "\n";
   return s.str();
 }

@@ -55,10 +55,12 @@ Watchdog::Watchdog(const std::string& run_dir) {
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     throw SpawnError(std::string("socketpair failed: ") + std::strerror(errno), errno, true);
   // A plain fork: the child runs C++ (a set, the directory removal), which a
-  // vfork child may not. The launcher has no threads, so this is safe.
+  // vfork child may not; the launcher has no threads, so this is safe. (An
+  // exec'd watchdog was measured slower: its start competes with the workers'.)
   pid_ = ::fork();
   if (pid_ == 0) {
     ::close(sv[0]);
+    ::setsid();  // out of the launcher's process group: a kill(-pgid) aimed at the launcher leaves it be
     watch(sv[1], run_dir);
   }
   ::close(sv[1]);

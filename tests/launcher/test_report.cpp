@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -137,4 +138,25 @@ TEST_CASE("the report shows peak memory, a never-started worker and a signal dur
   CHECK_THAT(rep, Catch::Contains("rank 0 (local_rank 0, pid 77): signal 15 (SIGTERM), max_rss 50 MiB"));
   CHECK_THAT(rep, Catch::Contains("    message: RuntimeError: peer closed"));
   CHECK_THAT(rep, Catch::Contains("got SIGTERM while stopping the failed group"));
+}
+
+TEST_CASE("thousands of workers stopped by the launcher are counted, not listed") {
+  AttemptResult a;
+  WorkerExit root;
+  root.pid = 1000;
+  root.code = 2;
+  a.root_cause = root;
+  a.exits.push_back(root);
+  for (int r = 1; r <= 3000; ++r) {
+    WorkerExit w;
+    w.rank = w.local_rank = r;
+    w.pid = 1000 + r;
+    w.signaled = true;
+    w.code = SIGTERM;
+    w.after_teardown = true;
+    a.exits.push_back(w);
+  }
+  std::string rep = format_failure_report({a}, "h", 0);
+  CHECK(std::count(rep.begin(), rep.end(), '\n') < 40);
+  CHECK_THAT(rep, Catch::Contains("... and 2992 more workers stopped by the launcher"));
 }

@@ -10,8 +10,9 @@
 // What still escapes: a process that left the workers' groups (setsid,
 // setpgid), and anything started between a worker's fork and its group
 // being announced here (the worker itself is covered by PDEATHSIG).
-// The watchdog blocks the launcher's signals (a Ctrl-C to the terminal's
-// foreground group must not kill it) and keeps no stdio open, so nobody
+// The watchdog keeps the launcher's signals blocked and has a session of its
+// own (a Ctrl-C to the terminal's foreground group, or a kill(-pgid) aimed
+// at the launcher, must not kill it) and keeps no stdio open, so nobody
 // waiting for the launcher's output waits for it.
 
 #include <string>
