@@ -218,9 +218,10 @@ class Attempt {
   void on_signal(int sig) {
     const bool second_int = sig == SIGINT && saw_int_;
     if (sig == SIGINT) saw_int_ = true;
-    if (failure_seen_) {
-      // A failure is already being torn down: the signal ends the job but
-      // does not become its cause.
+    if (failure_seen_ || group_.running_workers() == 0) {
+      // A failure is already being torn down, or every worker is done and
+      // only leftovers are being stopped: the signal ends the job (no
+      // restart) but does not become its cause or its exit code.
       if (!result_.signal_during_teardown) result_.signal_during_teardown = sig;
     } else if (!result_.launcher_signal) {
       result_.launcher_signal = sig;
