@@ -53,7 +53,8 @@ pid_t spawn_worker(const SpawnSpec& spec) {
   // suspended until the child has exec'd.
   const pid_t pid = ::vfork();
   if (pid == 0) {
-    ::setsid();
+    if (spec.new_session) ::setsid();
+    else ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != launcher) ::_exit(128 + SIGKILL);  // the launcher died before prctl
     if (spec.stdin_fd >= 0 && ::dup2(spec.stdin_fd, 0) < 0) {

@@ -31,6 +31,7 @@ WorkerGroup::~WorkerGroup() {
 pid_t WorkerGroup::spawn(SpawnSpec spec, int local_rank, bool keeps_stdin) {
   spec.child_mask = &child_mask_;
   spec.stdin_fd = keeps_stdin ? -1 : devnull_;
+  spec.new_session = keeps_stdin && ::isatty(0);
   const pid_t pid = spawn_worker(spec);  // > 1 or it threw
   workers_.push_back({pid, local_rank, false});
   groups_.push_back(pid);

@@ -47,8 +47,8 @@ TEST_CASE("a worker group: spawn, reap, empty only when every process of it is g
   // The worker exits at once, leaving a child in its group that waits for SIGTERM.
   const pid_t pid = g.spawn(sh("sleep 300 & exit 3"), 0, false);
   CHECK(pid > 1);
-  CHECK(::getpgid(pid) == pid);  // its own group
-  CHECK(::getsid(pid) == pid);   // and session: no controlling terminal
+  CHECK(::getpgid(pid) == pid);        // its own group
+  CHECK(::getsid(pid) == ::getsid(0));  // in our session: no stdin kept, no new session
   std::vector<WorkerGroup::Event> seen;
   REQUIRE(reap_until(g, seen, [&] { return g.running_workers() == 0; }));
   REQUIRE(seen.size() >= 1);

@@ -4,9 +4,12 @@
 // kernel refuses (EAGAIN under `ulimit -u` or kernel.pid_max) and an exec that
 // fails both throw SpawnError, and no pid <= 0 ever leaves this function.
 // Between vfork and exec the child (async-signal-safe calls only):
-//  - starts its own session (setsid): its own process group, so the launcher
-//    reaches it and everything it starts with kill(-pgid); and no controlling
-//    terminal, so reading the terminal never stops it with SIGTTIN;
+//  - leads its own process group (setpgid), so the launcher reaches it and
+//    everything it starts with kill(-pgid); the worker that keeps a terminal
+//    as stdin starts its own session instead (setsid: its own group and no
+//    controlling terminal, so reading the terminal never stops it with
+//    SIGTTIN). Only that one: a new session costs a new scheduler autogroup,
+//    which made every launch ~2x slower on a loaded machine;
 //  - asks for SIGKILL when the launcher dies (PR_SET_PDEATHSIG) and exits at
 //    once if the launcher is already gone;
 //  - takes /dev/null as stdin unless it is the worker that keeps the
@@ -40,10 +43,12 @@ struct SpawnSpec {
   EnvMap env;
   const sigset_t* child_mask = nullptr;  // restored before exec; nullptr keeps the current one
   int stdin_fd = -1;                     // dup'ed onto fd 0; -1 keeps the launcher's stdin
+  bool new_session = false;              // setsid instead of setpgid (see above)
 };
 
 // Must be called from the main thread: the death signal is tied to the thread
-// that forks. Returns the pid (> 1), which is also the new process group's id.
+// that forks. Returns the pid (> 1), which is also the new process group's id
+// (the child has joined it before this returns: vfork waits for the exec).
 // Throws SpawnError.
 pid_t spawn_worker(const SpawnSpec& spec);
 

@@ -3,9 +3,9 @@
 // group empty". In the style of ninja's SubprocessSet and tini's main loop;
 // the supervisor decides policy (when to stop, restart, report), this class
 // does the process bookkeeping and nothing else.
-//  - Each worker leads its own session and process group (see spawn.h); the
-//    group id is the worker's pid and is only ever admitted here from a
-//    successful spawn, so no signal goes to a pid <= 1.
+//  - Each worker leads its own process group (see spawn.h); the group id is
+//    the worker's pid and is only ever admitted here from a successful
+//    spawn, so no signal goes to a pid <= 1.
 //  - reap() is the launcher's only wait: wait4(-1, WNOHANG | WUNTRACED |
 //    WCONTINUED) until nothing is left to collect. As child subreaper the
 //    launcher also collects orphaned descendants; they are never mistaken
@@ -17,9 +17,12 @@
 //  - Terminal policy: the launcher's stdin goes to local rank 0 only (so a
 //    debugger works on rank 0) and only while the launcher may read its
 //    terminal (not a background job); every other worker reads /dev/null.
-//    Workers have no controlling terminal, so reading never stops them; a
-//    worker stopped anyway (SIGSTOP, SIGTSTP) is reported by reap() and a
-//    teardown signal is followed by SIGCONT so it is not waited on forever.
+//    When that stdin is a terminal, rank 0 gets a session of its own, so
+//    reading it never stops rank 0 with SIGTTIN (the others are background
+//    groups of the launcher's session but do not read the terminal). A
+//    worker stopped anyway (SIGSTOP, SIGTSTP, SIGTTIN from opening /dev/tty)
+//    is reported by reap(), and a teardown signal is followed by SIGCONT so
+//    it is not waited on forever.
 //  - A Watchdog, when given, is told each group's start and end.
 
 #include "ddp/launcher/spawn.h"
