@@ -533,3 +533,16 @@ TEST_CASE("on a terminal, local rank 0 reads the launcher's stdin and the others
   CHECK(read_file(out.file("line.0")) == "hello\n");
   CHECK(read_file(out.file("line.1")) == "<eof>\n");
 }
+
+TEST_CASE("a successful job's leftovers get SIGTERM; a signal while they linger keeps exit 0") {
+  TempDir out;
+  Proc p({launcher(), "--nproc_per_node=1", "--shutdown_timeout=300", "--master_port=" + std::to_string(free_port()),
+          kWorker},
+         scenario_env(out, "leftover"));
+  REQUIRE(wait_until([&] { return fs::exists(out.file("got.0")); }, 30));  // the leftover got SIGTERM
+  CHECK(p.running());  // and the launcher waits for it
+  p.signal(SIGHUP);    // forwarded; the leftover dies of it
+  auto code = p.wait(60);
+  REQUIRE(code);
+  CHECK(*code == 0);  // every worker succeeded
+}

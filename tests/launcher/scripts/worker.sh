@@ -111,6 +111,10 @@ case "$SCENARIO" in
     p=$(cat "$OUT/pid.1")
     while [ "$(awk '{print $3}' "/proc/$p/stat")" != T ]; do sleep 0.01; done
     exit 5 ;;
+  leftover)   # exits 0 at once, leaving a child that notes SIGTERM but keeps running
+    ( trap 'note got TERM' TERM; note ready 1; idle ) &
+    while [ ! -e "$OUT/ready.$rank" ]; do sleep 0.01; done
+    exit 0 ;;
   stdin)      # reads one line from stdin ("<eof>" at end of input)
     if read -r line; then note line "$line"; else note line "<eof>"; fi
     exit 0 ;;
