@@ -41,7 +41,7 @@ TEST_CASE("a .py script runs through python3 -u, --local_rank before its args") 
   CHECK(env_cmd.argv_for(1) == std::vector<std::string>{"-u", script, "--epochs", "2"});
 }
 
-TEST_CASE("PYTHON_EXEC overrides the interpreter; -m runs a module") {
+TEST_CASE("PYTHON_EXEC overrides the interpreter, -m runs a module") {
   Scratch s;
   std::string py = s.make("mypython", 0755);
   auto cmd = resolve_command(opts_for({"-m", "pkg.train", "a"}), {{"PATH", "/usr/bin"}, {"PYTHON_EXEC", py}});
@@ -51,7 +51,7 @@ TEST_CASE("PYTHON_EXEC overrides the interpreter; -m runs a module") {
                     Catch::Contains("'nopython' not found"));
 }
 
-TEST_CASE("executables run directly; names are looked up on PATH") {
+TEST_CASE("executables run directly, names are looked up on PATH") {
   Scratch s;
   std::string exe = s.make("worker", 0755);
   auto direct = resolve_command(opts_for({exe, "x"}), {{"PATH", "/usr/bin"}});

@@ -192,7 +192,7 @@ TEST_CASE("PET_ variables of unsupported options are errors too, never ignored")
   CHECK(parse({"x"}, {{"PET_RDZV_BACKEND", "static"}, {"PET_TEE", "0"}, {"PET_LOG_DIR", ""}}).program == "x");
 }
 
-TEST_CASE("--help names PYTHON_EXEC, the PET_ variables and the unsupported options") {
+TEST_CASE("help text names PYTHON_EXEC, the PET_ variables and the unsupported options") {
   CHECK_THAT(usage_text(), Catch::Contains("PYTHON_EXEC") && Catch::Contains("PET_") &&
                                Catch::Contains("not supported yet") && Catch::Contains("--rdzv_backend") &&
                                Catch::Contains("stdin goes to local rank 0"));

@@ -534,7 +534,7 @@ TEST_CASE("on a terminal, local rank 0 reads the launcher's stdin and the others
   CHECK(read_file(out.file("line.1")) == "<eof>\n");
 }
 
-TEST_CASE("a successful job's leftovers get SIGTERM; a signal while they linger keeps exit 0") {
+TEST_CASE("a successful job's leftovers get SIGTERM, and a signal while they linger keeps exit 0") {
   TempDir out;
   Proc p({launcher(), "--nproc_per_node=1", "--shutdown_timeout=300", "--master_port=" + std::to_string(free_port()),
           kWorker},
