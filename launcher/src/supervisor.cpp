@@ -14,13 +14,12 @@
 #include <csignal>
 #include <cstring>
 #include <map>
-#include <optional>
-#include <sys/stat.h>
 #include <netinet/in.h>
+#include <optional>
 #include <poll.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
