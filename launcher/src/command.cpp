@@ -18,6 +18,15 @@ bool is_regular_file(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
+bool is_directory(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+UsageError directory_error(const std::string& program) {
+  return UsageError("program '" + program + "' is a directory; give the script or executable inside it");
+}
+
 bool is_executable_file(const std::string& p) { return is_regular_file(p) && ::access(p.c_str(), X_OK) == 0; }
 
 std::string env_or(const EnvMap& env, const char* name, const std::string& fallback) {
@@ -63,6 +72,7 @@ WorkerCommand resolve_command(const LaunchOptions& opts, const EnvMap& env) {
     if (opts.module) {
       cmd.args.insert(cmd.args.end(), {"-m", opts.program});
     } else {
+      if (is_directory(opts.program)) throw directory_error(opts.program);
       if (!is_regular_file(opts.program))
         throw UsageError("program '" + opts.program + "' not found: no such script (check the path)");
       if (::access(opts.program.c_str(), R_OK) != 0)
@@ -72,6 +82,7 @@ WorkerCommand resolve_command(const LaunchOptions& opts, const EnvMap& env) {
   } else {
     cmd.exe = find_executable(opts.program, path_env);
     if (cmd.exe.empty()) {
+      if (is_directory(opts.program)) throw directory_error(opts.program);
       const bool has_slash = opts.program.find('/') != std::string::npos;
       if (has_slash && is_regular_file(opts.program)) {
         std::string hint = ends_with(opts.program, ".py") && opts.no_python

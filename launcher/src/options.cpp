@@ -5,6 +5,8 @@
 #include <boost/program_options.hpp>
 
 #include <algorithm>
+#include <map>
+#include <optional>
 #include <cctype>
 #include <dlfcn.h>
 #include <sched.h>
@@ -19,15 +21,17 @@ namespace po = boost::program_options;
 
 namespace {
 
+constexpr int kMaxWorkers = 1 << 16;
+
 // Every option the launcher knows, underscore spelling. Values are kept as
 // strings so that range errors can name the value the user typed.
-po::options_description make_description() {
+po::options_description supported_options() {
   po::options_description d("Options (each also as --x-y, and as PET_X_Y in the environment)");
   d.add_options()
       ("help,h", "show this help and exit")
       ("version", "show the version and exit")
       ("nproc_per_node", po::value<std::string>()->value_name("N|cpu|gpu|auto"),
-       "workers on this node (default 1); cpu = CPU count, gpu = NVIDIA GPU count, auto = gpu if any else cpu")
+       "workers on this node (default 1, at most 65536); cpu = CPU count, gpu = NVIDIA GPU count, auto = gpu if any else cpu")
       ("nnodes", po::value<std::string>()->value_name("N"), "number of nodes (default 1; N:N also accepted)")
       ("node_rank", po::value<std::string>()->value_name("R"), "rank of this node, 0..nnodes-1 (default 0)")
       ("master_addr", po::value<std::string>()->value_name("HOST"), "address of rank 0's node (default 127.0.0.1)")
@@ -41,6 +45,57 @@ po::options_description make_description() {
       ("max_restarts", po::value<std::string>()->value_name("K"), "restart the whole group up to K times after a failure (default 0)")
       ("shutdown_timeout", po::value<std::string>()->value_name("SECONDS"),
        "grace period between SIGTERM and SIGKILL when tearing down (default 30)");
+  return d;
+}
+
+// torchrun options ddp-launch does not have (yet): accepted when given their
+// default (no effect in torchrun either), otherwise a usage error that says
+// what to do instead. Never silently ignored, on the command line or as PET_*.
+struct Unsupported {
+  const char* name;      // underscore spelling
+  const char* short_name;  // "r" for -r, "" when none
+  bool flag;
+  std::vector<std::string> defaults;  // values that change nothing
+  const char* instead;   // what to use instead
+};
+
+const std::vector<Unsupported>& unsupported_options() {
+  static const std::vector<Unsupported> table = {
+      {"rdzv_backend", "", false, {"static", ""},
+       "elastic rendezvous is not supported yet; use static rendezvous: --nnodes N --node_rank R "
+       "--master_addr HOST --master_port PORT, or --standalone on one node"},
+      {"rdzv_endpoint", "", false, {""}, "give rank 0's node as --master_addr HOST --master_port PORT"},
+      {"rdzv_conf", "", false, {""}, "elastic rendezvous settings are not supported yet; use --master_addr/--master_port"},
+      {"redirects", "r", false, {"0", ""},
+       "every worker writes to the launcher's stdout and stderr; redirect in the shell (ddp-launch ... > run.log 2>&1)"},
+      {"tee", "t", false, {"0", ""},
+       "every worker writes to the launcher's stdout and stderr; copy it in the shell (ddp-launch ... 2>&1 | tee run.log)"},
+      {"log_dir", "", false, {""},
+       "redirect the launcher's output in the shell (ddp-launch ... > run.log 2>&1); error files are read by the "
+       "launcher and shown in its failure report"},
+      {"local_ranks_filter", "", false, {""}, "print from the ranks you want inside the program (e.g. LOCAL_RANK == 0)"},
+      {"run_path", "", true, {}, "give the script itself as PROGRAM"},
+      {"start_method", "", false, {"spawn", ""}, "workers are always new processes (like 'spawn'); drop the option"},
+      {"monitor_interval", "", false, {},
+       "ddp-launch sees a worker's exit at once instead of polling; drop the option"},
+      {"local_addr", "", false, {""}, "drop the option; static rendezvous needs only --master_addr"},
+  };
+  return table;
+}
+
+po::options_description unsupported_description() {
+  po::options_description d("torchrun options not supported yet (an error unless given their default)");
+  for (const Unsupported& u : unsupported_options()) {
+    std::string names = std::string(u.name) + (*u.short_name ? std::string(",") + u.short_name : "");
+    if (u.flag) d.add_options()(names.c_str(), u.instead);
+    else d.add_options()(names.c_str(), po::value<std::string>()->value_name("V"), u.instead);
+  }
+  return d;
+}
+
+po::options_description make_description() {
+  po::options_description d;
+  d.add(supported_options()).add(unsupported_description());
   return d;
 }
 
@@ -87,7 +142,10 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
 
   // Split the launcher's own arguments from the program and its arguments:
   // the first token that is not an option (or follows "--") is the program.
+  // spelling: underscore name -> the option as the user typed it, so every
+  // message names what they wrote.
   std::vector<std::string> mine;
+  std::map<std::string, std::string> spelling;
   size_t i = 0;
   for (; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -96,12 +154,18 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
       break;
     }
     if (a.empty() || a[0] != '-' || a == "-") break;
-    std::string n = normalise(a);
-    mine.push_back(n);
-    if (n.compare(0, 2, "--") == 0 && n.find('=') == std::string::npos) {
-      const po::option_description* o = desc.find_nothrow(n.substr(2), false);
-      if (o && !is_flag(*o) && i + 1 < args.size()) mine.push_back(args[++i]);
+    const std::string n = normalise(a);
+    const std::string typed = a.substr(0, a.find('='));
+    const po::option_description* o = nullptr;
+    if (n.compare(0, 2, "--") == 0) {
+      o = desc.find_nothrow(n.substr(2, n.find('=') - 2), false);
+      if (!o) throw UsageError("unrecognised option '" + typed + "'");
+    } else if (n.size() == 2) {
+      o = desc.find_nothrow(n, false);
     }
+    if (o) spelling[o->long_name()] = typed;
+    mine.push_back(n);
+    if (o && n.find('=') == std::string::npos && !is_flag(*o) && i + 1 < args.size()) mine.push_back(args[++i]);
   }
 
   po::variables_map vm;
@@ -113,7 +177,12 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
                   .run(),
               vm);
   } catch (const po::error& e) {
-    throw UsageError(e.what());
+    std::string msg = e.what();
+    for (const auto& [name, typed] : spelling) {  // Program_options names the normalised spelling
+      const std::string norm = "'--" + name + "'";
+      if (auto at = msg.find(norm); at != std::string::npos) msg.replace(at, norm.size(), "'" + typed + "'");
+    }
+    throw UsageError(msg);
   }
 
   LaunchOptions o;
@@ -122,32 +191,48 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
     o.program_args.assign(args.begin() + static_cast<long>(i) + 1, args.end());
   }
 
-  // Command line first, then PET_<NAME>, then the default.
-  auto value = [&](const char* name) -> std::optional<std::pair<std::string, std::string>> {
-    if (vm.count(name)) return std::make_pair(vm[name].as<std::string>(), "--" + std::string(name));
+  // Command line first, then PET_<NAME>, then the default. The second item
+  // names where the value came from, as the user spelled it.
+  auto value = [&](const std::string& name) -> std::optional<std::pair<std::string, std::string>> {
+    if (vm.count(name)) return std::make_pair(vm[name].as<std::string>(), spelling[name]);
     std::string var = "PET_" + upper(name);
     if (auto it = env.find(var); it != env.end()) return std::make_pair(it->second, var);
     return std::nullopt;
   };
-  auto flag = [&](const char* name) -> bool {
+  auto flag = [&](const std::string& name) -> bool {
     if (vm.count(name)) return true;
     std::string var = "PET_" + upper(name);
     if (auto it = env.find(var); it != env.end()) return checked([&] { return parse_bool(it->second, var); });
     return false;
   };
+  auto source = [&](const std::string& name) { return vm.count(name) ? spelling[name] : "--" + name; };
 
   o.help = vm.count("help") > 0;
   o.version = vm.count("version") > 0;
   if (o.help || o.version) return o;
 
+  for (const Unsupported& u : unsupported_options()) {
+    if (u.flag) {
+      if (flag(u.name)) {
+        const std::string where = vm.count(u.name) ? spelling[u.name] : "PET_" + upper(u.name) + "=" + env.at("PET_" + upper(u.name));
+        throw UsageError(where + ": not supported yet; " + u.instead);
+      }
+      continue;
+    }
+    auto v = value(u.name);
+    if (!v || std::find(u.defaults.begin(), u.defaults.end(), v->first) != u.defaults.end()) continue;
+    const std::string where = vm.count(u.name) ? v->second + " " + v->first : v->second + "=" + v->first;
+    throw UsageError(where + ": not supported yet; " + u.instead);
+  }
+
   if (auto v = value("nproc_per_node")) {
     o.nproc_spec = v->first;
     if (o.nproc_spec != "cpu" && o.nproc_spec != "gpu" && o.nproc_spec != "auto") {
       try {
-        o.nproc_per_node = static_cast<int>(parse_int(v->first, v->second, 1, 1 << 16));
+        parse_int(v->first, v->second, 1, kMaxWorkers);
       } catch (const std::invalid_argument&) {
-        throw UsageError(v->second + ": '" + v->first +
-                         "' is not a worker count; give an integer >= 1, cpu, gpu or auto");
+        throw UsageError(v->second + ": '" + v->first + "' is not a worker count; give an integer from 1 to " +
+                         std::to_string(kMaxWorkers) + ", cpu, gpu or auto");
       }
     }
   }
@@ -156,8 +241,8 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
     if (auto colon = text.find(':'); colon != std::string::npos) {
       std::string lo = text.substr(0, colon), hi = text.substr(colon + 1);
       if (lo != hi)
-        throw UsageError(v->second + ": elastic range '" + text +
-                         "' is not supported, give a fixed node count such as " + hi);
+        throw UsageError(v->second + " " + text + ": elastic node ranges are not supported yet; give a fixed node count such as " +
+                         v->second + " " + hi);
       text = lo;
     }
     o.nnodes = static_cast<int>(checked([&] { return parse_int(text, v->second, 1, 1 << 20); }));
@@ -165,8 +250,8 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
   if (auto v = value("node_rank"))
     o.node_rank = static_cast<int>(checked([&] { return parse_int(v->first, v->second, 0, 1 << 20); }));
   if (o.node_rank >= o.nnodes)
-    throw UsageError("--node_rank " + std::to_string(o.node_rank) + " must be below --nnodes " +
-                     std::to_string(o.nnodes) + " (node ranks are 0.." + std::to_string(o.nnodes - 1) + ")");
+    throw UsageError(source("node_rank") + " " + std::to_string(o.node_rank) + " must be below " + source("nnodes") +
+                     " " + std::to_string(o.nnodes) + " (node ranks are 0.." + std::to_string(o.nnodes - 1) + ")");
   if (auto v = value("master_addr")) {
     if (v->first.empty()) throw UsageError(v->second + ": empty address, give a host name or IP of rank 0's node");
     o.master_addr = v->first;
@@ -176,7 +261,7 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
   o.standalone = flag("standalone");
   if (o.standalone) {
     if (o.nnodes != 1)
-      throw UsageError("--standalone runs one node, but --nnodes is " + std::to_string(o.nnodes));
+      throw UsageError(source("standalone") + " runs one node, but " + source("nnodes") + " is " + std::to_string(o.nnodes));
     o.master_addr = "127.0.0.1";
     o.master_port = 0;  // picked when the group starts
   }
@@ -184,7 +269,8 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
   o.no_python = flag("no_python");
   o.module = flag("module");
   if (o.no_python && o.module)
-    throw UsageError("--no_python and --module exclude each other: a module runs through python");
+    throw UsageError(source("no_python") + " and " + source("module") +
+                     " exclude each other: a module runs through python");
   if (auto v = value("role")) {
     if (v->first.empty()) throw UsageError(v->second + ": empty role name");
     o.role = v->first;
@@ -231,7 +317,7 @@ int resolve_nproc(const std::string& spec, const HostCounts& host) {
     return host.gpus;
   }
   if (spec == "auto") return host.gpus > 0 ? host.gpus : host.cpus;
-  return static_cast<int>(checked([&] { return parse_int(spec, "--nproc_per_node", 1, 1 << 16); }));
+  return static_cast<int>(checked([&] { return parse_int(spec, "--nproc_per_node", 1, kMaxWorkers); }));
 }
 
 std::string usage_text() {
@@ -242,7 +328,14 @@ std::string usage_text() {
        "when one fails and exits with the failing worker's exit code.\n"
        "PROGRAM: a .py script (run as python3 -u), a module with -m, or an executable.\n"
        "Unless --use_env is given, each worker also gets --local_rank=N (torch.distributed.launch).\n\n"
-    << make_description();
+    << supported_options() << "\n"
+    << unsupported_description() << "\n"
+    << "Environment:\n"
+       "  PYTHON_EXEC         interpreter for .py scripts and -m (default: python3 on PATH)\n"
+       "  PET_<OPTION>        any option above, e.g. PET_NPROC_PER_NODE=4 (the command line wins)\n"
+       "  OMP_NUM_THREADS     passed through; when unset, workers get CPUs / workers (at least 1)\n"
+       "  TMPDIR              where the launcher's private run directory (error files) is made\n"
+       "Terminal: stdin goes to local rank 0 only (a debugger works there); the others read /dev/null.\n";
   return s.str();
 }
 

@@ -12,6 +12,20 @@ std::string WorkerExit::status_text() const {
   return "exit code " + std::to_string(code);
 }
 
+std::optional<WorkerExit> earliest_failure(const std::vector<WorkerExit>& exits) {
+  const WorkerExit* best = nullptr;
+  for (const WorkerExit& w : exits)
+    if (w.failed() && (!best || w.failure_time() < best->failure_time())) best = &w;
+  if (!best) return std::nullopt;
+  return *best;
+}
+
+int AttemptResult::exit_code() const {
+  if (root_cause) return root_cause->shell_code();
+  if (launcher_signal) return 128 + launcher_signal;
+  return 0;
+}
+
 std::string format_time(std::chrono::system_clock::time_point t) {
   std::time_t tt = std::chrono::system_clock::to_time_t(t);
   std::tm tm{};
@@ -45,12 +59,19 @@ std::string message_of(const WorkerExit& w) {
   return "(no error file written; see the worker's own output above)";
 }
 
+std::string rss_text(long kb) {
+  if (kb >= 10 * 1024) return std::to_string(kb / 1024) + " MiB";
+  return std::to_string(kb) + " KiB";
+}
+
 void root_cause_block(std::ostringstream& s, const WorkerExit& w, const std::string& host) {
   s << "  time       : " << format_time(w.time) << "\n"
     << "  host       : " << host << "\n"
     << "  rank       : " << w.rank << " (local_rank: " << w.local_rank << ")\n"
-    << "  pid        : " << w.pid << "\n"
-    << "  exitcode   : " << w.shell_code() << " (" << w.status_text() << ")\n"
+    << "  pid        : " << (w.pid > 0 ? std::to_string(w.pid) : "- (never started)") << "\n"
+    << "  exitcode   : " << w.shell_code() << " (" << w.status_text() << ")\n";
+  if (w.max_rss_kb > 0) s << "  max_rss    : " << rss_text(w.max_rss_kb) << "\n";
+  s
     << "  error_file : " << (w.error ? w.error_file : "<none>") << "\n"
     << "  message    : " << message_of(w) << "\n";
   if (w.error && !w.error->callstack.empty())
@@ -81,22 +102,39 @@ std::string format_failure_report(const std::vector<AttemptResult>& attempts, co
     s << "ddp-launch: worker group FAILED (attempt " << last.attempt << ", max_restarts " << max_restarts
       << ")\n";
   }
+  if (last.signal_during_teardown)
+    s << "ddp-launch: got " << signal_name(last.signal_during_teardown)
+      << " while stopping the failed group; forwarded it, no restart; the exit code is the root cause's\n";
   for (const AttemptResult& a : attempts) {
     if (!a.root_cause) continue;
-    s << (&a == &last ? "Root cause (first observed failure)" : "Earlier attempt " + std::to_string(a.attempt))
+    s << (&a == &last ? "Root cause (earliest failure)" : "Earlier attempt " + std::to_string(a.attempt))
       << (&a == &last ? "" : " root cause") << ":\n";
     root_cause_block(s, *a.root_cause, host);
   }
   bool header = false;
+  // Workers the launcher stopped say little each; with thousands of them
+  // only the first few are listed, the rest counted.
+  constexpr int kStoppedShown = 8;
+  int stopped_shown = 0, stopped_hidden = 0;
   for (const WorkerExit& w : last.exits) {
     if (last.root_cause && w.pid == last.root_cause->pid) continue;
+    const bool has_message = w.error && !w.error->message.empty();
+    if (w.after_teardown && !has_message && stopped_shown++ >= kStoppedShown) {
+      ++stopped_hidden;
+      continue;
+    }
     if (!header) {
       s << "Other workers (attempt " << last.attempt << "):\n";
       header = true;
     }
     s << "  rank " << w.rank << " (local_rank " << w.local_rank << ", pid " << w.pid << "): " << w.status_text()
-      << (w.after_teardown ? ", after the launcher stopped the group" : "") << "\n";
+      << (w.after_teardown ? ", after the launcher stopped the group" : "");
+    if (w.max_rss_kb > 0) s << ", max_rss " << rss_text(w.max_rss_kb);
+    s << "\n";
+    // A later failure's own words help too (e.g. the peer's "Connection reset").
+    if (has_message) s << "    message: " << w.error->message << "\n";
   }
+  if (stopped_hidden > 0) s << "  ... and " << stopped_hidden << " more workers stopped by the launcher\n";
   s << rule << "\n";
   return s.str();
 }

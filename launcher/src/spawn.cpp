@@ -1,57 +1,83 @@
 #include "ddp/launcher/spawn.h"
 
-// Boost 1.74 compiles its vfork executor only under old feature-test macros;
-// glibc has vfork regardless.
-#ifndef BOOST_POSIX_HAS_VFORK
-#define BOOST_POSIX_HAS_VFORK 1
-#endif
-
-#include <boost/process/args.hpp>
-#include <boost/process/child.hpp>
-#include <boost/process/env.hpp>
-#include <boost/process/exe.hpp>
-#include <boost/process/extend.hpp>
-#include <boost/process/posix.hpp>
-
 #include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace ddp::launcher {
-namespace bp = boost::process;
 
-int SpawnError::shell_code() const { return errno_value == ENOENT ? 127 : 126; }
+int SpawnError::shell_code() const {
+  if (fork_failed) return 1;
+  return errno_value == ENOENT ? 127 : 126;
+}
 
-pid_t spawn_worker(const std::string& exe, const std::vector<std::string>& args, const EnvMap& env,
-                   const sigset_t& child_mask) {
-  bp::environment benv;
-  for (const auto& [k, v] : env) benv[k] = v;
+std::string process_limit_text(int err) {
+  if (err != EAGAIN && err != ENOMEM) return "";
+  std::string out = "processes are limited to ";
+  rlimit rl{};
+  const bool per_user = ::getrlimit(RLIMIT_NPROC, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && ::geteuid() != 0;
+  if (per_user) out += std::to_string(rl.rlim_cur) + " per user (ulimit -u) and ";
+  long pid_max = 0;
+  std::ifstream("/proc/sys/kernel/pid_max") >> pid_max;
+  out += pid_max > 0 ? std::to_string(pid_max) + " in all (kernel.pid_max)" : "the kernel's pid_max";
+  return out;
+}
+
+pid_t spawn_worker(const SpawnSpec& spec) {
+  // Everything the child touches is built before vfork: it may not allocate.
+  std::vector<std::string> env_strings;
+  env_strings.reserve(spec.env.size());
+  for (const auto& [k, v] : spec.env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp, argv;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::string exe = spec.exe;
+  std::vector<std::string> args = spec.args;
+  argv.push_back(exe.data());
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  sigset_t mask;
+  if (spec.child_mask) mask = *spec.child_mask;
+  else ::sigprocmask(SIG_SETMASK, nullptr, &mask);
+
   const pid_t launcher = ::getpid();
-  const sigset_t mask = child_mask;
+  // The vfork child shares our memory until exec: it reports a failed exec
+  // here, and the parent reads it once the child has exec'd or exited.
+  volatile int exec_errno = 0;
 
-  // Runs in the child between fork and exec: async-signal-safe calls only.
-  auto setup = [launcher, mask](auto&) {
-    ::setpgid(0, 0);
+  // vfork: no page-table copy (~1 ms per worker here); the launcher is
+  // suspended until the child has exec'd.
+  const pid_t pid = ::vfork();
+  if (pid == 0) {
+    if (spec.new_session) ::setsid();
+    else ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != launcher) ::_exit(128 + SIGKILL);  // the launcher died before prctl
+    if (spec.stdin_fd >= 0 && ::dup2(spec.stdin_fd, 0) < 0) {
+      exec_errno = errno;
+      ::_exit(126);
+    }
     ::sigprocmask(SIG_SETMASK, &mask, nullptr);
-  };
-
-  try {
-    // vfork: no page-table copy (~1 ms per worker here); the launcher is
-    // suspended until the child has exec'd, and the setup above only makes
-    // system calls, which is what vfork allows.
-    bp::child c(bp::exe = exe, bp::args = args, bp::env = benv, bp::extend::on_exec_setup(setup),
-                bp::posix::use_vfork);
-    const pid_t pid = c.id();
-    c.detach();
-    // Also from the parent, so a signal forwarded right now finds the group
-    // even if the child has not run setpgid yet (EACCES after exec is fine).
-    ::setpgid(pid, pid);
-    return pid;
-  } catch (const bp::process_error& e) {
-    throw SpawnError(e.what(), e.code().value());
+    ::execve(exe.c_str(), argv.data(), envp.data());
+    exec_errno = errno;
+    ::_exit(errno == ENOENT ? 127 : 126);
   }
+  if (pid < 0) {
+    const int e = errno;
+    throw SpawnError(std::string("fork failed: ") + std::strerror(e), e, true);
+  }
+  if (exec_errno != 0) {
+    const int e = exec_errno;
+    int status;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    throw SpawnError(std::string("execve failed: ") + std::strerror(e), e, false);
+  }
+  return pid;
 }
 
 }  // namespace ddp::launcher

@@ -4,6 +4,8 @@
 #include "ddp/launcher/run_dir.h"
 #include "ddp/launcher/signals.h"
 #include "ddp/launcher/spawn.h"
+#include "ddp/launcher/watchdog.h"
+#include "ddp/launcher/worker_group.h"
 #include "ddp/launcher/worker_env.h"
 
 #include <arpa/inet.h>
@@ -13,10 +15,11 @@
 #include <cstring>
 #include <map>
 #include <netinet/in.h>
+#include <optional>
 #include <poll.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -57,21 +60,54 @@ std::string hostname() {
   return buf;
 }
 
-// One attempt of the group: spawn, wait, tear down.
+Clock::duration seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+// After SIGKILL a group is normally empty within milliseconds. One that is
+// not (a zombie whose parent is not the launcher, a process stuck in the
+// kernel) is reported and left after this long rather than hanging the job.
+constexpr double kAfterKillWaitS = 5.0;
+
+std::optional<std::chrono::system_clock::time_point> mtime_of(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
+      std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
+}
+
+// One attempt of the group: spawn, supervise, tear down, and wait until no
+// process of its groups is left.
 class Attempt {
  public:
-  Attempt(const SupervisorConfig& cfg, RunDirectory& dir, SignalChannel& signals, int attempt, int port)
-      : cfg_(cfg), dir_(dir), signals_(signals), port_(port) {
+  Attempt(const SupervisorConfig& cfg, RunDirectory& dir, SignalChannel& signals, Watchdog& watchdog, int attempt,
+          int port, bool stdin_to_rank0, std::ostream& log)
+      : cfg_(cfg),
+        dir_(dir),
+        signals_(signals),
+        group_(signals.original_mask(), &watchdog),
+        port_(port),
+        stdin_to_rank0_(stdin_to_rank0),
+        log_(log) {
     result_.attempt = attempt;
   }
 
   AttemptResult run() {
     start_workers();
-    while (!live_.empty()) wait_for_event();
-    // Descendants that outlived their worker would hold ports and files into
-    // the next attempt: after a teardown nothing of this group survives.
-    if (stopping_)
-      for (pid_t pg : groups_) ::kill(-pg, SIGKILL);
+    while (!group_.empty()) {
+      // Every worker is gone but its group is not (a DataLoader-style child,
+      // a daemon): nothing of this attempt may outlive it. SIGTERM even when
+      // a forwarded SIGINT/SIGQUIT started the teardown: background children
+      // of shells ignore those two.
+      if (group_.running_workers() == 0 && !leftovers_termed_) {
+        leftovers_termed_ = true;
+        if (stopping_) group_.signal_all(SIGTERM);
+        else begin_stop(SIGTERM);
+      }
+      if (!wait_for_event()) break;
+    }
+    if (spawn_failure_) result_.root_cause = spawn_failure_;
+    else if (failure_seen_) result_.root_cause = earliest_failure(result_.exits);
     return result_;
   }
 
@@ -83,91 +119,149 @@ class Attempt {
     spec.master_port = port_;
     spec.restart_count = result_.attempt;
     spec.omp_threads = cfg_.omp_threads;
-    for (int lr = 0; lr < cfg_.nproc; ++lr) {
+    for (int lr = 0; lr < cfg_.nproc && !stopping_; ++lr) {
       const std::string err_file = dir_.error_file(result_.attempt, lr);
-      const EnvMap env = worker_environment(cfg_.parent_env, spec, lr, err_file);
+      SpawnSpec s;
+      s.exe = cfg_.command.exe;
+      s.args = cfg_.command.argv_for(lr);
+      s.env = worker_environment(cfg_.parent_env, spec, lr, err_file);
       try {
-        pid_t pid = spawn_worker(cfg_.command.exe, cfg_.command.argv_for(lr), env, signals_.original_mask());
+        const pid_t pid = group_.spawn(std::move(s), lr, lr == 0 && stdin_to_rank0_);
         live_[pid] = {lr, err_file};
-        groups_.push_back(pid);
       } catch (const SpawnError& e) {
-        WorkerExit w;
-        w.local_rank = lr;
-        w.rank = cfg_.opts.node_rank * cfg_.nproc + lr;
-        w.code = e.shell_code();
-        w.time = std::chrono::system_clock::now();
-        w.spawn_error = "cannot execute " + cfg_.command.exe + ": " + e.what();
-        result_.exits.push_back(w);
-        result_.root_cause = w;
-        begin_stop(SIGTERM);
+        spawn_failed(lr, e);
         return;
       }
+      // Starting thousands of workers takes a while: signals and early
+      // failures are handled as they come, not after the last spawn.
+      handle_events(0);
     }
   }
 
+  void spawn_failed(int lr, const SpawnError& e) {
+    WorkerExit w;
+    w.local_rank = lr;
+    w.rank = cfg_.opts.node_rank * cfg_.nproc + lr;
+    w.code = e.shell_code();
+    w.time = std::chrono::system_clock::now();
+    if (e.fork_failed) {
+      w.spawn_error = "cannot start worker local_rank " + std::to_string(lr) + ": " + e.what() + "; " +
+                      std::to_string(lr) + " of " + std::to_string(cfg_.nproc) + " workers had started";
+      const std::string limits = process_limit_text(e.errno_value);
+      if (!limits.empty())
+        w.spawn_error += "; " + limits + ": give --nproc_per_node " + std::to_string(std::max(1, lr)) +
+                         " or less, or raise the limit";
+    } else {
+      w.spawn_error = "cannot execute " + cfg_.command.exe + ": " + e.what();
+    }
+    result_.exits.push_back(w);
+    result_.spawn_failed = true;
+    spawn_failure_ = w;
+    failure_seen_ = true;
+    begin_stop(SIGTERM);
+  }
+
   void begin_stop(int sig) {
-    for (pid_t pg : groups_) ::kill(-pg, sig);  // ESRCH: group already gone, fine
+    group_.signal_all(sig);
     if (!stopping_) {
       stopping_ = true;
-      deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                     std::chrono::duration<double>(cfg_.opts.shutdown_timeout_s));
+      deadline_ = Clock::now() + seconds(cfg_.opts.shutdown_timeout_s);
     }
   }
 
   void kill_all() {
-    for (pid_t pg : groups_) ::kill(-pg, SIGKILL);
-    killed_ = true;
+    group_.signal_all(SIGKILL);
+    if (!killed_) {
+      killed_ = true;
+      deadline_ = Clock::now() + seconds(kAfterKillWaitS);
+    }
   }
 
-  void wait_for_event() {
+  // One poll on the signalfd; the grace period is its timeout. Returns false
+  // when the attempt must stop waiting for its groups.
+  bool wait_for_event() {
     int timeout_ms = -1;
-    if (stopping_ && !killed_) {
+    if (stopping_) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now()).count();
       timeout_ms = static_cast<int>(std::max<long long>(0, left));
     }
+    if (handle_events(timeout_ms)) return true;
+    if (!killed_) {  // grace period over
+      kill_all();
+      return true;
+    }
+    std::string ids;
+    for (pid_t g : group_.groups()) ids += (ids.empty() ? "" : " ") + std::to_string(g);
+    log_ << "ddp-launch: warning: process group(s) " << ids << " still have processes " << kAfterKillWaitS
+         << " s after SIGKILL (a zombie whose parent is not the launcher, or a process stuck in the kernel); "
+            "going on without them"
+         << std::endl;
+    return false;
+  }
+
+  // Waits up to timeout_ms (-1: forever) for signals or children. Returns
+  // false when the time ran out with nothing to do.
+  bool handle_events(int timeout_ms) {
     pollfd p{signals_.fd(), POLLIN, 0};
     int r = ::poll(&p, 1, timeout_ms);
     if (r < 0 && errno != EINTR) throw std::runtime_error(std::string("poll failed: ") + std::strerror(errno));
-    if (r == 0) {  // grace period over
-      kill_all();
-      return;
-    }
+    if (r == 0) return false;
     for (int sig : signals_.drain()) {
       if (!SignalChannel::is_forwarded(sig)) continue;  // SIGCHLD: reaped below
-      if (result_.launcher_signal && sig == SIGINT) {
-        kill_all();  // a second Ctrl-C means now
-        continue;
-      }
-      if (!result_.launcher_signal) result_.launcher_signal = sig;
-      begin_stop(sig);  // forwards sig to every group and starts the grace period
+      on_signal(sig);
     }
     reap();
+    return true;
+  }
+
+  void on_signal(int sig) {
+    const bool second_int = sig == SIGINT && saw_int_;
+    if (sig == SIGINT) saw_int_ = true;
+    if (failure_seen_ || group_.running_workers() == 0) {
+      // A failure is already being torn down, or every worker is done and
+      // only leftovers are being stopped: the signal ends the job (no
+      // restart) but does not become its cause or its exit code.
+      if (!result_.signal_during_teardown) result_.signal_during_teardown = sig;
+    } else if (!result_.launcher_signal) {
+      result_.launcher_signal = sig;
+    }
+    if (second_int) kill_all();  // a second Ctrl-C means now
+    else begin_stop(sig);        // forwards sig to every group and starts the grace period
   }
 
   void reap() {
     const bool was_stopping = stopping_;
-    for (;;) {
-      int status = 0;
-      rusage ru{};
-      pid_t pid = ::wait4(-1, &status, WNOHANG, &ru);
-      if (pid <= 0) return;  // 0: none exited; ECHILD: no children left
-      auto it = live_.find(pid);
-      if (it == live_.end()) continue;  // an orphaned descendant we adopted as subreaper
+    for (const WorkerGroup::Event& e : group_.reap()) {
+      if (!e.is_worker) continue;  // an orphaned descendant we adopted as subreaper
+      auto it = live_.find(e.pid);
+      if (it == live_.end()) continue;
+      const int rank = cfg_.opts.node_rank * cfg_.nproc + it->second.local_rank;
+      if (e.kind == WorkerGroup::Event::Stopped) {
+        log_ << "ddp-launch: rank " << rank << " (local_rank " << it->second.local_rank << ", pid " << e.pid
+             << ") is stopped by " << signal_name(WSTOPSIG(e.status))
+             << "; the job cannot go on until it continues (kill -CONT " << e.pid << ")" << std::endl;
+        if (stopping_) ::kill(e.pid, SIGCONT);  // it must act on the teardown signal
+        continue;
+      }
+      if (e.kind != WorkerGroup::Event::Exited) continue;
       WorkerExit w;
-      w.pid = pid;
+      w.pid = e.pid;
       w.local_rank = it->second.local_rank;
-      w.rank = cfg_.opts.node_rank * cfg_.nproc + w.local_rank;
-      w.signaled = WIFSIGNALED(status);
-      w.code = w.signaled ? WTERMSIG(status) : WEXITSTATUS(status);
+      w.rank = rank;
+      w.signaled = WIFSIGNALED(e.status);
+      w.code = w.signaled ? WTERMSIG(e.status) : WEXITSTATUS(e.status);
       w.time = std::chrono::system_clock::now();
       w.after_teardown = was_stopping;
-      w.max_rss_kb = ru.ru_maxrss;
+      w.max_rss_kb = e.max_rss_kb;
       w.error_file = it->second.error_file;
-      if (w.failed()) w.error = read_error_file(w.error_file);
+      if (w.failed()) {
+        w.error = read_error_file(w.error_file);
+        if (w.error) w.error_time = mtime_of(w.error_file);
+      }
       live_.erase(it);
       result_.exits.push_back(w);
       if (w.failed() && !stopping_) {
-        result_.root_cause = w;
+        failure_seen_ = true;
         begin_stop(SIGTERM);
       }
     }
@@ -181,12 +275,18 @@ class Attempt {
   const SupervisorConfig& cfg_;
   RunDirectory& dir_;
   SignalChannel& signals_;
+  WorkerGroup group_;
   int port_;
+  bool stdin_to_rank0_;
+  std::ostream& log_;
   AttemptResult result_;
   std::map<pid_t, Live> live_;
-  std::vector<pid_t> groups_;
+  std::optional<WorkerExit> spawn_failure_;
+  bool failure_seen_ = false;
   bool stopping_ = false;
   bool killed_ = false;
+  bool saw_int_ = false;
+  bool leftovers_termed_ = false;
   Clock::time_point deadline_;
 };
 
@@ -199,19 +299,27 @@ int Supervisor::run() {
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   SignalChannel signals;
   RunDirectory dir;
+  std::optional<Watchdog> watchdog;
+  try {
+    watchdog.emplace(dir.path());
+  } catch (const SpawnError& e) {
+    const std::string limits = process_limit_text(e.errno_value);
+    throw std::runtime_error(std::string("cannot start the launcher's watchdog process: ") + e.what() +
+                             (limits.empty() ? "" : "; " + limits));
+  }
+  const bool stdin_to_rank0 = stdin_is_ours();
   const std::string host = hostname();
 
   for (int attempt = 0;; ++attempt) {
     const int port = cfg_.opts.standalone ? reserve_check_port(0) : cfg_.opts.master_port;
-    attempts_.push_back(Attempt(cfg_, dir, signals, attempt, port).run());
+    attempts_.push_back(Attempt(cfg_, dir, signals, *watchdog, attempt, port, stdin_to_rank0, log_).run());
     const AttemptResult& a = attempts_.back();
     if (a.succeeded()) return 0;
-    if (a.launcher_signal || attempt >= cfg_.opts.max_restarts) break;
+    if (!a.restartable() || attempt >= cfg_.opts.max_restarts) break;
     log_ << format_restart_line(a, cfg_.opts.max_restarts) << std::endl;
   }
   log_ << format_failure_report(attempts_, host, cfg_.opts.max_restarts) << std::flush;
-  const AttemptResult& last = attempts_.back();
-  return last.launcher_signal ? 128 + last.launcher_signal : last.root_cause->shell_code();
+  return attempts_.back().exit_code();
 }
 
 }  // namespace ddp::launcher

@@ -5,7 +5,8 @@
 namespace ddp::launcher {
 
 std::optional<int> default_omp_threads(const EnvMap& parent, int cpus, int nproc) {
-  if (parent.count("OMP_NUM_THREADS")) return std::nullopt;
+  // Empty counts as unset, as OpenMP (and ddp-train) read it.
+  if (auto it = parent.find("OMP_NUM_THREADS"); it != parent.end() && !it->second.empty()) return std::nullopt;
   return std::max(1, cpus / std::max(1, nproc));
 }
 

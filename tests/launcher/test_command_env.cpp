@@ -41,7 +41,7 @@ TEST_CASE("a .py script runs through python3 -u, --local_rank before its args") 
   CHECK(env_cmd.argv_for(1) == std::vector<std::string>{"-u", script, "--epochs", "2"});
 }
 
-TEST_CASE("PYTHON_EXEC overrides the interpreter; -m runs a module") {
+TEST_CASE("PYTHON_EXEC overrides the interpreter, -m runs a module") {
   Scratch s;
   std::string py = s.make("mypython", 0755);
   auto cmd = resolve_command(opts_for({"-m", "pkg.train", "a"}), {{"PATH", "/usr/bin"}, {"PYTHON_EXEC", py}});
@@ -51,7 +51,7 @@ TEST_CASE("PYTHON_EXEC overrides the interpreter; -m runs a module") {
                     Catch::Contains("'nopython' not found"));
 }
 
-TEST_CASE("executables run directly; names are looked up on PATH") {
+TEST_CASE("executables run directly, names are looked up on PATH") {
   Scratch s;
   std::string exe = s.make("worker", 0755);
   auto direct = resolve_command(opts_for({exe, "x"}), {{"PATH", "/usr/bin"}});
@@ -74,6 +74,16 @@ TEST_CASE("missing or non-executable programs are usage errors") {
   CHECK_THROWS_WITH(resolve_command(opts_for({s.dir + "/nothing"}), env), Catch::Contains("not found: no such file"));
   CHECK_THROWS_WITH(resolve_command(opts_for({s.dir + "/nothing.py"}), env), Catch::Contains("no such script"));
   CHECK_THROWS_WITH(resolve_command(opts_for({"no-such-program-xyz"}), env), Catch::Contains("not found on PATH"));
+}
+
+TEST_CASE("a directory given as the program is named as one") {
+  Scratch s;
+  fs::create_directories(s.dir + "/pkg.py");
+  EnvMap env{{"PATH", "/usr/bin:/bin"}};
+  CHECK_THROWS_WITH(resolve_command(opts_for({s.dir}), env),
+                    Catch::Equals("program '" + s.dir + "' is a directory; give the script or executable inside it"));
+  CHECK_THROWS_WITH(resolve_command(opts_for({s.dir + "/pkg.py"}), env), Catch::Contains("is a directory"));
+  CHECK_THROWS_WITH(resolve_command(opts_for({"--no_python", s.dir + "/"}), env), Catch::Contains("is a directory"));
 }
 
 TEST_CASE("worker environment is torchrun's set") {
@@ -120,4 +130,5 @@ TEST_CASE("OMP_NUM_THREADS default splits the cores, never below 1") {
   CHECK(default_omp_threads({}, 2, 4) == 1);
   CHECK(default_omp_threads({}, 7, 2) == 3);
   CHECK_FALSE(default_omp_threads({{"OMP_NUM_THREADS", "5"}}, 8, 2).has_value());
+  CHECK(default_omp_threads({{"OMP_NUM_THREADS", ""}}, 8, 2) == 4);  // empty is unset, as OpenMP reads it
 }

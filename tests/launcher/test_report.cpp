@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -88,4 +89,74 @@ TEST_CASE("failure report names the root cause") {
 
   AttemptResult ok;
   CHECK(format_failure_report({ok}, "h", 0).empty());
+}
+
+TEST_CASE("the root cause is the earliest failure: error file time, else exit time") {
+  using namespace std::chrono;
+  const auto t0 = system_clock::now();
+  WorkerExit reaped_first;  // failed later (a peer's connection reset) but reaped first
+  reaped_first.rank = 1;
+  reaped_first.code = 1;
+  reaped_first.time = t0 + milliseconds(10);
+  reaped_first.error_time = t0 + milliseconds(5);
+  WorkerExit reaped_last;  // wrote its error file first
+  reaped_last.rank = 0;
+  reaped_last.code = 1;
+  reaped_last.time = t0 + milliseconds(50);
+  reaped_last.error_time = t0 + milliseconds(1);
+  WorkerExit ok;
+  ok.rank = 2;
+  ok.time = t0;
+  CHECK(earliest_failure({ok, reaped_first, reaped_last})->rank == 0);
+  reaped_last.error_time.reset();  // no error file: its exit time counts
+  CHECK(earliest_failure({ok, reaped_first, reaped_last})->rank == 1);
+  CHECK_FALSE(earliest_failure({ok}).has_value());
+}
+
+TEST_CASE("the report shows peak memory, a never-started worker and a signal during the teardown") {
+  WorkerExit root;
+  root.rank = 4;
+  root.local_rank = 4;
+  root.code = 1;
+  root.spawn_error = "cannot start worker local_rank 4: fork failed";
+  WorkerExit other;
+  other.rank = 0;
+  other.pid = 77;
+  other.signaled = true;
+  other.code = SIGTERM;
+  other.max_rss_kb = 50 * 1024;
+  other.error = ddp::ErrorRecord{"RuntimeError: peer closed", "", 0, std::nullopt};
+  AttemptResult a;
+  a.root_cause = root;
+  a.exits = {root, other};
+  a.spawn_failed = true;
+  a.signal_during_teardown = SIGTERM;
+  CHECK_FALSE(a.restartable());
+  CHECK(a.exit_code() == 1);
+  std::string rep = format_failure_report({a}, "h", 3);
+  CHECK_THAT(rep, Catch::Contains("pid        : - (never started)"));
+  CHECK_THAT(rep, Catch::Contains("rank 0 (local_rank 0, pid 77): signal 15 (SIGTERM), max_rss 50 MiB"));
+  CHECK_THAT(rep, Catch::Contains("    message: RuntimeError: peer closed"));
+  CHECK_THAT(rep, Catch::Contains("got SIGTERM while stopping the failed group"));
+}
+
+TEST_CASE("thousands of workers stopped by the launcher are counted, not listed") {
+  AttemptResult a;
+  WorkerExit root;
+  root.pid = 1000;
+  root.code = 2;
+  a.root_cause = root;
+  a.exits.push_back(root);
+  for (int r = 1; r <= 3000; ++r) {
+    WorkerExit w;
+    w.rank = w.local_rank = r;
+    w.pid = 1000 + r;
+    w.signaled = true;
+    w.code = SIGTERM;
+    w.after_teardown = true;
+    a.exits.push_back(w);
+  }
+  std::string rep = format_failure_report({a}, "h", 0);
+  CHECK(std::count(rep.begin(), rep.end(), '\n') < 40);
+  CHECK_THAT(rep, Catch::Contains("... and 2992 more workers stopped by the launcher"));
 }

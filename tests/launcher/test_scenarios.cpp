@@ -1,15 +1,22 @@
 // Black-box scenarios: the real ddp-launch binary with scripts/worker.sh.
 // Every wait is on a condition (a file, an exit) with a deadline.
+#include "test_skip.h"
 #include "test_support.h"
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
+#include <fcntl.h>
 #include <filesystem>
 #include <sched.h>
 #include <set>
 #include <sstream>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 using namespace ddp::test;
 namespace fs = std::filesystem;
@@ -51,6 +58,32 @@ bool files_exist(const TempDir& out, const std::string& prefix, int n) {
   for (int r = 0; r < n; ++r)
     if (!fs::exists(out.file(prefix + "." + std::to_string(r)))) return false;
   return true;
+}
+
+// The ddp-launch-* run directories under `dir`.
+std::vector<std::string> run_dirs_in(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().rfind("ddp-launch-", 0) == 0) out.push_back(e.path());
+  return out;
+}
+
+// Pids whose command line contains `needle` (NUL-separated argv joined by spaces).
+std::vector<pid_t> pids_running(const std::string& needle) {
+  std::vector<pid_t> out;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmd = read_file(e.path() / "cmdline");
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    if (cmd.find(needle) != std::string::npos && pid_alive(std::stoi(name))) out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+int count_lines(const std::string& path) {
+  std::string t = read_file(path);
+  return static_cast<int>(std::count(t.begin(), t.end(), '\n'));
 }
 
 }  // namespace
@@ -302,6 +335,9 @@ TEST_CASE("bad input: one line naming the value, exit 2, no worker started") {
       {{out.file("missing-program")}, "not found"},
       {{"--max_restarts=x", kWorker}, "'x'"},
       {{"--nproc_per_node=gpu", kWorker}, "no NVIDIA GPU is visible"},
+      {{"--log-dir", "/tmp/logs", kWorker}, "--log-dir /tmp/logs: not supported yet"},
+      {{"--rdzv-backend=c10d", kWorker}, "--rdzv-backend c10d: not supported yet"},
+      {{out.path()}, "is a directory"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> argv{launcher()};
@@ -313,6 +349,9 @@ TEST_CASE("bad input: one line naming the value, exit 2, no worker started") {
                              Catch::Contains("ddp-launch --help"));
     CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
   }
+  auto pet = run({launcher(), kWorker}, scenario_env(out, "sleep", {{"PET_RDZV_ENDPOINT", "node0:29400"}}), 30);
+  CHECK(pet.exit_code == 2);
+  CHECK_THAT(pet.output, Catch::StartsWith("ddp-launch: error: PET_RDZV_ENDPOINT=node0:29400: not supported yet"));
   CHECK_FALSE(fs::exists(out.file("pid.0")));  // no worker ever started
 }
 
@@ -341,4 +380,169 @@ TEST_CASE("standalone runs on a free port, --help and --version exit 0") {
   CHECK(env["MASTER_PORT"] == parse_env_dump(read_file(out.file("env.1")))["MASTER_PORT"]);
   CHECK(run({launcher(), "--help"}).exit_code == 0);
   CHECK_THAT(run({launcher(), "--version"}).output, Catch::StartsWith("ddp-launch "));
+}
+
+TEST_CASE("a spawn refused by the process limit tears down, reports the limit and exits") {
+  if (::geteuid() != 0) DDP_SKIP("needs root to run the launcher as 'nobody' (RLIMIT_NPROC does not bind root)");
+  if (!fs::exists("/usr/bin/setpriv") || !fs::exists("/usr/bin/prlimit")) DDP_SKIP("setpriv/prlimit not installed");
+  TempDir tmp;
+  ::chmod(tmp.path().c_str(), 0777);  // the launcher runs as nobody and makes its run directory here
+  // RLIMIT_NPROC counts every process of the user: allow what nobody already
+  // runs, plus the launcher, its watchdog and four workers.
+  int existing = 0;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    struct stat st;
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") == std::string::npos && ::stat(e.path().c_str(), &st) == 0 &&
+        st.st_uid == 65534)
+      ++existing;
+  }
+  const std::string limit = std::to_string(existing + 6);
+  const std::string marker = "987.25" + std::to_string(::getpid() % 100);  // sleep's unique argument
+  auto r = run({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", "/usr/bin/prlimit",
+                "--nproc=" + limit + ":" + limit, launcher(), "--standalone", "--use_env", "--nproc_per_node=8",
+                "--shutdown_timeout=10", "/bin/sleep", marker},
+               {{"TMPDIR", tmp.path()}}, 60);
+  INFO(r.output);
+  REQUIRE_FALSE(r.timed_out);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("cannot start worker local_rank ") && Catch::Contains("fork failed") &&
+                           Catch::Contains("ulimit -u") && Catch::Contains("give --nproc_per_node "));
+  CHECK(wait_until([&] { return pids_running("sleep " + marker).empty(); }, 10));  // what started is gone
+  CHECK(wait_until([&] { return run_dirs_in(tmp.path()).empty(); }, 10));
+}
+
+TEST_CASE("a restart waits until every process of the old group is gone") {
+  TempDir out;
+  auto r = run({launcher(), "--nproc_per_node=2", "--max_restarts=1", "--master_port=" + std::to_string(free_port()),
+                kWorker},
+               scenario_env(out, "linger"), 60);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  // Rank 0's child of attempt 0 finished its SIGTERM cleanup before attempt 1 began.
+  CHECK(read_file(out.file("saw_gc_done.0")) == "yes\n");
+}
+
+TEST_CASE("SIGKILL of the launcher: workers' children die too and the run directory goes") {
+  TempDir out;
+  TempDir tmp;
+  Proc p({launcher(), "--nproc_per_node=2", "--master_port=" + std::to_string(free_port()), kWorker},
+         scenario_env(out, "grandchild", {{"TMPDIR", tmp.path()}}));
+  REQUIRE(wait_until([&] { return files_exist(out, "ready", 2) && files_exist(out, "gc", 2); }, 30));
+  REQUIRE(run_dirs_in(tmp.path()).size() == 1);
+  std::vector<pid_t> pids{pid_of(out, 0), pid_of(out, 1), std::stoi(read_file(out.file("gc.0"))),
+                          std::stoi(read_file(out.file("gc.1")))};
+  for (pid_t pid : pids) REQUIRE(pid_alive(pid));
+  p.signal(SIGKILL);
+  REQUIRE(p.wait(10));
+  CHECK(wait_until(
+      [&] {
+        for (pid_t pid : pids)
+          if (pid_alive(pid)) return false;
+        return true;
+      },
+      10));
+  CHECK(wait_until([&] { return run_dirs_in(tmp.path()).empty(); }, 10));
+}
+
+TEST_CASE("the root cause is the earliest failure, not the first one reaped") {
+  TempDir out;
+  auto r = run({launcher(), "--nproc_per_node=2", "--master_port=" + std::to_string(free_port()), kWorker},
+               scenario_env(out, "early_error"), 60);
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("rank       : 0 (local_rank: 0)"));
+  CHECK_THAT(r.output, Catch::Contains("message    : OSError: [Errno 22] Invalid argument: /proc/self/metrics.jsonl"));
+  // The later failure is listed with its own message.
+  CHECK_THAT(r.output, Catch::Contains("    message: RuntimeError: allreduce: Connection reset by peer"));
+}
+
+TEST_CASE("a SIGTERM during a failure teardown keeps the root cause's exit code") {
+  TempDir out;
+  Proc p({launcher(), "--nproc_per_node=2", "--shutdown_timeout=300", "--max_restarts=3",
+          "--master_port=" + std::to_string(free_port()), kWorker},
+         scenario_env(out, "term_linger"));
+  REQUIRE(wait_until([&] { return count_lines(out.file("terms.0")) >= 1; }, 30));  // teardown began
+  p.signal(SIGTERM);
+  REQUIRE(wait_until([&] { return count_lines(out.file("terms.0")) >= 2; }, 30));  // forwarded
+  write_file(out.file("release"), "");
+  auto code = p.wait(60);
+  REQUIRE(code);
+  INFO(p.output());
+  CHECK(*code == 9);
+  CHECK_THAT(p.output(), Catch::Contains("got SIGTERM while stopping the failed group"));
+  CHECK_THAT(p.output(), !Catch::Contains("restarting"));  // the signal ends the job
+}
+
+TEST_CASE("a stopped worker is reported and does not hold up the teardown") {
+  TempDir out;
+  auto r = run({launcher(), "--nproc_per_node=2", "--shutdown_timeout=300", "--master_port=" + std::to_string(free_port()),
+                kWorker},
+               scenario_env(out, "stop_self"), 60);
+  INFO(r.output);
+  REQUIRE_FALSE(r.timed_out);  // far below the 300 s grace
+  CHECK(r.exit_code == 5);
+  CHECK_THAT(r.output, Catch::Contains("rank 1 (local_rank 1, pid " + std::to_string(pid_of(out, 1)) +
+                                       ") is stopped by SIGSTOP"));
+  CHECK(read_file(out.file("got.1")) == "TERM\n");  // it acted on SIGTERM once continued
+}
+
+TEST_CASE("on a terminal, local rank 0 reads the launcher's stdin and the others read /dev/null") {
+  TempDir out;
+  const int master = ::posix_openpt(O_RDWR | O_NOCTTY);
+  REQUIRE(master >= 0);
+  REQUIRE(::grantpt(master) == 0);
+  REQUIRE(::unlockpt(master) == 0);
+  const std::string slave = ::ptsname(master);
+  const std::string port = "--master_port=" + std::to_string(free_port());
+  const std::string l = launcher();
+  // The launcher as a session leader with the pty as its controlling
+  // terminal: the foreground job of an interactive shell.
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::setsid();
+    const int fd = ::open(slave.c_str(), O_RDWR);  // becomes the controlling terminal
+    if (fd < 0) ::_exit(120);
+    ::dup2(fd, 0), ::dup2(fd, 1), ::dup2(fd, 2);
+    ::setenv("OUT", out.path().c_str(), 1);
+    ::setenv("SCENARIO", "stdin", 1);
+    ::execl(l.c_str(), l.c_str(), "--nproc_per_node=2", port.c_str(), kWorker.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  REQUIRE(::write(master, "hello\n", 6) == 6);
+  // Drain the terminal's output so the launcher never blocks writing to it.
+  ::fcntl(master, F_SETFL, O_NONBLOCK);
+  int status = 0;
+  const bool exited = wait_until(
+      [&] {
+        char buf[512];
+        while (::read(master, buf, sizeof(buf)) > 0) {
+        }
+        return ::waitpid(pid, &status, WNOHANG) == pid;
+      },
+      30);
+  if (!exited) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  ::close(master);
+  REQUIRE(exited);  // before: both workers stopped by SIGTTIN and the job hung
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(read_file(out.file("line.0")) == "hello\n");
+  CHECK(read_file(out.file("line.1")) == "<eof>\n");
+}
+
+TEST_CASE("a successful job's leftovers get SIGTERM, and a signal while they linger keeps exit 0") {
+  TempDir out;
+  Proc p({launcher(), "--nproc_per_node=1", "--shutdown_timeout=300", "--master_port=" + std::to_string(free_port()),
+          kWorker},
+         scenario_env(out, "leftover"));
+  REQUIRE(wait_until([&] { return fs::exists(out.file("got.0")); }, 30));  // the leftover got SIGTERM
+  CHECK(p.running());  // and the launcher waits for it
+  p.signal(SIGHUP);    // forwarded; the leftover dies of it
+  auto code = p.wait(60);
+  REQUIRE(code);
+  CHECK(*code == 0);  // every worker succeeded
 }

@@ -64,5 +64,59 @@ case "$SCENARIO" in
     exit 0 ;;
   vanish)     # deletes the program itself, then fails: the restart cannot exec it
     rm -f "$0"; exit 1 ;;
+  grandchild) # leaves a child in its own process group, then idles
+    sleep 300 & note gc $!
+    note ready 1; idle ;;
+  linger)     # attempt 0: rank 0's child needs a moment after SIGTERM (a DataLoader worker
+              # holding MASTER_PORT); rank 1 fails. attempt 1: rank 0 records whether that
+              # child had finished before the new group started.
+    if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then
+      if [ "$rank" = 0 ]; then
+        ( trap 'sleep 0.5; note gc_done 1; exit 0' TERM; note gc_ready 1; idle ) &
+        trap 'exit 143' TERM; idle
+      fi
+      while [ ! -e "$OUT/gc_ready.0" ]; do sleep 0.01; done
+      exit 4
+    fi
+    if [ "$rank" = 0 ]; then
+      if [ -e "$OUT/gc_done.0" ]; then note saw_gc_done yes; else note saw_gc_done no; fi
+    fi
+    exit 0 ;;
+  early_error)  # rank 0 fails first (its error file is written first) but is reaped last
+    if [ "$rank" = 0 ]; then
+      trap '' TERM
+      printf '{"message": "OSError: [Errno 22] Invalid argument: /proc/self/metrics.jsonl"}' > "$TORCHELASTIC_ERROR_FILE"
+      note failed 1
+      while [ ! -e "$OUT/pid.1" ]; do sleep 0.01; done
+      p=$(cat "$OUT/pid.1")
+      while [ -e "/proc/$p" ]; do sleep 0.01; done  # until the launcher has reaped rank 1
+      exit 1
+    fi
+    while [ ! -e "$OUT/failed.0" ]; do sleep 0.01; done
+    printf '{"message": "RuntimeError: allreduce: Connection reset by peer"}' > "$TORCHELASTIC_ERROR_FILE"
+    exit 1 ;;
+  term_linger)  # rank 1 exits 9 once rank 0 is ready; rank 0 logs each SIGTERM and exits 143 on $OUT/release
+    if [ "$rank" = 1 ]; then
+      while [ ! -e "$OUT/ready.0" ]; do sleep 0.01; done
+      exit 9
+    fi
+    trap 'echo TERM >> "$OUT/terms.0"' TERM
+    note ready 1
+    while [ ! -e "$OUT/release" ]; do sleep 0.01; done
+    exit 143 ;;
+  stop_self)  # rank 1 stops itself (SIGSTOP); rank 0 then fails
+    trap 'note got TERM; exit 143' TERM
+    if [ "$rank" = 1 ]; then kill -STOP $$; idle; fi
+    while [ ! -e "$OUT/pid.1" ]; do sleep 0.01; done
+    p=$(cat "$OUT/pid.1")
+    while [ "$(awk '{print $3}' "/proc/$p/stat")" != T ]; do sleep 0.01; done
+    exit 5 ;;
+  leftover)   # exits 0 at once, leaving a child that notes SIGTERM but keeps running
+    ( trap 'note got TERM' TERM; note ready 1; idle ) &
+    while [ ! -e "$OUT/ready.$rank" ]; do sleep 0.01; done
+    exit 0 ;;
+  stdin)      # reads one line from stdin ("<eof>" at end of input)
+    if read -r line; then note line "$line"; else note line "<eof>"; fi
+    exit 0 ;;
   *) echo "unknown SCENARIO '$SCENARIO'" >&2; exit 99 ;;
 esac

@@ -3,8 +3,10 @@
 // from the command line and PET_* variables by parse_launch_options(). Nothing
 // else in the launcher reads argv. Both spellings of every multi-word option
 // are accepted (--nproc_per_node and --nproc-per-node); the command line wins
-// over PET_<NAME>. Everything from the program on is passed to the workers
-// untouched.
+// over PET_<NAME>; messages name an option as the user spelled it. torchrun
+// options that ddp-launch lacks are errors that say what to use instead
+// (unless given their default), never silently ignored. Everything from the
+// program on is passed to the workers untouched.
 
 #include <map>
 #include <stdexcept>
@@ -19,8 +21,7 @@ struct UsageError : std::runtime_error {
 };
 
 struct LaunchOptions {
-  std::string nproc_spec = "1";   // as given: integer, cpu, gpu or auto
-  int nproc_per_node = 1;         // resolved by resolve_nproc()
+  std::string nproc_spec = "1";   // as given (checked): integer, cpu, gpu or auto; see resolve_nproc()
   int nnodes = 1;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
@@ -58,7 +59,7 @@ struct HostCounts {
 // with_gpus, since cuInit can take a noticeable time on a GPU machine.
 HostCounts probe_host(bool with_gpus);
 
-// Turns nproc_spec into nproc_per_node. Throws UsageError (e.g. gpu without GPUs).
+// Turns nproc_spec into the number of workers on this node. Throws UsageError (e.g. gpu without GPUs).
 int resolve_nproc(const std::string& spec, const HostCounts& host);
 
 std::string usage_text();

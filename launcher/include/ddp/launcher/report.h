@@ -1,8 +1,10 @@
 #pragma once
 // What happened to the workers, and the failure report the launcher prints:
-// the root cause (the first failure observed) of each attempt with rank,
-// local rank, pid, host, exit code or signal, time and the worker's own error
-// file message. Formatting is pure so tests check it without processes.
+// the root cause (the earliest failure: the time its error file was written,
+// else its exit time; not the first one reaped) of each attempt with rank,
+// local rank, pid, host, exit code or signal, time, peak memory and the
+// worker's own error file message. Formatting is pure so tests check it
+// without processes.
 
 #include "ddp/common/error_file.h"
 
@@ -20,25 +22,40 @@ struct WorkerExit {
   pid_t pid = 0;
   bool signaled = false;  // killed by a signal (code is the signal number)
   int code = 0;           // exit status or signal number
-  std::chrono::system_clock::time_point time;
+  std::chrono::system_clock::time_point time;  // when the launcher reaped it
   bool after_teardown = false;  // exited after the launcher began stopping the group
   std::string error_file;
   std::optional<ErrorRecord> error;  // what the worker wrote to error_file
-  std::string spawn_error;           // exec failed: why (code is 126/127)
-  long max_rss_kb = 0;
+  // When error_file was written (its mtime, ns resolution); the failure's
+  // time when present, since a rank can fail first and be reaped last.
+  std::optional<std::chrono::system_clock::time_point> error_time;
+  std::string spawn_error;           // fork or exec failed: why (code 1, or 126/127)
+  long max_rss_kb = 0;               // peak resident memory (wait4), 0 when unknown
 
   bool failed() const { return signaled || code != 0; }
   int shell_code() const { return signaled ? 128 + code : code; }
   std::string status_text() const;  // "exit code 3" / "signal 11 (SIGSEGV)"
+  std::chrono::system_clock::time_point failure_time() const { return error_time ? *error_time : time; }
 };
+
+// The root cause among an attempt's exits: the failed one with the earliest
+// failure_time (ties: the one reaped first). nullopt when none failed.
+std::optional<WorkerExit> earliest_failure(const std::vector<WorkerExit>& exits);
 
 struct AttemptResult {
   int attempt = 0;                       // 0-based restart count
-  std::optional<WorkerExit> root_cause;  // first failure; none when ok or stopped by a signal
+  std::optional<WorkerExit> root_cause;  // earliest failure; none when ok or stopped by a signal
   std::vector<WorkerExit> exits;         // every worker, in exit order
-  int launcher_signal = 0;               // signal that stopped the launcher, 0 if none
+  int launcher_signal = 0;               // signal that stopped a healthy group, 0 if none
+  // A signal that arrived while a failure was being torn down: forwarded,
+  // ends the job (no restart), but the root cause keeps its exit code.
+  int signal_during_teardown = 0;
+  bool spawn_failed = false;             // a worker could not be started: no restart
 
   bool succeeded() const { return !root_cause && launcher_signal == 0; }
+  bool restartable() const { return root_cause && !launcher_signal && !signal_during_teardown && !spawn_failed; }
+  // The launcher's exit code for this attempt.
+  int exit_code() const;
 };
 
 // The full report after the last attempt; "" when the job succeeded.

@@ -1,11 +1,21 @@
 #pragma once
-// Starting one worker with Boost.Process. Between fork and exec the child
-// joins its own process group (so the launcher can signal it and everything
-// it starts with kill(-pgid)), asks for SIGKILL when the launcher dies
-// (PR_SET_PDEATHSIG; workers must not outlive a SIGKILLed launcher, which
-// torchrun's do), exits at once if the launcher is already gone, and restores
-// the launcher's original signal mask. The child is detached: the caller reaps
-// it with its own waitpid loop, never through Boost's child object.
+// Starting one worker process. vfork + execve, written out here instead of
+// through a library so that every failure is seen and typed: a fork that the
+// kernel refuses (EAGAIN under `ulimit -u` or kernel.pid_max) and an exec that
+// fails both throw SpawnError, and no pid <= 0 ever leaves this function.
+// Between vfork and exec the child (async-signal-safe calls only):
+//  - leads its own process group (setpgid), so the launcher reaches it and
+//    everything it starts with kill(-pgid); the worker that keeps a terminal
+//    as stdin starts its own session instead (setsid: its own group and no
+//    controlling terminal, so reading the terminal never stops it with
+//    SIGTTIN). Only that one: a new session costs a new scheduler autogroup,
+//    which made every launch ~2x slower on a loaded machine;
+//  - asks for SIGKILL when the launcher dies (PR_SET_PDEATHSIG) and exits at
+//    once if the launcher is already gone;
+//  - takes /dev/null as stdin unless it is the worker that keeps the
+//    launcher's stdin (see WorkerGroup);
+//  - restores the launcher's original signal mask.
+// The child is the caller's to reap (WorkerGroup does).
 
 #include "ddp/launcher/options.h"
 
@@ -17,16 +27,34 @@
 
 namespace ddp::launcher {
 
-// execve failed (errno kept): the launcher maps ENOENT to 127, others to 126.
+// fork or exec failed (errno kept). Exec failures map to a shell's codes
+// (127 not found, 126 otherwise); a refused fork is the launcher's failure (1).
 struct SpawnError : std::runtime_error {
-  SpawnError(const std::string& what, int err) : std::runtime_error(what), errno_value(err) {}
+  SpawnError(const std::string& what, int err, bool at_fork)
+      : std::runtime_error(what), errno_value(err), fork_failed(at_fork) {}
   int errno_value;
+  bool fork_failed;
   int shell_code() const;
 };
 
+struct SpawnSpec {
+  std::string exe;
+  std::vector<std::string> args;  // argv[1..]; argv[0] is exe
+  EnvMap env;
+  const sigset_t* child_mask = nullptr;  // restored before exec; nullptr keeps the current one
+  int stdin_fd = -1;                     // dup'ed onto fd 0; -1 keeps the launcher's stdin
+  bool new_session = false;              // setsid instead of setpgid (see above)
+};
+
 // Must be called from the main thread: the death signal is tied to the thread
-// that forks. Throws SpawnError.
-pid_t spawn_worker(const std::string& exe, const std::vector<std::string>& args,
-                   const EnvMap& env, const sigset_t& child_mask);
+// that forks. Returns the pid (> 1), which is also the new process group's id
+// (the child has joined it before this returns: vfork waits for the exec).
+// Throws SpawnError.
+pid_t spawn_worker(const SpawnSpec& spec);
+
+// Why a fork may have been refused, with the limits that apply
+// ("processes are limited to 6 per user (ulimit -u) and 32768 in all
+// (kernel.pid_max)"); "" when errno is not about limits.
+std::string process_limit_text(int err);
 
 }  // namespace ddp::launcher

@@ -1,14 +1,26 @@
 #pragma once
-// Runs the worker group and its restarts. Event driven: one poll on the
-// signalfd (SIGCHLD and the forwarded signals) with the shutdown grace as its
-// only timeout; no sleep loops. Policy:
-//  - the first worker to exit non-zero or die by a signal is the root cause;
-//    every worker's process group then gets SIGTERM, and SIGKILL once
-//    shutdown_timeout has passed;
-//  - SIGINT/SIGTERM/SIGHUP/SIGQUIT are forwarded to every worker's group,
-//    then the same grace and kill; a second SIGINT kills at once;
+// Runs the worker group and its restarts: the policy over WorkerGroup (which
+// owns the processes) and Watchdog (which cleans up after a SIGKILL). Event
+// driven: one poll on the signalfd (SIGCHLD and the forwarded signals) with
+// the shutdown grace as its only timeout; no sleep loops. Policy:
+//  - the first failure seen (a worker exits non-zero or dies by a signal, or
+//    a worker cannot be started) starts the teardown: every group gets
+//    SIGTERM, and SIGKILL once shutdown_timeout has passed;
+//  - the root cause is the earliest failure (error file time, else exit
+//    time; see report.h), which need not be the first one reaped;
+//  - SIGINT/SIGTERM/SIGHUP/SIGQUIT are forwarded to every group, then the
+//    same grace and kill; a second SIGINT kills at once. A signal during a
+//    failure's teardown is forwarded and ends the job, but the exit code
+//    stays the root cause's;
+//  - an attempt ends only when no process of its groups is left (a worker's
+//    leftover children get SIGTERM once every worker has exited, then the
+//    same grace and SIGKILL), so a restart never meets the old group's
+//    processes (a DataLoader child holding MASTER_PORT);
 //  - with restarts left, a failed group is restarted whole with
-//    TORCHELASTIC_RESTART_COUNT + 1.
+//    TORCHELASTIC_RESTART_COUNT + 1; a spawn failure or a launcher signal
+//    is never restarted;
+//  - spawning checks for signals and failures after every worker, so a
+//    SIGTERM during the start of thousands of workers is not ignored.
 // The launcher is a child subreaper, so orphaned descendants of workers are
 // reaped too (and never mistaken for workers).
 

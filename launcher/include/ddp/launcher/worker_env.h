@@ -18,8 +18,10 @@ struct GroupSpec {
   int omp_threads = 0;       // 0: leave OMP_NUM_THREADS alone
 };
 
-// OMP_NUM_THREADS to set when the parent has none: max(1, cpus / nproc)
-// (torchrun forces 1, which starves CPU training). nullopt when already set.
+// The one place the OMP_NUM_THREADS default is computed (main prints it,
+// worker_environment applies it through GroupSpec::omp_threads): when the
+// parent has none (or an empty one), max(1, cpus / nproc); torchrun forces 1,
+// which starves CPU training. nullopt when already set.
 std::optional<int> default_omp_threads(const EnvMap& parent, int cpus, int nproc);
 
 // error_file: this worker's TORCHELASTIC_ERROR_FILE.
