@@ -211,7 +211,11 @@ void Reducer::abandon(const std::string& why) noexcept {
 }
 
 void Reducer::finish(bool failed_here, std::string local_error) {
-  // Disarmed whatever the outcome: the next backward starts afresh.
+  // Disarmed whatever the outcome: the next backward starts afresh. Not a
+  // scope guard: GCC 12.2 at -O3 drops the stores of a local guard's
+  // destructor on the exception path when it also clears a vector (dead-store
+  // elimination; reproduced in isolation), which left this rank "in backward"
+  // after an error.
   try {
     decide(failed_here, std::move(local_error));
   } catch (...) {
