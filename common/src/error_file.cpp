@@ -1,17 +1,16 @@
 #include "ddp/common/error_file.h"
 
+#include "ddp/common/atomic_file.h"
+
 #include <boost/property_tree/json_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fcntl.h>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace ddp {
 namespace pt = boost::property_tree;
@@ -29,29 +28,10 @@ void write_error_file(const std::string& path, const ErrorRecord& rec) {
 
   std::ostringstream out;
   pt::write_json(out, root, /*pretty=*/false);
-  const std::string body = out.str();
-
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0)
-    throw std::runtime_error("cannot write error file " + tmp + ": " + std::strerror(errno));
-  size_t off = 0;
-  while (off < body.size()) {
-    ssize_t n = ::write(fd, body.data() + off, body.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw std::runtime_error("cannot write error file " + tmp + ": " + std::strerror(e));
-    }
-    off += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    throw std::runtime_error("cannot move error file into place at " + path + ": " + std::strerror(e));
+  try {
+    write_file_atomically(path, out.str(), 0600);
+  } catch (const AtomicWriteError& e) {
+    throw std::runtime_error("cannot write error file " + path + ": " + e.what());
   }
 }
 

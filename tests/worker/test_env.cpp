@@ -113,6 +113,32 @@ TEST_CASE("env: each missing variable is named with what to do") {
   CHECK(DistEnv::from_environment().local_world_size == 4);
 }
 
+TEST_CASE("env: several missing variables are named in one message") {
+  auto vars = good();
+  for (const char* v : {"WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"}) vars[v] = std::nullopt;
+  CHECK_THAT(error_for(vars), Catch::StartsWith("WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT are not set: "
+                                                "run the program under ddp-launch (or torchrun), or set them"));
+  vars["RANK"] = std::nullopt;
+  CHECK_THAT(error_for(vars), Catch::StartsWith("RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT are not set"));
+  vars = good();
+  vars["MASTER_ADDR"] = std::nullopt;
+  vars["MASTER_PORT"] = std::nullopt;
+  CHECK_THAT(error_for(vars), Catch::StartsWith("MASTER_ADDR and MASTER_PORT are not set"));
+}
+
+TEST_CASE("env: launched() tells a launched process from one started by hand") {
+  {
+    EnvScope scope(std::map<std::string, std::optional<std::string>>{});
+    CHECK_FALSE(DistEnv::launched());
+    const auto e = DistEnv::single_process();
+    CHECK(e.standalone);
+    CHECK(e.rank == 0);
+    CHECK(e.world_size == 1);
+  }
+  EnvScope scope(std::map<std::string, std::optional<std::string>>{{"MASTER_PORT", "29500"}});
+  CHECK(DistEnv::launched());
+}
+
 TEST_CASE("env: each malformed variable is named with its value") {
   struct Case {
     const char* var;

@@ -6,11 +6,13 @@
 //   ddp-worker-test-helper <mode> [key=value ...]
 // modes: init, collectives, parity, overlap, unused, mismatch, interop,
 //        throw, ckpt-loop, train-forever, nosync-unused, frozen-mismatch,
-//        unused-one-rank, hook-throw, backward-throws, unarmed
+//        unused-one-rank, hook-throw, backward-throws, unarmed,
+//        rank0-decides, alloc-faults
 
 #include <torch/torch.h>
 
 #include <fstream>
+#include <sys/resource.h>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -20,6 +22,7 @@
 #include "ddp/worker/checkpoint.h"
 #include "ddp/worker/collectives.h"
 #include "ddp/worker/ddp.h"
+#include "ddp/worker/malloc_tuning.h"
 #include "ddp/worker/process_group.h"
 #include "ddp/worker/run_main.h"
 
@@ -507,6 +510,49 @@ int ckpt_loop(int argc, char** argv) {
   }
 }
 
+// rank0-decides fail=0|1: rank 0 decides a value (or throws when fail=1);
+// every rank prints what it got, twice in a row, so a rank left behind in a
+// collective would hang the second round.
+int rank0_decides_mode(int argc, char** argv) {
+  auto kv = parse_kv(argc, argv);
+  const bool fail = arg(kv, "fail", "0") == "1";
+  auto pg = init_process_group({}, argc, argv);
+  for (int round = 1; round <= 2; ++round) {
+    const std::string got = rank0_decides(*pg, [&]() -> std::string {
+      if (fail) throw std::runtime_error("rank 0 cannot decide round " + std::to_string(round));
+      return "decision " + std::to_string(round) + std::string(3, '\0') + "end";
+    });
+    std::cout << "rank " << pg->rank() << " got '" << got.substr(0, 10) << "' length " << got.size() << std::endl;
+  }
+  const auto n = rank0_decides_int(*pg, [] { return std::int64_t{-42}; });
+  std::cout << "rank " << pg->rank() << " int " << n << std::endl;
+  return 0;
+}
+
+// alloc-faults: a training step's allocation pattern (several multi-MiB
+// tensors alive together, then all freed) repeated; prints the minor page
+// faults per step after a warm-up, and the malloc settings in force.
+int alloc_faults(int argc, char** argv) {
+  auto kv = parse_kv(argc, argv);
+  const int steps = std::stoi(arg(kv, "steps", "20"));
+  auto step = [] {
+    std::vector<torch::Tensor> alive;
+    for (std::int64_t mib : {6, 3, 3, 2, 2, 1, 6, 3}) alive.push_back(torch::ones({mib << 18}));  // float32
+    float sum = 0;
+    for (auto& t : alive) sum += t[0].item<float>();
+    return sum;
+  };
+  for (int i = 0; i < 10; ++i) step();  // warm-up: the heap reaches its size
+  rusage before{}, after{};
+  ::getrusage(RUSAGE_SELF, &before);
+  for (int i = 0; i < steps; ++i) step();
+  ::getrusage(RUSAGE_SELF, &after);
+  const auto& t = malloc_tuning();
+  std::cout << "minor faults per step " << (after.ru_minflt - before.ru_minflt) / steps << "\n"
+            << "malloc tuning " << (t.applied ? "applied" : "skipped: " + t.skipped_because) << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -529,6 +575,8 @@ int main(int argc, char** argv) {
     if (mode == "hook-throw") return hook_throw(argc, argv);
     if (mode == "backward-throws") return backward_throws(argc, argv);
     if (mode == "unarmed") return unarmed(argc, argv);
+    if (mode == "rank0-decides") return rank0_decides_mode(argc, argv);
+    if (mode == "alloc-faults") return alloc_faults(argc, argv);
     throw std::invalid_argument("unknown mode '" + mode + "'");
   });
 }

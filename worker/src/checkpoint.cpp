@@ -8,13 +8,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <fcntl.h>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include "ddp/common/atomic_file.h"
 #include "ddp/worker/process_group.h"
 
 namespace ddp::worker {
@@ -24,56 +24,12 @@ const char* const kFormat = "ddp-worker-checkpoint-v1";
 
 std::string errno_text() { return std::strerror(errno); }
 
-std::string dir_of(const std::string& path) {
-  auto slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
-std::string base_of(const std::string& path) {
-  auto slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-// Temp file in the same directory (rename is atomic only within a file
-// system), fsync the data, rename over the target, fsync the directory so
-// the rename itself survives a power loss.
 void write_atomically(const std::string& path, const std::vector<char>& data, const char* what) {
-  const std::string dir = dir_of(path);
-  const std::string tmp = dir + "/." + base_of(path) + ".tmp." + std::to_string(::getpid());
-  auto fail = [&](const std::string& step) {
-    const std::string err = errno_text();
-    ::unlink(tmp.c_str());
-    throw CheckpointError(std::string("could not save ") + what + " '" + path + "': " + step + ": " + err +
+  try {
+    ddp::write_file_atomically(path, std::string_view(data.data(), data.size()));
+  } catch (const ddp::AtomicWriteError& e) {
+    throw CheckpointError(std::string("could not save ") + what + " '" + path + "': " + e.what() +
                           " (check that the directory exists, is writable and has space)");
-  };
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail("creating " + tmp);
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int saved = errno;
-      ::close(fd);
-      errno = saved;
-      fail("writing " + tmp);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    int saved = errno;
-    ::close(fd);
-    errno = saved;
-    fail("fsync of " + tmp);
-  }
-  if (::close(fd) != 0) fail("closing " + tmp);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) fail("renaming " + tmp);
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);  // best effort: some file systems refuse fsync on directories
-    ::close(dfd);
   }
 }
 

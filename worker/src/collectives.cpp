@@ -2,6 +2,10 @@
 
 #include <ATen/ATen.h>
 
+#include <cstring>
+#include <exception>
+#include <stdexcept>
+
 namespace ddp::worker {
 namespace {
 
@@ -34,5 +38,44 @@ void reduce_sum_(ProcessGroup& pg, at::Tensor& tensor) { pg.allreduce(tensor, Re
 
 std::vector<at::Tensor> all_gather(ProcessGroup& pg, const at::Tensor& tensor) { return pg.all_gather(tensor); }
 void barrier(ProcessGroup& pg) { pg.barrier(); }
+
+std::string rank0_decides(ProcessGroup& pg, const std::function<std::string()>& decide) {
+  std::string payload;  // the decision, or the error message
+  std::exception_ptr error;
+  if (pg.rank() == 0) {
+    try {
+      payload = decide();
+    } catch (const std::exception& e) {
+      error = std::current_exception();
+      payload = e.what();
+    } catch (...) {
+      error = std::current_exception();
+      payload = "rank 0 failed with an exception not derived from std::exception";
+    }
+  }
+  // Header {failed, length}, then the bytes: two broadcasts, one round trip each.
+  auto opts = at::TensorOptions().dtype(at::kLong);
+  at::Tensor header = at::tensor({error ? std::int64_t{1} : 0, static_cast<std::int64_t>(payload.size())}, opts)
+                          .to(pg.device());
+  pg.broadcast(header, 0);
+  header = header.cpu();
+  const bool failed = header[0].item<std::int64_t>() != 0;
+  const auto length = header[1].item<std::int64_t>();
+  if (length > 0) {
+    at::Tensor bytes = at::empty({length}, at::kByte);
+    if (pg.rank() == 0) std::memcpy(bytes.data_ptr(), payload.data(), payload.size());
+    bytes = bytes.to(pg.device());
+    pg.broadcast(bytes, 0);
+    bytes = bytes.cpu();
+    payload.assign(static_cast<const char*>(bytes.data_ptr()), static_cast<std::size_t>(length));
+  }
+  if (error) std::rethrow_exception(error);
+  if (failed) throw std::runtime_error(payload);
+  return payload;
+}
+
+std::int64_t rank0_decides_int(ProcessGroup& pg, const std::function<std::int64_t()>& decide) {
+  return std::stoll(rank0_decides(pg, [&] { return std::to_string(decide()); }));
+}
 
 }  // namespace ddp::worker

@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "ddp/common/parse.h"
 
@@ -50,10 +51,43 @@ std::optional<int> local_rank_from_argv(int argc, char** argv) {
   return std::nullopt;
 }
 
+const char* const kLaunchVars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"};
+
+// Two or more required variables unset: one message naming all of them
+// (one at a time would take a run per variable to find them all).
+void check_all_set(int argc, char** argv) {
+  std::vector<std::string> missing;
+  for (const char* var : kLaunchVars) {
+    if (std::string(var) == "LOCAL_RANK" && local_rank_from_argv(argc, argv)) continue;
+    if (!get_env(var)) missing.push_back(var);
+  }
+  if (missing.size() < 2) return;  // a single one gets its own, more specific message
+  std::string list;
+  for (std::size_t i = 0; i < missing.size(); ++i)
+    list += (i == 0 ? "" : i + 1 == missing.size() ? " and " : ", ") + missing[i];
+  throw std::invalid_argument(list + " are not set: run the program under ddp-launch (or torchrun), or set "
+                              "them (RANK and WORLD_SIZE: this process's rank and the number of processes, "
+                              "LOCAL_RANK: its rank on this node, MASTER_ADDR:MASTER_PORT: rank 0's "
+                              "rendezvous store)");
+}
+
 }  // namespace
+
+bool DistEnv::launched() {
+  for (const char* var : kLaunchVars)
+    if (get_env(var)) return true;
+  return false;
+}
+
+DistEnv DistEnv::single_process() {
+  DistEnv e;
+  e.standalone = true;
+  return e;
+}
 
 DistEnv DistEnv::from_environment(int argc, char** argv) {
   constexpr long long kMaxRanks = 1 << 20;
+  check_all_set(argc, argv);
   DistEnv e;
   e.world_size = required_int("WORLD_SIZE", 1, kMaxRanks, "the total number of processes");
   e.rank = required_int("RANK", 0, kMaxRanks - 1, "this process's global rank (0 <= RANK < WORLD_SIZE)");

@@ -17,6 +17,8 @@
 #include "ddp/worker/compat.h"
 #include "ddp/worker/process_group_native.h"
 
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+
 #ifdef DDP_WORKER_HAVE_NCCL
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -29,7 +31,7 @@ struct ProcessGroup::Impl {
   std::string backend_name;
   c10::Device device{c10::kCPU};
   std::chrono::milliseconds timeout{};
-  c10::intrusive_ptr<c10d::Store> tcp_store;  // the TCPStore itself
+  c10::intrusive_ptr<c10d::Store> tcp_store;  // the TCPStore itself (HashStore when standalone)
   c10::intrusive_ptr<c10d::Store> store;      // PrefixStore("default_pg", ...)
   c10::intrusive_ptr<compat::Backend> backend;
 };
@@ -230,8 +232,13 @@ std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env, const InitO
     impl->device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
   }
 
-  auto tcp = connect_store(env, impl->timeout);
-  impl->tcp_store = tcp;
+  if (env.standalone) {
+    // No launcher and nobody to meet: an in-memory store serves Gloo's own
+    // rendezvous with itself.
+    impl->tcp_store = c10::make_intrusive<c10d::HashStore>();
+  } else {
+    impl->tcp_store = connect_store(env, impl->timeout);
+  }
   c10::intrusive_ptr<c10d::Store> base = impl->tcp_store;
   if (env.use_agent_store)  // rendezvous.py: the agent's keys are scoped per attempt
     base = c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + std::to_string(env.restart_count), base);

@@ -1,5 +1,6 @@
 // ddp-train: the main job. Reads its options, loads Fashion-MNIST, joins the
-// process group from the torchrun environment and trains (trainer.h).
+// process group from the torchrun environment (or runs as a single process
+// when there is none) and trains (trainer.h).
 //   ddp-launch --nproc_per_node=2 build/bin/ddp-train [options]
 // Exit codes: 0 done, 2 usage error (one line), 1 any other error (one line
 // from run_main, plus the torchelastic error file for the launcher).
@@ -13,6 +14,7 @@
 #include "ddp/train/fashion_mnist.h"
 #include "ddp/train/train_options.h"
 #include "ddp/train/trainer.h"
+#include "ddp/worker/env.h"
 #include "ddp/worker/process_group.h"
 #include "ddp/worker/run_main.h"
 
@@ -48,7 +50,16 @@ int train_main(int argc, char** argv) {
   // Data first: a missing package is reported before any rendezvous wait.
   const FashionMnist data = load_fashion_mnist(opts.data_dir);
 
-  auto pg = ddp::worker::init_process_group({}, argc, argv);
+  // Without a launcher ddp-train runs as one process, as `python train.py`
+  // runs a torchrun script; a partial torchrun environment is still an error
+  // naming every missing variable.
+  const bool launched = ddp::worker::DistEnv::launched();
+  if (!launched)
+    std::cout << "ddp-train: no torchrun environment (RANK, WORLD_SIZE, ... unset): training as a single "
+                 "process; for several, start it with ddp-launch --nproc_per_node=N"
+              << std::endl;
+  auto pg = launched ? ddp::worker::init_process_group({}, argc, argv)
+                     : ddp::worker::init_process_group(ddp::worker::DistEnv::single_process(), {});
   configure_threads(opts, pg->local_world_size());
   run_training(opts, pg, data, std::cout, pg->rank() == 0 && ::isatty(STDOUT_FILENO));
   return 0;

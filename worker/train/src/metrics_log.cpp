@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <unistd.h>
 
+#include "ddp/common/atomic_file.h"
+
 namespace ddp::train {
 namespace {
 
@@ -94,13 +96,11 @@ void truncate_metrics_after(const std::string& path, int last_epoch) {
     kept += line + "\n";
   }
   if (!dropped) return;
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) io_error("rewrite", tmp);
-  write_all(fd, kept, tmp);
-  ::fsync(fd);
-  ::close(fd);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) io_error("replace", path);
+  try {
+    ddp::write_file_atomically(path, kept);
+  } catch (const ddp::AtomicWriteError& e) {
+    throw std::runtime_error("cannot rewrite metrics file '" + path + "': " + e.what());
+  }
 }
 
 }  // namespace ddp::train

@@ -114,7 +114,8 @@ std::string train_usage() {
 
 Trains a small CNN on Fashion-MNIST with distributed data parallelism (one
 process per rank; rank, world size and rendezvous come from the torchrun
-environment). Rank 0 prints progress, writes checkpoints and metrics.jsonl.
+environment; without one it trains as a single process). Rank 0 prints
+progress, writes checkpoints and metrics.jsonl.
 
 options:
   --epochs N            epochs to train (default 2)
@@ -124,8 +125,11 @@ options:
   --data_dir DIR        Fashion-MNIST *-ubyte.gz files
                         (default /usr/share/datasets/fashion-mnist)
   --checkpoint_dir DIR  per-epoch checkpoints and metrics.jsonl (default checkpoints)
-  --resume              continue from the last checkpoint in --checkpoint_dir
-                        (automatic when TORCHELASTIC_RESTART_COUNT > 0)
+  --resume              continue the run in --checkpoint_dir from its newest
+                        readable checkpoint, even with changed options (each is
+                        named); automatic when TORCHELASTIC_RESTART_COUNT > 0,
+                        which resumes only this run's own checkpoints. A fresh
+                        run refuses a directory holding an earlier run.
   --max_steps N         at most N optimizer steps per epoch, for short runs (0 = all)
   --no_shuffle          keep the dataset order (deterministic runs)
   --save_final PATH     write the final weights as a dict of tensors that

@@ -23,6 +23,7 @@ void store_train_state(const TrainState& s, ddp::worker::Checkpoint& c) {
   m["train.batch_size"] = s.batch_size;
   c.strings["train.best_macro_checkpoint"] = s.best_macro.checkpoint;
   c.strings["train.best_micro_checkpoint"] = s.best_micro.checkpoint;
+  c.strings["train.run"] = s.run_identity;
 }
 
 TrainState load_train_state(const ddp::worker::Checkpoint& c, const std::string& path) {
@@ -51,6 +52,7 @@ TrainState load_train_state(const ddp::worker::Checkpoint& c, const std::string&
                   str("train.best_micro_checkpoint")};
   s.world_size = static_cast<int>(num("train.world_size"));
   s.batch_size = static_cast<int>(num("train.batch_size"));
+  s.run_identity = str("train.run");
   return s;
 }
 

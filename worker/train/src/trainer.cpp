@@ -10,12 +10,14 @@
 #include <iostream>
 #include <sstream>
 
+#include "ddp/common/atomic_file.h"
 #include "ddp/train/checkpoint_files.h"
 #include "ddp/train/confusion_matrix.h"
 #include "ddp/train/eval_shard.h"
 #include "ddp/train/model.h"
 #include "ddp/train/plateau_scheduler.h"
 #include "ddp/train/progress.h"
+#include "ddp/train/run_identity.h"
 #include "ddp/worker/checkpoint.h"
 #include "ddp/worker/collectives.h"
 #include "ddp/worker/ddp.h"
@@ -32,7 +34,11 @@ namespace fs = std::filesystem;
 // reference normalizes the same way.
 constexpr double kPixelMean = 0.2860;
 constexpr double kPixelStd = 0.3530;
-constexpr std::int64_t kEvalBatch = 1000;
+// Evaluation batch: 250 keeps the largest activation (conv1's output,
+// 250x32x28x28 floats = 25 MiB) below the runtime's mmap threshold
+// (malloc_tuning.h), so evaluation reuses heap memory instead of mapping and
+// faulting in ~100 MiB per batch, and the peak memory is lower.
+constexpr std::int64_t kEvalBatch = 250;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -114,16 +120,92 @@ EvalResult evaluate(FashionCnn& model, const SplitTensors& test, ddp::worker::Pr
   return r;
 }
 
-// Rank 0 picks the checkpoint and tells the others, so all ranks load the
-// same epoch even if a file appears while they look.
-int agree_on_resume_epoch(const TrainOptions& o, ddp::worker::ProcessGroup& pg) {
-  auto epoch = torch::zeros({1}, torch::kLong);
-  if (pg.rank() == 0) {
-    if (auto found = find_latest_checkpoint(o.checkpoint_dir)) epoch[0] = found->epoch;
-  }
-  epoch = epoch.to(pg.device());
-  pg.broadcast(epoch, 0);
-  return static_cast<int>(epoch.cpu().item<std::int64_t>());
+// Rank 0 creates the directory and checks that it can write there before
+// any training, and a fresh run refuses a directory holding another run's
+// files (their metrics.jsonl would be lost and a restart would resume their
+// checkpoints). rank0_decides stops every rank with rank 0's message.
+void prepare_checkpoint_dir(const TrainOptions& o, ddp::worker::ProcessGroup& pg) {
+  ddp::worker::rank0_decides(pg, [&] {
+    const std::string& dir = o.checkpoint_dir;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec)
+      throw std::runtime_error("cannot create checkpoint directory '" + dir + "': " + ec.message() +
+                               "; pass a writable --checkpoint_dir");
+    const std::string probe = (fs::path(dir) / "ddp-train-write-test").string();
+    try {
+      ddp::write_file_atomically(probe, "ddp-train checks that it can write here\n");
+    } catch (const ddp::AtomicWriteError& e) {
+      throw std::runtime_error("checkpoint directory '" + dir + "' is not writable (" + e.what() +
+                               "); pass a writable --checkpoint_dir");
+    }
+    fs::remove(probe, ec);
+    if (o.should_resume()) return std::string();
+    std::vector<std::string> held;
+    const auto ckpts = list_checkpoints(dir);
+    if (!ckpts.empty())
+      held.push_back(ckpts.size() == 1 ? fs::path(ckpts.front().path).filename().string()
+                                       : std::to_string(ckpts.size()) + " checkpoints (epoch_" +
+                                             std::to_string(ckpts.back().epoch) + ".pt .. epoch_" +
+                                             std::to_string(ckpts.front().epoch) + ".pt)");
+    const std::string metrics = metrics_path(dir);
+    if (fs::file_size(metrics, ec) > 0 && !ec) held.push_back("metrics.jsonl");
+    if (!held.empty()) {
+      std::string what;
+      for (const auto& h : held) what += (what.empty() ? "" : " and ") + h;
+      throw std::runtime_error("checkpoint directory '" + dir + "' already holds an earlier run's " + what +
+                               "; continue that run with --resume, pass another --checkpoint_dir, or remove "
+                               "those files");
+    }
+    truncate_metrics_after(metrics, 0);
+    return std::string();
+  });
+}
+
+// Rank 0 picks the checkpoint to resume and tells the others, so all ranks
+// load the same epoch even if a file appears while they look. The newest
+// file that reads back wins (a damaged one is skipped with a warning); it
+// must belong to this run (run_identity.h): after a restart a checkpoint
+// with other options is another run's and is refused, while an explicit
+// --resume continues it with a note naming each changed option. Also drops
+// metrics.jsonl lines of the epochs that will be replayed. Returns the epoch
+// (0: none, start from epoch 1).
+int choose_resume_epoch(const TrainOptions& o, ddp::worker::ProcessGroup& pg, std::ostream& log) {
+  return static_cast<int>(ddp::worker::rank0_decides_int(pg, [&]() -> std::int64_t {
+    const RunIdentity ours = run_identity(o);
+    std::vector<std::string> damaged;
+    int chosen = 0;
+    for (const auto& found : list_checkpoints(o.checkpoint_dir)) {
+      TrainState saved;
+      try {
+        saved = load_train_state(ddp::worker::load_checkpoint(found.path), found.path);
+      } catch (const ddp::worker::CheckpointError& e) {
+        log << "warning: " << e.what() << "; trying the previous epoch's checkpoint" << std::endl;
+        damaged.push_back(found.path);
+        continue;
+      }
+      const auto changes = identity_changes(parse_identity(saved.run_identity), ours);
+      const std::string what = saved.run_identity.empty()
+                                   ? "does not record its run's options (written by an older ddp-train)"
+                                   : "was written with other options: " + describe_changes(changes);
+      if (!changes.empty() && !o.resume)
+        throw std::runtime_error("checkpoint '" + found.path + "' " + what +
+                                 ", so it belongs to another run; a restarted run resumes only its own "
+                                 "checkpoints. Move the other run's files away or use another --checkpoint_dir "
+                                 "(--resume continues it on purpose)");
+      if (!changes.empty()) log << "note: checkpoint '" << found.path << "' " << what << "; continuing as asked" << std::endl;
+      chosen = found.epoch;
+      break;
+    }
+    if (chosen == 0 && !damaged.empty()) {
+      std::string list;
+      for (const auto& d : damaged) list += (list.empty() ? "" : ", ") + d;
+      throw std::runtime_error("no readable checkpoint in '" + o.checkpoint_dir + "' (damaged: " + list +
+                               "); remove them to start from epoch 1, or restore a copy");
+    }
+    truncate_metrics_after(metrics_path(o.checkpoint_dir), chosen);
+    return chosen;
+  }));
 }
 
 std::string fmt(const char* f, double v) {
@@ -165,51 +247,32 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
   state.learning_rate = o.learning_rate;
   state.world_size = world;
   state.batch_size = o.batch_size;
+  state.run_identity = format_identity(run_identity(o));
 
-  // Rank 0 creates the directory and tells the others whether it could, so
-  // every rank stops with the same message instead of waiting in a collective.
-  {
-    std::string problem;
-    if (main_rank) {
-      std::error_code ec;
-      fs::create_directories(o.checkpoint_dir, ec);
-      if (ec) problem = ec.message();
-    }
-    auto failed = torch::full({1}, problem.empty() ? 0 : 1, torch::kLong).to(device);
-    pg.broadcast(failed, 0);
-    if (failed.cpu().item<std::int64_t>() != 0)
-      throw std::runtime_error("cannot create checkpoint directory '" + o.checkpoint_dir + "'" +
-                               (problem.empty() ? std::string(" (on rank 0)") : ": " + problem) +
-                               "; pass a writable --checkpoint_dir");
-  }
-
+  prepare_checkpoint_dir(o, pg);
   const std::string metrics_file = metrics_path(o.checkpoint_dir);
   if (o.should_resume()) {
-    const int epoch = agree_on_resume_epoch(o, pg);
+    const int epoch = choose_resume_epoch(o, pg, log);
     if (epoch == 0) {
       log << "no checkpoint in '" << o.checkpoint_dir << "'; starting from epoch 1" << std::endl;
-      if (main_rank) truncate_metrics_after(metrics_file, 0);
     } else {
       const std::string path = epoch_checkpoint_path(o.checkpoint_dir, epoch);
       auto ckpt = ddp::worker::load_checkpoint(path, device);
       ddp::worker::apply_checkpoint(ckpt, *model, &optimizer, /*restore_rng=*/true);
       const TrainState saved = load_train_state(ckpt, path);
-      if (saved.world_size != world || saved.batch_size != o.batch_size)
-        log << "note: checkpoint was written with world size " << saved.world_size << ", batch "
-            << saved.batch_size << "; continuing with world size " << world << ", batch "
-            << o.batch_size << std::endl;
+      if (saved.world_size != world)
+        log << "note: checkpoint was written with world size " << saved.world_size << "; continuing with world size "
+            << world << " (the sample order of the remaining epochs differs)" << std::endl;
       state = saved;
       state.world_size = world;
       state.batch_size = o.batch_size;
+      // Later checkpoints record the options this run continues with.
+      state.run_identity = format_identity(run_identity(o));
       set_learning_rate(optimizer, state.learning_rate);
       scheduler.set_state(state.plateau);
-      // Epochs after the checkpoint are replayed; drop their old lines.
-      if (main_rank) truncate_metrics_after(metrics_file, state.epochs_done);
       log << "resumed from " << path << " (epoch " << state.epochs_done << ", step "
           << state.global_step << ", restart " << o.restart_count << ")" << std::endl;
     }
-  } else if (main_rank) {
-    truncate_metrics_after(metrics_file, 0);  // a fresh run starts a fresh log
   }
 
   // After a resume, so the broadcast at construction carries the loaded
@@ -320,7 +383,10 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
 
     // metrics.jsonl first, then the checkpoint: a crash in between leaves a
     // line for an epoch that resume replays, and resume drops that line.
-    if (main_rank) append_metrics(metrics_file, rec);
+    ddp::worker::rank0_decides(pg, [&] {
+      append_metrics(metrics_file, rec);
+      return std::string();
+    });
     auto ckpt = ddp::worker::make_checkpoint(*model, &optimizer, epoch, state.global_step);
     store_train_state(state, ckpt);
     ddp::worker::save_checkpoint(pg, ckpt_path, ckpt);

@@ -5,7 +5,7 @@
 //   {"message": {"message": "<Type>: <msg>",
 //                "extraInfo": {"py_callstack": "<trace>", "timestamp": "<unix s>"}}}
 // Newer writers may put a plain string under "message"; both are read.
-// Writing is atomic (temp file + rename) so a reader never sees half a file.
+// Writing is atomic (write_file_atomically) so a reader never sees half a file.
 
 #include <optional>
 #include <string>

@@ -6,7 +6,10 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ddp/worker/process_group.h"
@@ -29,6 +32,16 @@ void reduce_sum_(ProcessGroup& pg, at::Tensor& tensor);
 std::vector<at::Tensor> all_gather(ProcessGroup& pg, const at::Tensor& tensor);
 void barrier(ProcessGroup& pg);
 inline bool is_main_process(const ProcessGroup& pg) { return pg.rank() == 0; }
+
+// Rank 0 decides, everyone follows: runs `decide` on rank 0 only and
+// broadcasts its outcome, so every rank returns the same value, or every
+// rank throws when rank 0's `decide` threw (rank 0 rethrows its own
+// exception; the others throw std::runtime_error with the same message).
+// For choices only one rank may make (which checkpoint to resume, whether a
+// directory could be created): no rank is left waiting in a collective for
+// a rank 0 that failed. Collective: every rank must call it.
+std::string rank0_decides(ProcessGroup& pg, const std::function<std::string()>& decide);
+std::int64_t rank0_decides_int(ProcessGroup& pg, const std::function<std::int64_t()>& decide);
 
 // The same taking the shared_ptr init_process_group returns.
 using PG = std::shared_ptr<ProcessGroup>;

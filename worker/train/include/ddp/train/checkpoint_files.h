@@ -1,11 +1,13 @@
 #pragma once
 // Where ddp-train keeps its checkpoints: one file per finished epoch,
 // <dir>/epoch_<N>.pt (the seeds keep one model file per epoch so the best
-// epochs can be picked afterwards), next to metrics.jsonl. Resuming takes the
-// highest N. Pure path logic; reading and writing is checkpoint.h's job.
+// epochs can be picked afterwards), next to metrics.jsonl. Resuming tries the
+// highest N first. Path logic and directory listing only; reading and writing
+// is checkpoint.h's job.
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace ddp::train {
 
@@ -21,5 +23,9 @@ struct FoundCheckpoint {
 // checkpoint writer's temp files, are ignored); nullopt when there is none
 // or the directory does not exist.
 std::optional<FoundCheckpoint> find_latest_checkpoint(const std::string& dir);
+
+// Every epoch_<N>.pt in `dir`, highest N first; empty when there is none or
+// the directory does not exist.
+std::vector<FoundCheckpoint> list_checkpoints(const std::string& dir);
 
 }  // namespace ddp::train

@@ -4,7 +4,8 @@
 // lines=True)). Each line is written with one write(2) on an O_APPEND
 // descriptor and fsync'd, so a crash leaves whole lines only. On resume the
 // lines of epochs after the checkpoint are dropped, since those epochs are
-// replayed and would otherwise appear twice.
+// replayed and would otherwise appear twice (the file is rewritten with
+// write_file_atomically).
 
 #include <cstdint>
 #include <string>

@@ -33,6 +33,9 @@ struct TrainState {
   // Recorded to tell the user when a resume changes the job's shape.
   int world_size = 0;
   int batch_size = 0;
+  // format_identity(run_identity(options)) of the run that wrote it
+  // (run_identity.h); "" in checkpoints of ddp-train before it recorded one.
+  std::string run_identity;
 };
 
 // Writes `s` into the checkpoint's metrics/strings maps (keys "train.*").
