@@ -387,6 +387,11 @@ TEST_CASE("a spawn refused by the process limit tears down, reports the limit an
   if (!fs::exists("/usr/bin/setpriv") || !fs::exists("/usr/bin/prlimit")) DDP_SKIP("setpriv/prlimit not installed");
   TempDir tmp;
   ::chmod(tmp.path().c_str(), 0777);  // the launcher runs as nobody and makes its run directory here
+  // A copy nobody can execute wherever the build tree lives (a clone under
+  // /root is not searchable for other users).
+  const std::string launcher_copy = tmp.file("ddp-launch");
+  fs::copy_file(launcher(), launcher_copy);
+  ::chmod(launcher_copy.c_str(), 0755);
   // RLIMIT_NPROC counts every process of the user: allow what nobody already
   // runs, plus the launcher, its watchdog and four workers.
   int existing = 0;
@@ -400,7 +405,7 @@ TEST_CASE("a spawn refused by the process limit tears down, reports the limit an
   const std::string limit = std::to_string(existing + 6);
   const std::string marker = "987.25" + std::to_string(::getpid() % 100);  // sleep's unique argument
   auto r = run({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", "/usr/bin/prlimit",
-                "--nproc=" + limit + ":" + limit, launcher(), "--standalone", "--use_env", "--nproc_per_node=8",
+                "--nproc=" + limit + ":" + limit, launcher_copy, "--standalone", "--use_env", "--nproc_per_node=8",
                 "--shutdown_timeout=10", "/bin/sleep", marker},
                {{"TMPDIR", tmp.path()}}, 60);
   INFO(r.output);
