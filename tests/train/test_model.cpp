@@ -8,13 +8,19 @@
 #include "ddp/train/conv3x3_single_channel.h"
 #include "ddp/train/model.h"
 #include "ddp/train/relu_max_pool.h"
+#include "numerics.h"
+#include "test_skip.h"
+
+#include <optional>
 
 using ddp::train::FashionCnn;
 using ddp::train::relu_max_pool2x2;
 
-TEST_CASE("relu_max_pool2x2 equals max_pool2d(relu(x), 2) bit for bit", "[train][model]") {
+TEST_CASE("relu_max_pool2x2 equals max_pool2d(relu(x), 2) bit for bit", "[train][model][numerics]") {
+  if (auto why = ddp::test::forced_capability_unsupported()) DDP_SKIP(*why);
   torch::manual_seed(1);
-  for (auto shape : {std::vector<int64_t>{4, 3, 8, 8}, std::vector<int64_t>{2, 5, 7, 9}}) {
+  for (auto shape : {std::vector<int64_t>{4, 3, 8, 8}, std::vector<int64_t>{2, 5, 7, 9}, std::vector<int64_t>{1, 1, 2, 2},
+                     std::vector<int64_t>{3, 2, 5, 17}}) {
     // Few distinct values, many of them <= 0: ties and dead windows happen.
     auto base = torch::randint(-3, 4, shape).to(torch::kFloat);
     auto a = base.clone().requires_grad_(true);
@@ -32,56 +38,154 @@ TEST_CASE("relu_max_pool2x2 equals max_pool2d(relu(x), 2) bit for bit", "[train]
   CHECK_THROWS(relu_max_pool2x2(torch::zeros({1, 4, 4})));
 }
 
-TEST_CASE("FashionCnn::forward computes the stock-layer model", "[train][model]") {
-  torch::manual_seed(2);
+namespace {
+
+// A float64 copy of m (same parameter values).
+std::shared_ptr<FashionCnn> float64_copy(FashionCnn& m) {
+  auto m64 = std::make_shared<FashionCnn>();
+  torch::NoGradGuard no_grad;
+  auto src = m.parameters();
+  auto dst = m64->parameters();
+  for (size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
+  m64->to(torch::kDouble);
+  return m64;
+}
+
+// The smallest distance, in a float64 run, from a decision that routes
+// gradients: a 2x2 pooling window's maximum vs its runner-up, a pooled
+// maximum vs relu's 0, an fc1 pre-activation vs 0. Where it is below
+// float32's error, float32 may decide the other way (a tie broken
+// differently), and the gradient jumps: max-pool's gradient is
+// discontinuous at ties, so no tolerance can compare across one.
+double decision_margin(FashionCnn& m64, const at::Tensor& x64) {
+  torch::NoGradGuard no_grad;
+  auto pool_margin = [](const at::Tensor& pre) {
+    const auto s = pre.sizes();
+    const auto windows =
+        pre.view({s[0], s[1], s[2] / 2, 2, s[3] / 2, 2}).permute({0, 1, 2, 4, 3, 5}).reshape({-1, 4});
+    const auto top = std::get<0>(windows.topk(2, 1));
+    const auto first = top.select(1, 0), second = top.select(1, 1);
+    return at::where(first > 0, first - second.clamp_min(0), first.abs()).min().item<double>();
+  };
+  const auto c1 = m64.conv1->forward(x64);
+  const auto c2 = m64.conv2->forward(torch::max_pool2d(torch::relu(c1), 2));
+  const auto f1 = m64.fc1->forward(torch::max_pool2d(torch::relu(c2), 2).flatten(1));
+  return std::min({pool_margin(c1), pool_margin(c2), f1.abs().min().item<double>()});
+}
+
+// Activations are O(1) sums of conv2's 32 * 9 products: float32 gets them
+// right to about this much, so a decision further away than that is taken
+// the same way in float32 and float64.
+const double kDecisionMargin = ddp::test::float32_tolerance(32 * 9);
+
+std::vector<at::Tensor> gradients(FashionCnn& m, const at::Tensor& x, const at::Tensor& target, bool fast) {
+  m.zero_grad();
+  torch::nn::functional::cross_entropy(fast ? m.forward(x) : m.reference_forward(x), target).backward();
+  std::vector<at::Tensor> out;
+  for (auto& p : m.parameters()) out.push_back(p.grad().clone());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("FashionCnn::forward and its gradients equal a float64 run of the stock layers",
+          "[train][model][numerics]") {
+  if (auto why = ddp::test::forced_capability_unsupported()) DDP_SKIP(*why);
+  const std::int64_t n = 4;
+  // The first seed whose input keeps every routing decision clear of
+  // float32's error (decided in float64, so the same seed on every CPU).
+  std::optional<std::uint64_t> seed;
+  for (std::uint64_t s = 0; s < 50 && !seed; ++s) {
+    torch::manual_seed(s);
+    FashionCnn probe;
+    const auto x = torch::randn({n, 1, 28, 28});
+    if (decision_margin(*float64_copy(probe), x.to(torch::kDouble)) > kDecisionMargin) seed = s;
+  }
+  REQUIRE(seed);
+  INFO("seed " << *seed);
+  torch::manual_seed(*seed);
   FashionCnn m;
   CHECK(m.named_parameters().size() == 8);
   CHECK(m.fc1->weight.sizes() == torch::IntArrayRef({128, 3136}));
-  auto x = torch::randn({16, 1, 28, 28});
-  auto fast = m.forward(x);
-  CHECK(fast.sizes() == torch::IntArrayRef({16, 10}));
-  auto ref = m.reference_forward(x);
-  CHECK(torch::allclose(fast, ref, 1e-4, 1e-5));
+  const auto x = torch::randn({n, 1, 28, 28});
+  const auto target = torch::randint(0, 10, {n}, torch::kLong);
+  auto m64 = float64_copy(m);
+  const auto x64 = x.to(torch::kDouble);
 
-  auto grads = [&](bool use_fast) {
-    m.zero_grad();
-    torch::manual_seed(3);
-    auto target = torch::randint(0, 10, {16}, torch::kLong);
-    auto loss = torch::nn::functional::cross_entropy(use_fast ? m.forward(x) : m.reference_forward(x), target);
-    loss.backward();
-    std::vector<torch::Tensor> out;
-    for (auto& p : m.parameters()) out.push_back(p.grad().clone());
-    return out;
-  };
-  auto gf = grads(true), gr = grads(false);
-  for (size_t i = 0; i < gf.size(); ++i) {
-    INFO("parameter " << i);
-    CHECK(torch::allclose(gf[i], gr[i], 1e-4, 1e-6));
+  // Logits: fc1 sums 3136 products, the longest chain.
+  const double logit_tol = ddp::test::float32_tolerance(3136);
+  const auto ref64 = m64->reference_forward(x64).detach();
+  CHECK(m.forward(x).sizes() == torch::IntArrayRef({n, 10}));
+  CHECK(ddp::test::relative_error(m.forward(x).detach(), ref64) <= logit_tol);
+  CHECK(ddp::test::relative_error(m.reference_forward(x).detach(), ref64) <= logit_tol);
+
+  // Gradients: conv1's passes back through fc2 (128 terms), fc1 (3136),
+  // conv2 (64 * 9) and sums over n * 28 * 28 positions; the errors of the
+  // stages add.
+  const double grad_tol = ddp::test::float32_tolerance(128) + ddp::test::float32_tolerance(3136) +
+                          ddp::test::float32_tolerance(64 * 9) + ddp::test::float32_tolerance(n * 28 * 28);
+  const auto g64 = gradients(*m64, x64, target, false);
+  const auto fast = gradients(m, x, target, true);
+  const auto stock = gradients(m, x, target, false);
+  for (size_t i = 0; i < g64.size(); ++i) {
+    INFO("parameter " << i << ": fast " << ddp::test::relative_error(fast[i], g64[i]) << ", stock "
+                      << ddp::test::relative_error(stock[i], g64[i]) << ", tolerance " << grad_tol);
+    CHECK(ddp::test::relative_error(fast[i], g64[i]) <= grad_tol);
+    CHECK(ddp::test::relative_error(stock[i], g64[i]) <= grad_tol);
   }
 }
 
-TEST_CASE("conv3x3_single_channel matches conv2d(padding 1) with gradients", "[train][model]") {
-  torch::manual_seed(4);
-  auto x = torch::randn({5, 1, 9, 13});  // widths not a multiple of the 8 lanes
-  auto w = torch::randn({6, 1, 3, 3}, torch::requires_grad());
-  auto b = torch::randn({6}, torch::requires_grad());
-  auto w2 = w.detach().clone().requires_grad_(true);
-  auto b2 = b.detach().clone().requires_grad_(true);
-  auto fast = ddp::train::conv3x3_single_channel(x, w, b);
-  auto ref = torch::conv2d(x, w2, b2, 1, 1);
-  CHECK(torch::allclose(fast, ref, 1e-5, 1e-5));
-  auto g = torch::randn(fast.sizes());
-  fast.backward(g);
-  ref.backward(g);
-  CHECK(torch::allclose(w.grad(), w2.grad(), 1e-4, 1e-4));
-  CHECK(torch::allclose(b.grad(), b2.grad(), 1e-4, 1e-4));
+// The earlier form of the test above compared the fast and stock float32
+// paths on 16 images (seed 2) and failed on AVX-512 machines by 2.6e-3 in
+// conv1's gradient. The cause is that input, not a kernel: one of conv2's
+// pooling windows holds two values 2.2e-7 apart in float64 (0.39231613 vs
+// 0.39231591), below float32's error; oneDNN's float32 conv2 rounds them to
+// a tie after the stock conv1 and the other way round after the direct
+// kernel, so the gradient goes to a different position (conv2.bias, a sum
+// over positions, is unchanged). Both forwards are within 4.1e-7 of float64.
+TEST_CASE("the old model test's input had a max-pool near-tie below float32 resolution",
+          "[train][model][numerics]") {
+  torch::manual_seed(2);
+  FashionCnn m;
+  const auto x = torch::randn({16, 1, 28, 28});
+  CHECK(decision_margin(*float64_copy(m), x.to(torch::kDouble)) < kDecisionMargin);
+}
 
-  auto xg = x.clone().requires_grad_(true);
-  auto xg2 = x.clone().requires_grad_(true);
-  ddp::train::conv3x3_single_channel(xg, w.detach(), b.detach()).backward(g);
-  torch::conv2d(xg2, w.detach(), b.detach(), 1, 1).backward(g);
-  CHECK(torch::allclose(xg.grad(), xg2.grad(), 1e-4, 1e-5));
-  CHECK_THROWS(ddp::train::conv3x3_single_channel(torch::zeros({1, 2, 4, 4}), w, b));
+TEST_CASE("conv3x3_single_channel equals a float64 conv2d at every lane-tail width",
+          "[train][model][numerics]") {
+  if (auto why = ddp::test::forced_capability_unsupported()) DDP_SKIP(*why);
+  using ddp::test::float32_tolerance;
+  using ddp::test::relative_error;
+  torch::manual_seed(4);
+  const std::int64_t n = 3, c_out = 5;
+  // The backward sums 8 lanes at a time: widths 1..17 cover no full lane
+  // group, exactly one and two, and every tail length.
+  for (std::int64_t w = 1; w <= 17; ++w) {
+    for (std::int64_t h : {1, 4}) {
+      INFO("h " << h << " w " << w);
+      const auto x = torch::randn({n, 1, h, w});
+      const auto weight = torch::randn({c_out, 1, 3, 3});
+      const auto bias = torch::randn({c_out});
+      const auto g = torch::randn({n, c_out, h, w});
+
+      auto xf = x.clone().requires_grad_(true), wf = weight.clone().requires_grad_(true),
+           bf = bias.clone().requires_grad_(true);
+      const auto out = ddp::train::conv3x3_single_channel(xf, wf, bf);
+      out.backward(g);
+
+      auto x64 = x.to(torch::kDouble).requires_grad_(true), w64 = weight.to(torch::kDouble).requires_grad_(true),
+           b64 = bias.to(torch::kDouble).requires_grad_(true);
+      const auto ref = torch::conv2d(x64, w64, b64, 1, 1);
+      ref.backward(g.to(torch::kDouble));
+
+      CHECK(relative_error(out.detach(), ref.detach()) <= float32_tolerance(10));
+      CHECK(relative_error(wf.grad(), w64.grad()) <= float32_tolerance(n * h * w));
+      CHECK(relative_error(bf.grad(), b64.grad()) <= float32_tolerance(n * h * w));
+      CHECK(relative_error(xf.grad(), x64.grad()) <= float32_tolerance(c_out * 9));
+    }
+  }
+  CHECK_THROWS(ddp::train::conv3x3_single_channel(torch::zeros({1, 2, 4, 4}), torch::zeros({6, 1, 3, 3}),
+                                                  torch::zeros({6})));
 }
 
 // Not run by default (hidden tag): prints the time per training step of the

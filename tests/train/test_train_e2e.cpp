@@ -15,6 +15,7 @@
 #include "ddp/train/fashion_mnist.h"
 #include "ddp/worker/checkpoint.h"
 #include "test_support.h"
+#include "numerics.h"
 #include "test_skip.h"
 
 using namespace ddp::test;
@@ -107,12 +108,21 @@ TEST_CASE("2-process training decreases the loss and evaluates all 10000 test sa
   CHECK_THAT(r.output, Catch::Contains("epoch 1/2 step 5/25 loss"));
 }
 
-TEST_CASE("2 processes x batch 32 end with the weights of 1 process x batch 64", "[train][e2e]") {
+// 30 Adam steps at lr 1e-4. At the default lr 1e-3, float32 training is
+// chaotic enough that two equal computations summed in another order part
+// ways: Adam moves every weight by about +-lr whatever its gradient's size,
+// so rounding noise in gradients near 0 becomes whole steps, and the weights
+// cross max-pool near-ties (see test_model.cpp). Measured after 30 steps at
+// lr 1e-3 (seeds 3, 4, 5): the stock layers 1.0e-5, 2.0e-2, 2.7e-2, the fast
+// path 1.5e-4, 4.0e-6, 3.8e-5; at lr 1e-4 every one is below 1.4e-7. The
+// lower lr keeps the test about what it checks: DDP's averaged gradients.
+TEST_CASE("2 processes x batch 32 end with the weights of 1 process x batch 64", "[train][e2e][numerics]") {
   if (!have_data()) {
     DDP_SKIP("dataset-fashion-mnist is not installed");
   }
+  if (auto why = forced_capability_unsupported()) DDP_SKIP(*why);
   TempDir tmp;
-  const std::vector<std::string> common = {"--epochs=1", "--max_steps=12", "--no_shuffle", "--seed=3"};
+  const std::vector<std::string> common = {"--epochs=1", "--max_steps=30", "--lr=1e-4", "--no_shuffle", "--seed=3"};
   auto two = common;
   two.insert(two.end(), {"--batch_size=32", "--checkpoint_dir=" + tmp.file("two"),
                          "--save_final=" + tmp.file("two.pt")});

@@ -1,12 +1,14 @@
 // DistributedDataParallel with real processes on Gloo: parity with a single
 // process on the combined batch, no_sync accumulation, overlap of bucket
-// allreduces with backward, unused parameters, mismatched models.
+// allreduces with backward, unused parameters (also across no_sync and on one
+// rank only), failures inside a backward, mismatched models, arming.
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
 
 #include <chrono>
 #include <csignal>
+#include <map>
 #include <sstream>
 
 #include "ddp/worker/checkpoint.h"
@@ -37,17 +39,17 @@ void check_parity(const std::string& variant) {
   auto single = run({helper_path(), "parity", "variant=single", steps, batch, "out=" + dir.file("single.pt")}, {}, 90);
   INFO(single.output);
   REQUIRE(single.exit_code == 0);
-  auto ranks = run_ranks(2, {"parity", "variant=" + variant, steps, batch, "out=" + dir.file("rank.pt")});
-  // Both ranks write the same file name in turn; compare each rank separately.
+  auto ranks = run_ranks(2, {"parity", "variant=" + variant, steps, batch, "out=" + dir.file("rank{rank}.pt")});
+  auto ref = ddp::worker::load_weights(dir.file("single.pt"));
+  // Each rank wrote its own file; compare each with the single process.
   for (int r = 0; r < 2; ++r) {
     INFO("rank " << r << ": " << ranks[r].output);
     REQUIRE(ranks[r].exit_code == 0);
+    auto got = ddp::worker::load_weights(dir.file("rank" + std::to_string(r) + ".pt"));
+    const double err = max_rel_error(got, ref);
+    INFO("max relative error " << err);
+    CHECK(err < 1e-5);
   }
-  auto ref = ddp::worker::load_weights(dir.file("single.pt"));
-  auto got = ddp::worker::load_weights(dir.file("rank.pt"));
-  const double err = max_rel_error(got, ref);
-  INFO("max relative error " << err);
-  CHECK(err < 1e-5);
   // Not trivially equal: training moved the weights.
   CHECK_FALSE(torch::equal(ref["fc1.weight"], torch::zeros_like(ref["fc1.weight"])));
 }
@@ -168,4 +170,77 @@ TEST_CASE("ddp: when a rank dies mid-training the other fails with a message, we
   CHECK(took < 30);
   // The collective in flight (a bucket allreduce or the buffer broadcast) names itself.
   CHECK_THAT(procs[0]->output(), Catch::Contains("failed (a peer may have exited or timed out)"));
+}
+
+// The failure tests bound each run well below the collective timeout: a rank
+// left waiting for a peer that went on would only fail after DDP_TIMEOUT_S.
+namespace {
+constexpr double kFailFastS = 40;
+const std::map<std::string, std::string> kTimeout60{{"DDP_TIMEOUT_S", "60"}};
+}  // namespace
+
+TEST_CASE("ddp: find_unused_parameters counts use under no_sync: gradients are averaged, ranks do not drift") {
+  for (std::string last_b : {"none", "rank1"}) {
+    INFO("b used in the synced micro-batch by: " << last_b);
+    auto ranks = run_ranks(2, {"nosync-unused", "last_b=" + last_b});
+    for (auto& r : ranks) {
+      INFO(r.output);
+      CHECK(r.exit_code == 0);
+      CHECK_THAT(r.output, Catch::Contains("nosync unused ok"));
+    }
+  }
+}
+
+TEST_CASE("ddp: ranks that freeze different parameters are an error on every rank") {
+  auto ranks = run_ranks(2, {"frozen-mismatch"}, kTimeout60, kFailFastS);
+  for (auto& r : ranks) {
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Catch::Contains("require grad differ across ranks") && Catch::Contains("requires_grad=false"));
+  }
+  CHECK_THAT(ranks[1].output, Catch::Contains("fc1.weight"));  // rank 1 names what it froze
+}
+
+TEST_CASE("ddp: a parameter unused on one rank fails every rank at once, naming it, and the ranks stay in step") {
+  auto ranks = run_ranks(2, {"unused-one-rank"}, kTimeout60, kFailFastS);
+  for (auto& r : ranks) {
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);  // -1: timed out, a rank was left waiting
+    CHECK_THAT(r.output, Catch::Contains("caught: ") && Catch::Contains("'unused.weight'") &&
+                             Catch::Contains("find_unused_parameters"));
+    CHECK_THAT(r.output, Catch::Contains("recovered"));
+  }
+  CHECK_THAT(ranks[0].output, Catch::Contains("received no gradient in this backward pass on this rank"));
+  CHECK_THAT(ranks[1].output, Catch::Contains("received no gradient in this backward pass on rank 0"));
+}
+
+TEST_CASE("ddp: a throw inside a DDP hook on one rank fails its peer at once, and the ranks stay in step") {
+  auto ranks = run_ranks(2, {"hook-throw"}, kTimeout60, kFailFastS);
+  for (auto& r : ranks) {
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("caught: ") && Catch::Contains("in step"));
+  }
+  CHECK_THAT(ranks[0].output, Catch::Contains("'emb.weight' has a sparse gradient"));
+  CHECK_THAT(ranks[1].output, Catch::Contains("the backward pass failed on rank 0"));
+}
+
+TEST_CASE("ddp: a backward that throws after DDP hooks fired fails the peer at the next forward, and the ranks stay in step") {
+  auto ranks = run_ranks(2, {"backward-throws"}, kTimeout60, kFailFastS);
+  for (auto& r : ranks) {
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("caught: ") && Catch::Contains("recovered"));
+  }
+  CHECK_THAT(ranks[0].output, Catch::Contains("deliberate failure in backward"));
+  CHECK_THAT(ranks[1].output, Catch::Contains("the backward pass failed on rank 0"));
+}
+
+TEST_CASE("ddp: only a backward after a forward through DDP is reduced") {
+  auto ranks = run_ranks(2, {"unarmed"}, kTimeout60, kFailFastS);
+  for (auto& r : ranks) {
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("unarmed ok"));
+  }
 }

@@ -5,13 +5,15 @@
 //
 //   ddp-worker-test-helper <mode> [key=value ...]
 // modes: init, collectives, parity, overlap, unused, mismatch, interop,
-//        throw, ckpt-loop, train-forever
+//        throw, ckpt-loop, train-forever, nosync-unused, frozen-mismatch,
+//        unused-one-rank, hook-throw, backward-throws, unarmed
 
 #include <torch/torch.h>
 
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -113,7 +115,10 @@ int parity(int argc, char** argv) {
     }
     opt.step();
   }
-  save_weights_for_python(out, *net);
+  // Each rank writes its own file ("{rank}" in out), so the test compares both.
+  std::string path = out;
+  if (auto at = path.find("{rank}"); at != std::string::npos) path.replace(at, 6, std::to_string(pg->rank()));
+  save_weights_for_python(path, *net);
   return 0;
 }
 
@@ -212,6 +217,222 @@ int train_forever(int argc, char** argv) {
   }
 }
 
+// ---- failures inside a backward, usage across no_sync, arming ------------------
+
+// x with rank-dependent values, so an average differs from every local value.
+torch::Tensor rank_input(const ProcessGroup& pg, int64_t rows, int64_t cols) {
+  return torch::ones({rows, cols}) * static_cast<double>(pg.rank() + 1);
+}
+
+// Copies the module's gradients, averaged over the ranks (what DDP must give).
+std::map<std::string, torch::Tensor> averaged_grads(ProcessGroup& pg, torch::nn::Module& m) {
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& item : m.named_parameters()) {
+    auto g = item.value().grad().defined() ? item.value().grad().clone() : torch::zeros_like(item.value());
+    pg.allreduce(g, ReduceOp::Mean);
+    out[item.key()] = g;
+  }
+  return out;
+}
+
+struct TwoHeads : torch::nn::Module {
+  TwoHeads() {
+    a = register_module("a", torch::nn::Linear(4, 3));
+    b = register_module("b", torch::nn::Linear(4, 3));
+  }
+  torch::nn::Linear a{nullptr}, b{nullptr};
+};
+
+// find_unused_parameters with no_sync: micro-batch 1 (under no_sync) uses a
+// and b, micro-batch 2 uses a, and b only on rank 1 with last_b=rank1. The
+// gradients must be the average of each rank's sum over both micro-batches.
+int nosync_unused(int argc, char** argv) {
+  auto kv = parse_kv(argc, argv);
+  auto pg = init_process_group({}, argc, argv);
+  torch::manual_seed(3 + pg->rank());
+  auto net = std::make_shared<TwoHeads>();
+  DDPOptions o;
+  o.find_unused_parameters = true;
+  DistributedDataParallel ddp(net, pg, o);
+  auto ref = std::make_shared<TwoHeads>();  // the same weights, trained without DDP
+  {
+    torch::NoGradGuard ng;
+    auto src = net->parameters(), dst = ref->parameters();
+    for (size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
+  }
+  const bool b_last = arg(kv, "last_b", "none") == "rank1" && pg->rank() == 1;
+  torch::manual_seed(10 + pg->rank());
+  auto x1 = torch::randn({2, 4}), x2 = torch::randn({2, 4});
+  auto loss1 = [&](TwoHeads& m) { return m.a(x1).sum() + m.b(x1).pow(2).sum(); };
+  auto loss2 = [&](TwoHeads& m) {
+    auto l = m.a(x2).sum();
+    return b_last ? l + m.b(x2).pow(2).sum() : l;
+  };
+  {
+    auto guard = ddp.no_sync();
+    ddp.prepare_forward();
+    loss1(*net).backward();
+  }
+  ddp.prepare_forward();
+  loss2(*net).backward();
+  loss1(*ref).backward();
+  loss2(*ref).backward();
+  auto want = averaged_grads(*pg, *ref);
+  for (const auto& item : net->named_parameters()) {
+    check(item.value().grad().defined(), item.key() + " has a gradient");
+    check(torch::allclose(item.value().grad(), want[item.key()]), item.key() + ": gradient is the average over ranks");
+  }
+  std::cout << "nosync unused ok" << std::endl;
+  return 0;
+}
+
+// Rank 1 freezes fc1: the buckets would differ, so construction must fail.
+int frozen_mismatch(int argc, char** argv) {
+  auto pg = init_process_group({}, argc, argv);
+  auto net = std::make_shared<ParityNet>();
+  if (pg->rank() == 1)
+    for (auto& p : net->fc1->parameters()) p.set_requires_grad(false);
+  DDP<ParityNet> ddp(net, pg);
+  torch::mse_loss(ddp.forward(torch::randn({4, 8})), torch::randn({4, 1})).backward();
+  std::cout << "no error" << std::endl;
+  return 0;
+}
+
+// Step 1: rank 0 leaves `unused` out of its loss; every rank must get an
+// error (rank 0 naming the parameters), and catching it must leave the ranks
+// in step: step 2 uses every parameter and is reduced correctly.
+int unused_one_rank(int argc, char** argv) {
+  auto pg = init_process_group({}, argc, argv);
+  auto net = std::make_shared<WithUnused>();
+  DistributedDataParallel ddp(net, pg);
+  auto x = rank_input(*pg, 2, 4);
+  try {
+    ddp.prepare_forward();
+    auto loss = net->used(x).sum();
+    if (pg->rank() != 0) loss = loss + net->unused(x).sum();
+    loss.backward();
+    std::cout << "no error" << std::endl;
+  } catch (const std::exception& e) {
+    std::cout << "caught: " << e.what() << std::endl;
+  }
+  net->zero_grad();
+  ddp.prepare_forward();
+  (net->used(x).sum() + net->unused(x).sum()).backward();
+  std::ostringstream got;
+  got << net->used->weight.grad();
+  check(torch::allclose(net->used->weight.grad(), torch::full({4, 4}, 3.0)), "step 2 gradient is averaged: " + got.str());
+  std::cout << "recovered" << std::endl;
+  return 0;
+}
+
+struct EmbedNet : torch::nn::Module {
+  explicit EmbedNet(bool sparse) {
+    emb = register_module("emb", torch::nn::Embedding(torch::nn::EmbeddingOptions(10, 4).sparse(sparse)));
+    fc = register_module("fc", torch::nn::Linear(4, 1));
+  }
+  torch::nn::Embedding emb{nullptr};
+  torch::nn::Linear fc{nullptr};
+};
+
+// Rank 0's embedding has sparse gradients, which the DDP hook refuses (it
+// throws inside the backward). Both ranks catch the error, then check with
+// one allreduce that they are still in step.
+int hook_throw(int argc, char** argv) {
+  auto pg = init_process_group({}, argc, argv);
+  auto net = std::make_shared<EmbedNet>(pg->rank() == 0);
+  DistributedDataParallel ddp(net, pg);
+  try {
+    ddp.prepare_forward();
+    net->fc(net->emb(torch::tensor({1, 2, 3}, torch::kLong))).sum().backward();
+    std::cout << "no error" << std::endl;
+  } catch (const std::exception& e) {
+    std::cout << "caught: " << e.what() << std::endl;
+  }
+  auto t = torch::full({7}, 1.0);
+  pg->allreduce(t);
+  check(torch::allclose(t, torch::full({7}, static_cast<double>(pg->world_size()))), "allreduce after the error");
+  std::cout << "in step" << std::endl;
+  return 0;
+}
+
+// Identity whose backward throws when asked to: a failure in a node that
+// runs after some DDP hooks fired.
+struct ThrowInBackward : torch::autograd::Function<ThrowInBackward> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, bool fail) {
+    ctx->saved_data["fail"] = fail;
+    return x.clone();
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list g) {
+    if (ctx->saved_data["fail"].toBool()) throw std::runtime_error("deliberate failure in backward");
+    return {g[0], torch::Tensor()};
+  }
+};
+
+struct TwoLayers : torch::nn::Module {
+  TwoLayers() {
+    l1 = register_module("l1", torch::nn::Linear(4, 4));
+    l2 = register_module("l2", torch::nn::Linear(4, 1));
+  }
+  torch::Tensor forward(torch::Tensor x, bool fail) { return l2(ThrowInBackward::apply(l1(x), fail)); }
+  torch::nn::Linear l1{nullptr}, l2{nullptr};
+};
+
+// Step 1: rank 0's backward throws after l2's hooks fired; both ranks must
+// get an error, and step 2 must be reduced correctly.
+int backward_throws(int argc, char** argv) {
+  auto pg = init_process_group({}, argc, argv);
+  auto net = std::make_shared<TwoLayers>();
+  DistributedDataParallel ddp(net, pg);
+  auto x = rank_input(*pg, 2, 4);
+  try {
+    ddp.prepare_forward();
+    net->forward(x, pg->rank() == 0).sum().backward();
+    std::cout << "no error" << std::endl;
+  } catch (const std::exception& e) {
+    std::cout << "caught: " << e.what() << std::endl;
+  }
+  net->zero_grad();
+  ddp.prepare_forward();
+  net->forward(x, false).sum().backward();
+  // d/d l2.weight of sum(l2(h)) = sum over the batch of h; the mean over ranks
+  // must be what every rank holds.
+  auto want = net->l2->weight.grad().clone();
+  pg->allreduce(want, ReduceOp::Max);
+  check(torch::allclose(net->l2->weight.grad(), want), "step 2 gradients agree across ranks");
+  std::cout << "recovered" << std::endl;
+  return 0;
+}
+
+// Only a backward after a forward through DDP is reduced (Python's rule).
+int unarmed(int argc, char** argv) {
+  auto pg = init_process_group({}, argc, argv);
+  auto net = std::make_shared<torch::nn::LinearImpl>(4, 1);
+  DistributedDataParallel ddp(net, pg);
+  auto x = rank_input(*pg, 2, 4);
+  const auto local = torch::full({1, 4}, 2.0 * (pg->rank() + 1));  // sum over the batch of x
+  const auto mean = torch::full({1, 4}, 3.0);                       // over 2 ranks
+  net->forward(x).sum().backward();
+  check(torch::allclose(net->weight.grad(), local), "a backward without a DDP forward stays local");
+  net->zero_grad();
+  ddp.prepare_forward();
+  net->forward(x).sum().backward();
+  check(torch::allclose(net->weight.grad(), mean), "a backward after a DDP forward is averaged");
+  net->zero_grad();
+  net->forward(x).sum().backward();
+  check(torch::allclose(net->weight.grad(), local), "one DDP forward arms one backward");
+  {
+    torch::NoGradGuard ng;
+    ddp.prepare_forward();
+    net->forward(x);
+  }
+  net->zero_grad();
+  net->forward(x).sum().backward();
+  check(torch::allclose(net->weight.grad(), local), "a forward without grad arms nothing");
+  std::cout << "unarmed ok" << std::endl;
+  return 0;
+}
+
 // ---- misc ----------------------------------------------------------------------
 
 int init(int argc, char** argv) {
@@ -302,6 +523,12 @@ int main(int argc, char** argv) {
     if (mode == "throw") return throw_mode(argc, argv);
     if (mode == "ckpt-loop") return ckpt_loop(argc, argv);
     if (mode == "train-forever") return train_forever(argc, argv);
+    if (mode == "nosync-unused") return nosync_unused(argc, argv);
+    if (mode == "frozen-mismatch") return frozen_mismatch(argc, argv);
+    if (mode == "unused-one-rank") return unused_one_rank(argc, argv);
+    if (mode == "hook-throw") return hook_throw(argc, argv);
+    if (mode == "backward-throws") return backward_throws(argc, argv);
+    if (mode == "unarmed") return unarmed(argc, argv);
     throw std::invalid_argument("unknown mode '" + mode + "'");
   });
 }

@@ -1,19 +1,26 @@
 #pragma once
 // DistributedDataParallel: data-parallel training of any torch::nn::Module,
 // the C++ counterpart of torch.nn.parallel.DistributedDataParallel.
-// It owns the gradient buckets and the hooks it registers on the parameters'
-// gradient accumulators; the module stays the caller's. At construction it
-// checks that parameter shapes agree across ranks and broadcasts parameters
-// and buffers from rank 0. During backward each gradient is copied (divided
-// by the world size) into its bucket as soon as autograd has accumulated it;
-// a full bucket starts its async allreduce while backward continues. At the end of
-// backward (an autograd engine callback) all work is waited and the averaged
-// gradients are written back into .grad, so `loss.backward(); opt.step();`
-// needs nothing in between. It never touches the optimizer and never reads
-// the environment.
+// It owns a Reducer (reducer.h: the gradient buckets and the hooks on the
+// parameters' gradient accumulators); the module stays the caller's. At
+// construction it checks that the parameters (shapes, dtypes, which require
+// grad) agree across ranks, broadcasts parameters and buffers from rank 0 and
+// assigns the buckets (bucket_assignment.h). A backward that follows a
+// forward through DDP (forward() or prepare_forward()) is reduced: each
+// gradient is copied (divided by the world size) into its bucket as soon as
+// autograd has accumulated it, a full bucket starts its async allreduce while
+// backward continues, and at the end of backward the averaged gradients are
+// written back into .grad, so `loss.backward(); opt.step();` needs nothing in
+// between. A backward through the bare module() is not reduced. It never
+// touches the optimizer and never reads the environment.
+//
+// Errors in a backward (a parameter without a gradient, a failure inside a
+// hook on any rank) are thrown out of backward() on every rank at the same
+// step, naming the parameters and ranks; see reducer.h.
 
 #include <ATen/core/Tensor.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <functional>
@@ -30,6 +37,8 @@ class Module;
 
 namespace ddp::worker {
 
+class Reducer;
+
 struct DDPOptions {
   // Broadcast buffers (e.g. BatchNorm running stats) from rank 0 in
   // prepare_forward()/forward().
@@ -38,9 +47,11 @@ struct DDPOptions {
   // The first bucket (the last layers, whose gradients are ready first) is
   // small so that communication starts early.
   size_t first_bucket_mb = 1;
-  // Parameters that get no gradient in a backward are reduced as zeros (and
-  // left without .grad when no rank used them). Without it such parameters
-  // make backward throw a message naming them.
+  // Parameters that get no gradient in a synced backward contribute their
+  // .grad as it is (what no_sync micro-batches accumulated) or zeros, and
+  // keep .grad untouched when no rank used them since the last synced
+  // backward. Without it such parameters make backward throw on every rank,
+  // naming them and the ranks that missed them.
   bool find_unused_parameters = false;
   // Record DDPEvents (hook firing, bucket launch, end of backward); tests and
   // benchmarks use them to observe overlap.
@@ -56,7 +67,7 @@ struct DDPEvent {
 
 // Size of the buckets as built (for tests, logs and the benchmark).
 struct BucketInfo {
-  std::vector<size_t> parameter_indices;  // into DistributedDataParallel::parameters()
+  std::vector<size_t> parameter_indices;  // into DistributedDataParallel::parameters(), fill order
   size_t numel = 0;
   size_t bytes = 0;
 };
@@ -78,8 +89,10 @@ class DistributedDataParallel {
   // The module's parameters (what to give the optimizer).
   std::vector<at::Tensor> parameters() const;
 
-  // Call before each forward: broadcasts buffers from rank 0 when
-  // options.broadcast_buffers, and checks the previous backward finished.
+  // Call before each forward (forward() does): finishes a backward that threw
+  // half-way (releasing the peers), broadcasts buffers from rank 0 when
+  // options.broadcast_buffers, and, when grad mode is on, arms the next
+  // backward: reduced, or under no_sync() only recorded.
   void prepare_forward();
   // prepare_forward() then module_as<M>()->forward(args...).
   template <class M, class... Args>
@@ -88,9 +101,10 @@ class DistributedDataParallel {
     return module_as<M>()->forward(std::forward<Args>(args)...);
   }
 
-  // While the guard lives, backward passes only accumulate .grad locally; the
-  // next backward outside a guard reduces the accumulated sum. The decision
-  // is taken when backward runs (the hooks fire), not at forward.
+  // Forwards taken while the guard lives arm their backward to only
+  // accumulate .grad locally; the next backward after a forward outside a
+  // guard reduces the accumulated sum. As in Python the decision is taken at
+  // forward, not when backward runs.
   class NoSyncGuard {
    public:
     explicit NoSyncGuard(DistributedDataParallel& ddp);
@@ -111,12 +125,13 @@ class DistributedDataParallel {
   void clear_events();
   ProcessGroup& process_group() const { return *pg_; }
 
-  struct State;  // shared with the autograd hooks
-
  private:
   std::shared_ptr<torch::nn::Module> module_;
   std::shared_ptr<ProcessGroup> pg_;
-  std::shared_ptr<State> state_;
+  DDPOptions options_;
+  std::vector<at::Tensor> buffers_;
+  std::atomic<bool> require_sync_{true};
+  std::shared_ptr<Reducer> reducer_;
 };
 
 // Typed convenience: DDP<Net> ddp(net, pg); ddp.forward(x); ddp.module()->fc1.

@@ -1,0 +1,137 @@
+#pragma once
+// Reducer: the gradient synchronisation of one DistributedDataParallel. It
+// owns the flat gradient buckets, the map of parameters used since the last
+// synced backward, and the post-hooks it registers on the parameters'
+// gradient accumulators (each hook holds a weak_ptr, so a destroyed Reducer
+// leaves no-op hooks behind). DistributedDataParallel creates it once and
+// arms it before each forward; it never touches the optimizer, the module's
+// buffers or the environment.
+//
+// Arming (prepare_forward, like Python's prepare_for_backward): only a
+// backward after a forward through DDP with grad mode on does anything. Armed
+// for sync, it is reduced; armed under no_sync, it only records which
+// parameters got a gradient (the usage map lives until the next synced
+// backward, so a parameter used in any micro-batch counts as used). A
+// backward through the bare module is purely local.
+//
+// One synced backward, the same steps on every rank so that collectives are
+// always issued in the same order:
+//   1. Each hook copies grad / world_size into its bucket slice; a complete
+//      bucket starts its async allreduce while backward continues, buckets
+//      strictly in index order.
+//   2. At the end of backward (an engine callback), or at once when a hook
+//      throws, every bucket not launched yet is filled (a parameter without
+//      a fresh gradient contributes its .grad, or zeros) and launched, then
+//      a small status tensor is allreduced: per parameter how many ranks
+//      missed its gradient (or, with find_unused_parameters, used it), per
+//      rank whether it failed and how many parameters it missed.
+//   3. Every rank waits for all of it and takes the same decision from the
+//      status: write the averages into .grad, or throw on every rank naming
+//      the parameters and the ranks. A rank that skips a parameter or fails
+//      inside a hook therefore costs its peers only the time until it ends
+//      its backward (never the collective timeout), and ranks that catch the
+//      exception are still in step for the next iteration.
+// A backward that throws elsewhere after the hooks started never reaches
+// step 2; the next prepare_forward() finishes it as failed, releasing the
+// peers (who then throw) before any new collective is issued.
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ddp/worker/bucket_assignment.h"
+#include "ddp/worker/ddp.h"
+#include "ddp/worker/process_group.h"
+
+namespace torch::autograd {
+struct Node;
+}
+
+namespace ddp::worker {
+
+struct ReducerOptions {
+  bool find_unused_parameters = false;
+  bool record_events = false;
+};
+
+class Reducer : public std::enable_shared_from_this<Reducer> {
+ public:
+  // params / names: every parameter of the module, in parameters() order;
+  // buckets: compute_bucket_assignment over them (indices into params).
+  // Registers the hooks on the parameters that appear in a bucket.
+  static std::shared_ptr<Reducer> create(std::shared_ptr<ProcessGroup> pg, std::vector<at::Tensor> params,
+                                         std::vector<std::string> names, const std::vector<AssignedBucket>& buckets,
+                                         ReducerOptions options);
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  // Before each forward: finishes a backward abandoned half-way (see above),
+  // then, when grad mode is on, arms the next backward to be reduced (sync)
+  // or only recorded (!sync, no_sync).
+  void prepare_forward(bool sync);
+
+  const std::vector<BucketInfo>& bucket_info() const { return info_; }
+  std::vector<DDPEvent> events() const;
+  void clear_events();
+
+  // Called by the hook of parameter k, after autograd accumulated its .grad.
+  void on_grad_ready(size_t k);
+
+ private:
+  struct Bucket {
+    std::vector<size_t> params;   // indices into params_
+    std::vector<int64_t> offset;  // element offset of each in `flat`
+    at::Tensor flat;
+    size_t pending = 0;  // gradients not yet copied in this backward
+    bool launched = false;
+    AsyncWork work;
+  };
+  enum class Mode { Off, Accumulate, Sync };
+  static constexpr size_t kNoBucket = static_cast<size_t>(-1);
+
+  Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<at::Tensor> params, std::vector<std::string> names,
+          const std::vector<AssignedBucket>& buckets, ReducerOptions options);
+  void install_hooks();
+
+  // The only places that move data between .grad and the buckets.
+  at::Tensor bucket_view(size_t k);
+  void copy_grad_in(size_t k);
+  void copy_result_out(size_t k);
+
+  void record(DDPEvent::Kind kind, size_t index);
+  void start_backward();
+  void mark_ready(size_t k);
+  void launch_ready_buckets();
+  void finalize();
+  // Steps 2 and 3 of the protocol; failed_here: this rank gives up on this
+  // backward (a hook threw, or it was abandoned). Throws on every rank when
+  // the step cannot be reduced. Leaves the Reducer disarmed.
+  void finish(bool failed_here, std::string local_error);
+  void decide(bool failed_here, std::string local_error);  // finish() less the disarm
+  void disarm();
+  void abandon(const std::string& why) noexcept;
+  std::string error_prefix() const;
+
+  std::shared_ptr<ProcessGroup> pg_;
+  ReducerOptions opt_;
+  std::vector<at::Tensor> params_;
+  std::vector<std::string> names_;
+  std::vector<size_t> bucket_of_;  // kNoBucket: frozen (requires_grad false)
+  std::vector<size_t> pos_in_bucket_;
+  std::vector<Bucket> buckets_;
+  std::vector<BucketInfo> info_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // keep the hooks alive
+
+  mutable std::mutex mu_;
+  Mode mode_ = Mode::Off;
+  bool in_backward_ = false;
+  size_t next_bucket_ = 0;  // first bucket not launched yet
+  std::vector<char> ready_;  // gradient copied in during this backward
+  std::vector<char> used_;   // got a defined gradient since the last synced backward
+  std::vector<DDPEvent> events_;
+};
+
+}  // namespace ddp::worker

@@ -1,0 +1,344 @@
+// Reducer: hooks, buckets and the end-of-backward protocol (see reducer.h).
+
+#include "ddp/worker/reducer.h"
+
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+
+namespace ddp::worker {
+
+namespace {
+
+struct GradReadyHook : torch::autograd::FunctionPostHook {
+  GradReadyHook(std::weak_ptr<Reducer> r, size_t k) : reducer(std::move(r)), index(k) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list& /*inputs*/) override {
+    if (auto r = reducer.lock()) r->on_grad_ready(index);
+    return outputs;
+  }
+  std::weak_ptr<Reducer> reducer;
+  size_t index;
+};
+
+std::string quoted_list(const std::vector<std::string>& items, size_t max_items) {
+  std::ostringstream o;
+  for (size_t i = 0; i < items.size() && i < max_items; ++i) o << (i ? ", " : "") << "'" << items[i] << "'";
+  if (items.size() > max_items) o << ", ... (" << items.size() << " in all)";
+  return o.str();
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::ostringstream o;
+  o << (ranks.size() == 1 ? "rank " : "ranks ");
+  for (size_t i = 0; i < ranks.size() && i < 16; ++i) o << (i ? ", " : "") << ranks[i];
+  if (ranks.size() > 16) o << ", ...";
+  return o.str();
+}
+
+}  // namespace
+
+std::shared_ptr<Reducer> Reducer::create(std::shared_ptr<ProcessGroup> pg, std::vector<at::Tensor> params,
+                                         std::vector<std::string> names, const std::vector<AssignedBucket>& buckets,
+                                         ReducerOptions options) {
+  std::shared_ptr<Reducer> r(new Reducer(std::move(pg), std::move(params), std::move(names), buckets, options));
+  r->install_hooks();  // needs shared_from_this
+  return r;
+}
+
+Reducer::Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<at::Tensor> params, std::vector<std::string> names,
+                 const std::vector<AssignedBucket>& buckets, ReducerOptions options)
+    : pg_(std::move(pg)), opt_(options), params_(std::move(params)), names_(std::move(names)) {
+  bucket_of_.assign(params_.size(), kNoBucket);
+  pos_in_bucket_.assign(params_.size(), 0);
+  for (size_t bi = 0; bi < buckets.size(); ++bi) {
+    Bucket b;
+    int64_t n = 0;
+    for (size_t pos = 0; pos < buckets[bi].params.size(); ++pos) {
+      const size_t k = buckets[bi].params.at(pos);
+      b.params.push_back(k);
+      b.offset.push_back(n);
+      n += params_.at(k).numel();
+      bucket_of_[k] = bi;
+      pos_in_bucket_[k] = pos;
+    }
+    b.flat = at::zeros({n}, params_.at(b.params.front()).options().requires_grad(false));
+    buckets_.push_back(std::move(b));
+    info_.push_back({buckets[bi].params, static_cast<size_t>(n), buckets[bi].bytes});
+  }
+  ready_.assign(params_.size(), 0);
+  used_.assign(params_.size(), 0);
+}
+
+void Reducer::install_hooks() {
+  for (size_t k = 0; k < params_.size(); ++k) {
+    if (bucket_of_[k] == kNoBucket) continue;
+    auto acc = torch::autograd::impl::grad_accumulator(params_[k]);
+    acc->add_post_hook(std::make_unique<GradReadyHook>(weak_from_this(), k));
+    accumulators_.push_back(std::move(acc));
+  }
+}
+
+std::string Reducer::error_prefix() const {
+  return "rank " + std::to_string(pg_->rank()) + ": DistributedDataParallel: ";
+}
+
+void Reducer::record(DDPEvent::Kind kind, size_t index) {
+  if (opt_.record_events) events_.push_back({kind, index, std::chrono::steady_clock::now()});
+}
+
+std::vector<DDPEvent> Reducer::events() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return events_;
+}
+
+void Reducer::clear_events() {
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.clear();
+}
+
+// ---- data movement -----------------------------------------------------------
+
+at::Tensor Reducer::bucket_view(size_t k) {
+  auto& b = buckets_[bucket_of_[k]];
+  return b.flat.narrow(0, b.offset[pos_in_bucket_[k]], params_[k].numel());
+}
+
+void Reducer::copy_grad_in(size_t k) {
+  at::Tensor slice = bucket_view(k);
+  const at::Tensor& grad = params_[k].grad();
+  if (!grad.defined()) {
+    slice.zero_();
+    return;
+  }
+  if (grad.is_sparse())
+    throw std::runtime_error(error_prefix() + "parameter '" + names_[k] +
+                             "' has a sparse gradient, which is not supported (construct its module without "
+                             "sparse gradients, e.g. Embedding without sparse(true))");
+  slice.copy_(grad.reshape(-1));
+  slice.div_(pg_->world_size());
+}
+
+void Reducer::copy_result_out(size_t k) {
+  at::Tensor avg = bucket_view(k).view(params_[k].sizes());
+  at::Tensor& g = params_[k].mutable_grad();
+  if (g.defined()) g.copy_(avg);
+  else g = avg.clone();
+}
+
+// ---- one backward --------------------------------------------------------------
+
+void Reducer::prepare_forward(bool sync) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (in_backward_) abandon("the previous backward pass failed on this rank after gradients started to arrive");
+  if (!at::GradMode::is_enabled()) return;  // no backward will follow this forward
+  mode_ = sync ? Mode::Sync : Mode::Accumulate;
+}
+
+void Reducer::on_grad_ready(size_t k) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (mode_ == Mode::Off) return;
+  // Like Python, only a defined gradient counts as use (hooks can fire with
+  // none when an output took no part in the loss).
+  if (params_[k].grad().defined()) used_[k] = 1;
+  if (mode_ == Mode::Accumulate) return;  // no_sync: .grad accumulates locally
+  record(DDPEvent::Kind::GradReady, k);
+  if (!in_backward_) start_backward();
+  if (ready_[k]) return;  // fired twice in one pass
+  try {
+    at::NoGradGuard no_grad;
+    copy_grad_in(k);
+    mark_ready(k);
+  } catch (const std::exception& e) {
+    // This exception ends the backward pass here; finish the protocol as a
+    // failed rank first, so the peers are released and stay in step.
+    abandon(e.what());
+    throw;
+  }
+}
+
+void Reducer::start_backward() {
+  in_backward_ = true;
+  next_bucket_ = 0;
+  std::fill(ready_.begin(), ready_.end(), 0);
+  for (auto& b : buckets_) {
+    b.pending = b.params.size();
+    b.launched = false;
+    b.work = AsyncWork();
+  }
+  // Runs once at the end of this backward pass, on the engine's thread (not
+  // at all when the pass throws: then prepare_forward or a hook finishes it).
+  std::weak_ptr<Reducer> weak = weak_from_this();
+  torch::autograd::Engine::get_default_engine().queue_callback([weak] {
+    if (auto r = weak.lock()) r->finalize();
+  });
+}
+
+void Reducer::mark_ready(size_t k) {
+  ready_[k] = 1;
+  --buckets_[bucket_of_[k]].pending;
+  launch_ready_buckets();
+}
+
+void Reducer::launch_ready_buckets() {
+  while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
+    auto& b = buckets_[next_bucket_];
+    b.work = pg_->allreduce_async(b.flat);
+    b.launched = true;
+    record(DDPEvent::Kind::BucketLaunched, next_bucket_);
+    ++next_bucket_;
+  }
+}
+
+void Reducer::finalize() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!in_backward_) return;
+  finish(false, "");
+}
+
+void Reducer::abandon(const std::string& why) noexcept {
+  try {
+    finish(true, why);
+  } catch (...) {
+    // This rank already reports its own error (or the peers' one follows).
+  }
+}
+
+void Reducer::finish(bool failed_here, std::string local_error) {
+  // Disarmed whatever the outcome: the next backward starts afresh. Not a
+  // scope guard: GCC 12.2 at -O3 drops the stores of a local guard's
+  // destructor on the exception path when it also clears a vector (dead-store
+  // elimination; reproduced in isolation), which left this rank "in backward"
+  // after an error.
+  try {
+    decide(failed_here, std::move(local_error));
+  } catch (...) {
+    disarm();
+    throw;
+  }
+  disarm();
+}
+
+void Reducer::disarm() {
+  in_backward_ = false;
+  mode_ = Mode::Off;
+  std::fill(used_.begin(), used_.end(), 0);
+}
+
+void Reducer::decide(bool failed_here, std::string local_error) {
+  at::NoGradGuard no_grad;
+  const int world = pg_->world_size(), rank = pg_->rank();
+  const size_t P = params_.size();
+
+  // 2a. Complete every bucket. A parameter without a gradient in this pass
+  // contributes its .grad (the micro-batches it took part in under no_sync,
+  // as in Python), or zeros.
+  std::vector<char> missing(P, 0);
+  int64_t missing_count = 0;
+  for (size_t k = 0; k < P; ++k) {
+    if (bucket_of_[k] == kNoBucket || ready_[k]) continue;
+    missing[k] = 1;
+    ++missing_count;
+    try {
+      if (failed_here) bucket_view(k).zero_();
+      else copy_grad_in(k);
+    } catch (const std::exception& e) {
+      bucket_view(k).zero_();
+      failed_here = true;
+      if (local_error.empty()) local_error = e.what();
+    }
+    ready_[k] = 1;
+    --buckets_[bucket_of_[k]].pending;
+  }
+  std::string comm_error;
+  try {
+    launch_ready_buckets();
+  } catch (const std::exception& e) {
+    comm_error = e.what();  // this rank cannot complete the sequence; its peers see it fail
+  }
+
+  // 2b. The status every rank decides from (int64, summed over ranks):
+  // [0, P): ranks that missed parameter k (or used it, with find_unused);
+  // [P + r]: rank r failed; [P + W + r]: parameters rank r missed.
+  at::Tensor status;
+  AsyncWork status_work;
+  if (comm_error.empty()) {
+    std::vector<int64_t> st(P + 2 * static_cast<size_t>(world), 0);
+    for (size_t k = 0; k < P; ++k) st[k] = opt_.find_unused_parameters ? used_[k] : missing[k];
+    st[P + rank] = failed_here ? 1 : 0;
+    st[P + world + rank] = missing_count;
+    status = at::empty({static_cast<int64_t>(st.size())}, at::TensorOptions().dtype(at::kLong));
+    std::memcpy(status.data_ptr<int64_t>(), st.data(), st.size() * sizeof(int64_t));
+    status = status.to(pg_->device());
+    try {
+      status_work = pg_->allreduce_async(status);
+    } catch (const std::exception& e) {
+      comm_error = e.what();
+    }
+  }
+
+  // 3. Wait for everything issued, then decide.
+  auto wait = [&](AsyncWork& w) {
+    try {
+      w.wait();
+    } catch (const std::exception& e) {
+      if (comm_error.empty()) comm_error = e.what();
+    }
+  };
+  wait(status_work);
+  for (auto& b : buckets_)
+    if (b.launched) wait(b.work);
+  if (!comm_error.empty()) throw std::runtime_error(comm_error);
+  status = status.cpu();
+  const int64_t* s = status.data_ptr<int64_t>();
+
+  std::vector<int> failed_ranks, missing_ranks;
+  for (int r = 0; r < world; ++r) {
+    if (s[P + r] > 0) failed_ranks.push_back(r);
+    if (s[P + world + r] > 0) missing_ranks.push_back(r);
+  }
+  if (!failed_ranks.empty()) {
+    if (failed_here && !local_error.empty()) throw std::runtime_error(local_error);
+    throw std::runtime_error(error_prefix() + "the backward pass failed on " + rank_list(failed_ranks) +
+                             " (see that rank's error), so no gradient was reduced in this step and .grad holds "
+                             "this rank's local gradients. Every rank raises this error at the same step, so the "
+                             "ranks stay in step if they catch it.");
+  }
+  if (!missing_ranks.empty() && !opt_.find_unused_parameters) {
+    std::vector<std::string> names;
+    for (size_t k = 0; k < P; ++k)
+      if (s[k] > 0) names.push_back(names_[k]);
+    std::ostringstream m;
+    m << error_prefix();
+    if (missing_count > 0) {
+      m << missing_count << " parameter(s) received no gradient in this backward pass on this rank: ";
+      std::vector<std::string> mine;
+      for (size_t k = 0; k < P; ++k)
+        if (missing[k]) mine.push_back(names_[k]);
+      m << quoted_list(mine, 10) << " (missing on " << rank_list(missing_ranks) << ")";
+    } else {
+      m << "parameter(s) " << quoted_list(names, 10) << " received no gradient in this backward pass on "
+        << rank_list(missing_ranks);
+    }
+    m << ", so their buckets could not be reduced and no gradient was reduced in this step. Make every parameter "
+         "take part in the loss on every rank, set requires_grad=false on unused ones, or construct DDP with "
+         "DDPOptions::find_unused_parameters = true.";
+    throw std::runtime_error(m.str());
+  }
+  // A parameter no rank used keeps its .grad as it is (Python leaves it
+  // alone too, so optimizers skip a parameter without a gradient).
+  for (size_t k = 0; k < P; ++k) {
+    if (bucket_of_[k] == kNoBucket) continue;
+    if (opt_.find_unused_parameters && s[k] == 0) continue;
+    copy_result_out(k);
+  }
+  record(DDPEvent::Kind::BackwardFinished, 0);
+}
+
+}  // namespace ddp::worker
