@@ -93,6 +93,10 @@ case "$SCENARIO" in
       exit 1
     fi
     while [ ! -e "$OUT/failed.0" ]; do sleep 0.01; done
+    # File times advance in clock ticks (4 ms here): write only once a new
+    # file is stamped later than failed.0 (written after rank 0's error
+    # file), or both failures could carry the same time and neither be first.
+    until : > "$OUT/tick.1" && [ "$OUT/tick.1" -nt "$OUT/failed.0" ]; do sleep 0.001; done
     printf '{"message": "RuntimeError: allreduce: Connection reset by peer"}' > "$TORCHELASTIC_ERROR_FILE"
     exit 1 ;;
   term_linger)  # rank 1 exits 9 once rank 0 is ready; rank 0 logs each SIGTERM and exits 143 on $OUT/release
