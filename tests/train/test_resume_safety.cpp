@@ -152,6 +152,9 @@ TEST_CASE("without a launcher ddp-train trains as a single process", "[train][e2
 // batch's 100 MiB activation was mapped and faulted in anew.
 TEST_CASE("ddp-train's training steps reuse memory instead of faulting it in again", "[train][e2e][malloc]") {
   require_data();
+#ifdef __SANITIZE_ADDRESS__
+  DDP_SKIP("AddressSanitizer replaces malloc and faults in its own shadow memory");
+#endif
   if (!fs::exists("/usr/bin/time")) DDP_SKIP("GNU time (/usr/bin/time) is not installed");
   TempDir tmp;
   auto faults = [&](int steps) {

@@ -24,6 +24,11 @@ MallocTuning apply_malloc_tuning() {
     t.skipped_because = "malloc thresholds set by the environment";
     return t;
   }
+#ifdef __SANITIZE_ADDRESS__
+  // AddressSanitizer replaces malloc: mallopt does nothing there.
+  t.skipped_because = "AddressSanitizer replaces malloc";
+  return t;
+#endif
   // Setting either one also turns off glibc's dynamic threshold, so both
   // are always set together.
   if (mallopt(M_MMAP_THRESHOLD, static_cast<int>(kMmapThreshold)) == 1 &&
