@@ -86,6 +86,17 @@ int count_lines(const std::string& path) {
   return static_cast<int>(std::count(t.begin(), t.end(), '\n'));
 }
 
+// True once none of pids is alive (zombies count as gone), within timeout_s.
+bool all_gone_within(const std::vector<pid_t>& pids, double timeout_s) {
+  return wait_until(
+      [&] {
+        for (pid_t pid : pids)
+          if (pid_alive(pid)) return false;
+        return true;
+      },
+      timeout_s);
+}
+
 }  // namespace
 
 TEST_CASE("three workers get torchrun's environment") {
@@ -240,13 +251,7 @@ TEST_CASE("SIGKILL of the launcher leaves no worker alive") {
   for (pid_t pid : pids) REQUIRE(pid_alive(pid));
   p.signal(SIGKILL);
   REQUIRE(p.wait(10));
-  CHECK(wait_until(
-      [&] {
-        for (pid_t pid : pids)
-          if (pid_alive(pid)) return false;
-        return true;
-      },
-      10));
+  CHECK(all_gone_within(pids, 10));
 }
 
 TEST_CASE("shutdown_timeout escalates to SIGKILL for a worker that ignores SIGTERM") {
@@ -440,13 +445,7 @@ TEST_CASE("SIGKILL of the launcher: workers' children die too and the run direct
   for (pid_t pid : pids) REQUIRE(pid_alive(pid));
   p.signal(SIGKILL);
   REQUIRE(p.wait(10));
-  CHECK(wait_until(
-      [&] {
-        for (pid_t pid : pids)
-          if (pid_alive(pid)) return false;
-        return true;
-      },
-      10));
+  CHECK(all_gone_within(pids, 10));
   CHECK(wait_until([&] { return run_dirs_in(tmp.path()).empty(); }, 10));
 }
 
