@@ -247,7 +247,9 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
   state.learning_rate = o.learning_rate;
   state.world_size = world;
   state.batch_size = o.batch_size;
-  state.run_identity = format_identity(run_identity(o));
+  // Every checkpoint of this run records the options it runs with.
+  const std::string identity = format_identity(run_identity(o));
+  state.run_identity = identity;
 
   prepare_checkpoint_dir(o, pg);
   const std::string metrics_file = metrics_path(o.checkpoint_dir);
@@ -267,7 +269,7 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
       state.world_size = world;
       state.batch_size = o.batch_size;
       // Later checkpoints record the options this run continues with.
-      state.run_identity = format_identity(run_identity(o));
+      state.run_identity = identity;
       set_learning_rate(optimizer, state.learning_rate);
       scheduler.set_state(state.plateau);
       log << "resumed from " << path << " (epoch " << state.epochs_done << ", step "
