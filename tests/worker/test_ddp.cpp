@@ -9,6 +9,7 @@
 #include <chrono>
 #include <csignal>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "ddp/worker/checkpoint.h"
@@ -33,13 +34,15 @@ double max_rel_error(const torch::OrderedDict<std::string, at::Tensor>& a,
   return worst;
 }
 
-void check_parity(const std::string& variant) {
+void check_parity(const std::string& variant, const std::vector<std::string>& extra = {}) {
   TempDir dir;
   const std::string steps = "steps=6", batch = "batch=16";
   auto single = run({helper_path(), "parity", "variant=single", steps, batch, "out=" + dir.file("single.pt")}, {}, 90);
   INFO(single.output);
   REQUIRE(single.exit_code == 0);
-  auto ranks = run_ranks(2, {"parity", "variant=" + variant, steps, batch, "out=" + dir.file("rank{rank}.pt")});
+  std::vector<std::string> args{"parity", "variant=" + variant, steps, batch, "out=" + dir.file("rank{rank}.pt")};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto ranks = run_ranks(2, args);
   auto ref = ddp::worker::load_weights(dir.file("single.pt"));
   // Each rank wrote its own file; compare each with the single process.
   for (int r = 0; r < 2; ++r) {
@@ -60,6 +63,24 @@ TEST_CASE("ddp: 2 ranks with batch B match 1 process with batch 2B") { check_par
 
 TEST_CASE("ddp: no_sync accumulation over 2 micro-batches matches 1 process with batch 2B") {
   check_parity("nosync");
+}
+
+TEST_CASE("ddp: parity holds with private buckets and with gradients reset to none between steps") {
+  SECTION("private buckets (gradient_as_bucket_view off)") { check_parity("ddp", {"views=0"}); }
+  SECTION("private buckets under no_sync") { check_parity("nosync", {"views=0"}); }
+  SECTION("bucket views, gradients set to none each step") { check_parity("ddp", {"zero=none"}); }
+  SECTION("bucket views under no_sync, gradients set to none each step") { check_parity("nosync", {"zero=none"}); }
+}
+
+TEST_CASE("ddp: gradients live in the buckets, stay there across steps, zero_grad and set_to_none") {
+  for (const std::string views : {"1", "0"}) {
+    auto ranks = run_ranks(2, {"views", "views=" + views});
+    for (auto& r : ranks) {
+      INFO("views=" << views << ": " << r.output);
+      CHECK(r.exit_code == 0);
+      CHECK_THAT(r.output, Catch::Contains("views ok"));
+    }
+  }
 }
 
 TEST_CASE("ddp: ranks end with identical weights (buffers broadcast from rank 0)") {
@@ -91,7 +112,8 @@ TEST_CASE("ddp: an early bucket's allreduce starts before backward finishes") {
   }
   std::istringstream in(read_file(dir.file("events.txt")));
   std::string kind;
-  size_t buckets = 0, pos = 0, first_launch = 0, last_grad = 0, finished = 0, launches = 0;
+  size_t buckets = 0, pos = 0, first_launch = 0, last_grad = 0, finished = 0, launches = 0, computed = 0;
+  std::set<size_t> reduced;
   bool launched = false;
   while (in >> kind) {
     size_t idx = 0, n = 0;
@@ -110,6 +132,11 @@ TEST_CASE("ddp: an early bucket's allreduce starts before backward finishes") {
       ++launches;
       if (!launched) first_launch = pos;
       launched = true;
+    } else if (kind == "R") {
+      in >> idx;
+      reduced.insert(idx);
+    } else if (kind == "C") {
+      computed = pos;
     } else if (kind == "F") {
       finished = pos;
     }
@@ -121,7 +148,9 @@ TEST_CASE("ddp: an early bucket's allreduce starts before backward finishes") {
   // The first bucket went out while gradients of earlier layers were still
   // being computed, i.e. communication overlapped the rest of backward.
   CHECK(first_launch < last_grad);
-  CHECK(last_grad < finished);
+  CHECK(last_grad < computed);  // autograd finished after the last gradient
+  CHECK(computed < finished);   // and DDP's end of backward after that
+  CHECK(reduced.size() == buckets);  // every bucket's completion was seen (timeline)
 }
 
 TEST_CASE("ddp: unused parameters are reported by name, or reduced with find_unused_parameters") {
@@ -191,6 +220,15 @@ TEST_CASE("ddp: find_unused_parameters counts use under no_sync: gradients are a
   }
 }
 
+TEST_CASE("ddp: find_unused_parameters leaves the .grad of a parameter no rank used exactly as it was") {
+  auto ranks = run_ranks(2, {"unused_keeps_grad"});
+  for (auto& r : ranks) {
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("unused keeps grad ok"));
+  }
+}
+
 TEST_CASE("ddp: ranks that freeze different parameters are an error on every rank") {
   auto ranks = run_ranks(2, {"frozen-mismatch"}, kTimeout60, kFailFastS);
   for (auto& r : ranks) {
@@ -242,5 +280,22 @@ TEST_CASE("ddp: only a backward after a forward through DDP is reduced") {
     INFO(r.output);
     CHECK(r.exit_code == 0);
     CHECK_THAT(r.output, Catch::Contains("unarmed ok"));
+  }
+}
+
+TEST_CASE("ddp: bucket sizes take fractions of a MiB, and a size that is not one is a one-line error") {
+  // ParityNet's 6 gradients, last first: 4 B, 256 B, 256 B, 16 KiB, 256 B,
+  // 2 KiB. A 0.0001 MiB (104 B) limit closes a bucket after each but the first.
+  auto small = run_ranks(1, {"bucket_sizes", "cap=0.0001", "first=0.0001"});
+  INFO(small[0].output);
+  REQUIRE(small[0].exit_code == 0);
+  CHECK_THAT(small[0].output, Catch::Contains("buckets 5"));
+  auto one = run_ranks(1, {"bucket_sizes", "cap=25", "first=25"});
+  CHECK_THAT(one[0].output, Catch::Contains("buckets 1"));
+  for (const std::string bad : {"cap=0", "cap=-1", "cap=nan", "first=0"}) {
+    auto r = run_ranks(1, {"bucket_sizes", bad});
+    INFO(bad << ": " << r[0].output);
+    CHECK(r[0].exit_code == 1);
+    CHECK_THAT(r[0].output, Catch::Contains("is not a bucket size; give MiB in (0, 1048576]"));
   }
 }

@@ -71,9 +71,12 @@ struct ParityNet : torch::nn::Module {
 
 // variant single: one process, global batch 2B. ddp: 2 ranks, batch B each.
 // nosync: 2 ranks, two micro-batches of B/2, the first under no_sync.
+// views=0: private buckets (gradient_as_bucket_view off). zero=none: the
+// gradients are reset (set_to_none) instead of zeroed in place each step.
 int parity(int argc, char** argv) {
   auto kv = parse_kv(argc, argv);
   const std::string variant = arg(kv, "variant", "ddp");
+  const bool set_to_none = arg(kv, "zero", "inplace") == "none";
   const int steps = std::stoi(arg(kv, "steps", "5"));
   const int B = std::stoi(arg(kv, "batch", "16"));
   const std::string out = arg(kv, "out", "");
@@ -98,12 +101,18 @@ int parity(int argc, char** argv) {
   check(pg->world_size() == 2, "parity runs with 2 ranks");
   torch::manual_seed(1234 + 100 * pg->rank());  // different start: DDP must broadcast rank 0's
   auto net = std::make_shared<ParityNet>();
-  DDP<ParityNet> ddp(net, pg);
+  DDPOptions o;
+  o.gradient_as_bucket_view = arg(kv, "views", "1") == "1";
+  DDP<ParityNet> ddp(net, pg, o);
   torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
   for (int s = 0; s < steps; ++s) {
     const int64_t start = s * 2 * B + pg->rank() * B;
     auto x = X.narrow(0, start, B), y = Y.narrow(0, start, B);
-    opt.zero_grad();
+    if (set_to_none) {
+      for (auto& p : ddp.parameters()) p.mutable_grad().reset();
+    } else {
+      opt.zero_grad();
+    }
     if (variant == "ddp") {
       torch::mse_loss(ddp.forward(x), y).backward();
     } else if (variant == "nosync") {
@@ -122,6 +131,65 @@ int parity(int argc, char** argv) {
   std::string path = out;
   if (auto at = path.find("{rank}"); at != std::string::npos) path.replace(at, 6, std::to_string(pg->rank()));
   save_weights_for_python(path, *net);
+  return 0;
+}
+
+// Gradients as bucket views: after a synced backward the gradients of a
+// bucket's parameters lie back to back in fill order (they are the bucket),
+// stay at the same address across steps (no copies), survive
+// Optimizer::zero_grad (in place) and come back after set_to_none. views=0:
+// a .grad the caller holds is updated in place instead.
+int views(int argc, char** argv) {
+  auto kv = parse_kv(argc, argv);
+  auto pg = init_process_group({}, argc, argv);
+  torch::manual_seed(5);
+  auto net = std::make_shared<ParityNet>();
+  DDPOptions o;
+  o.gradient_as_bucket_view = arg(kv, "views", "1") == "1";
+  o.bucket_cap_mb = 1;
+  DDP<ParityNet> ddp(net, pg, o);
+  torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.01));
+  auto params = ddp.parameters();
+  auto x = torch::ones({4, 8}) * (pg->rank() + 1.0), y = torch::ones({4, 1});
+  auto step = [&] {
+    torch::mse_loss(ddp.forward(x), y).backward();
+    opt.step();
+  };
+  step();
+  std::vector<const void*> where;
+  for (auto& p : params) where.push_back(p.grad().data_ptr());
+  if (!o.gradient_as_bucket_view) {
+    std::vector<at::Tensor> held;
+    for (auto& p : params) held.push_back(p.grad());
+    opt.zero_grad();
+    step();
+    for (size_t i = 0; i < params.size(); ++i)
+      check(params[i].grad().is_same(held[i]), "views=0: .grad is updated in place, not replaced");
+    std::cout << "views ok" << std::endl;
+    return 0;
+  }
+  for (const auto& b : ddp.buckets()) {
+    const auto& idx = b.parameter_indices;
+    for (size_t i = 1; i < idx.size(); ++i) {
+      const auto& prev = params[idx[i - 1]].grad();
+      check(static_cast<const char*>(prev.data_ptr()) + prev.numel() * prev.element_size() ==
+                params[idx[i]].grad().data_ptr(),
+            "the gradients of a bucket are adjacent in fill order");
+    }
+  }
+  for (int round = 0; round < 3; ++round) {
+    if (round == 1) {
+      for (auto& p : params) p.mutable_grad().reset();  // set_to_none
+    } else {
+      opt.zero_grad();  // detach_ + zero_ in place
+      for (auto& p : params) check(p.grad().abs().max().item<double>() == 0, "zero_grad zeroed the bucket view");
+    }
+    step();
+    for (size_t i = 0; i < params.size(); ++i)
+      check(params[i].grad().data_ptr() == where[i], "the gradient stays in its bucket slice (round " +
+                                                          std::to_string(round) + ")");
+  }
+  std::cout << "views ok" << std::endl;
   return 0;
 }
 
@@ -162,6 +230,8 @@ int overlap(int argc, char** argv) {
       case DDPEvent::Kind::GradReady: f << "G " << e.index << "\n"; break;
       case DDPEvent::Kind::BucketLaunched: f << "L " << e.index << "\n"; break;
       case DDPEvent::Kind::BackwardFinished: f << "F\n"; break;
+      case DDPEvent::Kind::BucketReduced: f << "R " << e.index << "\n"; break;
+      case DDPEvent::Kind::BackwardComputed: f << "C\n"; break;
     }
   }
   return 0;
@@ -286,6 +356,52 @@ int nosync_unused(int argc, char** argv) {
     check(torch::allclose(item.value().grad(), want[item.key()]), item.key() + ": gradient is the average over ranks");
   }
   std::cout << "nosync unused ok" << std::endl;
+  return 0;
+}
+
+// find_unused_parameters: a parameter no rank used in a synced backward
+// keeps its .grad exactly, even a rank-dependent one: a .grad set by hand
+// (not the bucket view) and one written into the bucket view in place.
+int unused_keeps_grad(int argc, char** argv) {
+  auto pg = init_process_group({}, argc, argv);
+  torch::manual_seed(3);
+  auto net = std::make_shared<TwoHeads>();
+  DDPOptions o;
+  o.find_unused_parameters = true;
+  DistributedDataParallel ddp(net, pg, o);
+  auto x = torch::ones({2, 4});
+  const double mine = 1.0 + pg->rank();
+  auto& bw = net->b->weight;
+  // 1. A hand-set .grad: never used, never reduced.
+  bw.mutable_grad() = torch::full({3, 4}, mine);
+  ddp.prepare_forward();
+  net->a(x).sum().backward();
+  check(torch::equal(bw.grad(), torch::full({3, 4}, mine)), "hand-set .grad of an unused parameter is kept");
+  // 2. b used once (its .grad becomes the bucket view), then rank-dependent
+  // values written into it in place, then a step that uses only a.
+  ddp.prepare_forward();
+  (net->a(x).sum() + net->b(x).sum()).backward();
+  const void* view = bw.grad().data_ptr();
+  bw.grad().fill_(mine);
+  ddp.prepare_forward();
+  net->a(x).sum().backward();
+  check(bw.grad().data_ptr() == view, "the .grad of an unused parameter is still its bucket view");
+  check(torch::equal(bw.grad(), torch::full({3, 4}, mine)), "values in an unused parameter's bucket view are kept");
+  std::cout << "unused keeps grad ok" << std::endl;
+  return 0;
+}
+
+// Builds DDP with bucket_cap_mb=cap, first_bucket_mb=first (MiB, fractions
+// allowed) and prints the bucket count.
+int bucket_sizes(int argc, char** argv) {
+  auto kv = parse_kv(argc, argv);
+  auto pg = init_process_group({}, argc, argv);
+  auto net = std::make_shared<ParityNet>();
+  DDPOptions o;
+  o.bucket_cap_mb = std::stod(arg(kv, "cap", "25"));
+  o.first_bucket_mb = std::stod(arg(kv, "first", "1"));
+  DistributedDataParallel ddp(net, pg, o);
+  std::cout << "buckets " << ddp.buckets().size() << std::endl;
   return 0;
 }
 
@@ -562,6 +678,9 @@ int main(int argc, char** argv) {
     if (mode == "init") return init(argc, argv);
     if (mode == "collectives") return collectives(argc, argv);
     if (mode == "parity") return parity(argc, argv);
+    if (mode == "views") return views(argc, argv);
+    if (mode == "bucket_sizes") return bucket_sizes(argc, argv);
+    if (mode == "unused_keeps_grad") return unused_keeps_grad(argc, argv);
     if (mode == "overlap") return overlap(argc, argv);
     if (mode == "unused") return unused(argc, argv);
     if (mode == "mismatch") return mismatch(argc, argv);

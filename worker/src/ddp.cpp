@@ -7,6 +7,7 @@
 #include <torch/csrc/utils/tensor_flatten.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 #include <stdexcept>
@@ -131,8 +132,10 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
     : module_(std::move(module)), pg_(std::move(pg)), options_(options) {
   if (!module_) throw std::invalid_argument("DistributedDataParallel: module is null");
   if (!pg_) throw std::invalid_argument("DistributedDataParallel: process group is null (call init_process_group first)");
-  if (options.bucket_cap_mb == 0 || options.first_bucket_mb == 0)
-    throw std::invalid_argument("DistributedDataParallel: bucket_cap_mb and first_bucket_mb must be >= 1");
+  for (auto [name, mb] : {std::pair{"bucket_cap_mb", options.bucket_cap_mb}, {"first_bucket_mb", options.first_bucket_mb}})
+    if (!(mb > 0 && mb <= 1024 * 1024))  // also rejects NaN
+      throw std::invalid_argument("DistributedDataParallel: " + std::string(name) + " = " + std::to_string(mb) +
+                                  " is not a bucket size; give MiB in (0, 1048576], e.g. 25");
   std::vector<at::Tensor> params;
   std::vector<std::string> names;
   for (const auto& item : module_->named_parameters(/*recurse=*/true)) {
@@ -155,9 +158,10 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   for (const auto& p : params)
     specs.push_back({bytes_of(p), std::string(c10::toString(p.scalar_type())) + "@" + p.device().str(),
                      p.requires_grad()});
-  auto buckets = compute_bucket_assignment(specs, {options.first_bucket_mb * kMiB, options.bucket_cap_mb * kMiB});
+  auto bytes = [](double mb) { return std::max<size_t>(1, static_cast<size_t>(mb * kMiB)); };
+  auto buckets = compute_bucket_assignment(specs, {bytes(options.first_bucket_mb), bytes(options.bucket_cap_mb)});
   reducer_ = Reducer::create(pg_, std::move(params), std::move(names), buckets,
-                             {options.find_unused_parameters, options.record_events});
+                             {options.find_unused_parameters, options.gradient_as_bucket_view, options.record_events});
 }
 
 DistributedDataParallel::~DistributedDataParallel() = default;

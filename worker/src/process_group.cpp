@@ -330,6 +330,18 @@ bool AsyncWork::completed() const {
   return (*static_cast<c10::intrusive_ptr<compat::Work>*>(work_.get()))->isCompleted();
 }
 
+void AsyncWork::on_completion(std::function<void()> f) {
+  if (!work_) return;
+  auto& w = *static_cast<c10::intrusive_ptr<compat::Work>*>(work_.get());
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  try {
+    future = w->getFuture();
+  } catch (const std::exception&) {
+    return;  // this backend's work has no future: no completion time
+  }
+  future->addCallback([f = std::move(f)](c10::ivalue::Future&) { f(); });
+}
+
 AsyncWork ProcessGroup::allreduce_async(at::Tensor& tensor) {
   check_tensor(*this, tensor, "allreduce");
   if (!tensor.is_contiguous()) throw std::invalid_argument(describe("allreduce", tensor) + ": tensor must be contiguous");

@@ -69,6 +69,15 @@ Reducer::Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<at::Tensor> param
       pos_in_bucket_[k] = pos;
     }
     b.flat = at::zeros({n}, params_.at(b.params.front()).options().requires_grad(false));
+    // Aliases made with set_ rather than narrow().view(): an autograd view
+    // as .grad would make Optimizer::zero_grad's detach_() throw.
+    at::NoGradGuard no_grad;
+    for (size_t pos = 0; pos < b.params.size(); ++pos) {
+      const at::Tensor& p = params_[b.params[pos]];
+      at::Tensor v = at::empty({0}, b.flat.options());
+      v.set_(b.flat.storage(), b.flat.storage_offset() + b.offset[pos], p.sizes(), c10::contiguous_strides(p.sizes()));
+      b.views.push_back(std::move(v));
+    }
     buckets_.push_back(std::move(b));
     info_.push_back({buckets[bi].params, static_cast<size_t>(n), buckets[bi].bytes});
   }
@@ -90,46 +99,72 @@ std::string Reducer::error_prefix() const {
 }
 
 void Reducer::record(DDPEvent::Kind kind, size_t index) {
-  if (opt_.record_events) events_.push_back({kind, index, std::chrono::steady_clock::now()});
+  if (!opt_.record_events) return;
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(events_mu_);
+  events_.push_back({kind, index, now});
 }
 
 std::vector<DDPEvent> Reducer::events() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(events_mu_);
   return events_;
 }
 
 void Reducer::clear_events() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(events_mu_);
   events_.clear();
 }
 
 // ---- data movement -----------------------------------------------------------
 
-at::Tensor Reducer::bucket_view(size_t k) {
-  auto& b = buckets_[bucket_of_[k]];
-  return b.flat.narrow(0, b.offset[pos_in_bucket_[k]], params_[k].numel());
+const at::Tensor& Reducer::bucket_view(size_t k) const {
+  return buckets_[bucket_of_[k]].views[pos_in_bucket_[k]];
 }
 
+// .grad is this parameter's bucket slice itself (same memory and layout).
+bool Reducer::grad_is_view(size_t k) const {
+  const at::Tensor& grad = params_[k].grad();
+  const at::Tensor& view = bucket_view(k);
+  return grad.defined() && !grad.is_sparse() && grad.data_ptr() == view.data_ptr() &&
+         grad.sizes() == view.sizes() && grad.strides() == view.strides();
+}
+
+// Makes the bucket slice hold this parameter's .grad (zeros when it has
+// none); with views, .grad is the slice afterwards.
 void Reducer::copy_grad_in(size_t k) {
-  at::Tensor slice = bucket_view(k);
+  const at::Tensor& view = bucket_view(k);
   const at::Tensor& grad = params_[k].grad();
   if (!grad.defined()) {
-    slice.zero_();
+    view.zero_();
     return;
   }
   if (grad.is_sparse())
     throw std::runtime_error(error_prefix() + "parameter '" + names_[k] +
                              "' has a sparse gradient, which is not supported (construct its module without "
                              "sparse gradients, e.g. Embedding without sparse(true))");
-  slice.copy_(grad.reshape(-1));
-  slice.div_(pg_->world_size());
+  if (grad_is_view(k)) return;  // autograd accumulated into the bucket
+  view.copy_(grad);
+  if (opt_.gradient_as_bucket_view) params_[k].mutable_grad() = view;
 }
 
+// After a successful reduction: .grad holds the average.
 void Reducer::copy_result_out(size_t k) {
-  at::Tensor avg = bucket_view(k).view(params_[k].sizes());
+  const at::Tensor& avg = bucket_view(k);
   at::Tensor& g = params_[k].mutable_grad();
-  if (g.defined()) g.copy_(avg);
-  else g = avg.clone();
+  if (opt_.gradient_as_bucket_view) {
+    if (!grad_is_view(k)) g = avg;
+  } else if (g.defined()) {
+    g.copy_(avg);
+  } else {
+    g = avg.clone();
+  }
+}
+
+std::string Reducer::grad_state_after_error() const {
+  return opt_.gradient_as_bucket_view
+             ? ".grad is not usable in this step (it shares memory with the buckets, which hold partial sums): zero "
+               "it before the next step"
+             : ".grad holds this rank's local gradients";
 }
 
 // ---- one backward --------------------------------------------------------------
@@ -187,16 +222,28 @@ void Reducer::mark_ready(size_t k) {
 }
 
 void Reducer::launch_ready_buckets() {
+  const int world = pg_->world_size();
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     auto& b = buckets_[next_bucket_];
+    // Averaging as one pass over the bucket before the sum (the same result
+    // as dividing each gradient: one multiply per element either way).
+    if (world > 1) b.flat.div_(world);
     b.work = pg_->allreduce_async(b.flat);
     b.launched = true;
     record(DDPEvent::Kind::BucketLaunched, next_bucket_);
+    if (opt_.record_events) {
+      std::weak_ptr<Reducer> weak = weak_from_this();
+      const size_t index = next_bucket_;
+      b.work.on_completion([weak, index] {
+        if (auto r = weak.lock()) r->record(DDPEvent::Kind::BucketReduced, index);
+      });
+    }
     ++next_bucket_;
   }
 }
 
 void Reducer::finalize() {
+  record(DDPEvent::Kind::BackwardComputed, 0);
   std::lock_guard<std::mutex> lock(mu_);
   if (!in_backward_) return;
   finish(false, "");
@@ -241,10 +288,21 @@ void Reducer::decide(bool failed_here, std::string local_error) {
   // as in Python), or zeros.
   std::vector<char> missing(P, 0);
   int64_t missing_count = 0;
+  // A parameter this rank did not use may turn out unused on every rank;
+  // then its .grad must stay as it was, but filling the bucket can make .grad
+  // the bucket view and the allreduce overwrites the view: keep the tensor,
+  // and the values of a view.
+  struct Kept {
+    size_t k;
+    at::Tensor grad, values;
+  };
+  std::vector<Kept> kept;
   for (size_t k = 0; k < P; ++k) {
     if (bucket_of_[k] == kNoBucket || ready_[k]) continue;
     missing[k] = 1;
     ++missing_count;
+    if (opt_.find_unused_parameters && !used_[k])
+      kept.push_back({k, params_[k].grad(), grad_is_view(k) ? bucket_view(k).clone() : at::Tensor()});
     try {
       if (failed_here) bucket_view(k).zero_();
       else copy_grad_in(k);
@@ -306,9 +364,10 @@ void Reducer::decide(bool failed_here, std::string local_error) {
   if (!failed_ranks.empty()) {
     if (failed_here && !local_error.empty()) throw std::runtime_error(local_error);
     throw std::runtime_error(error_prefix() + "the backward pass failed on " + rank_list(failed_ranks) +
-                             " (see that rank's error), so no gradient was reduced in this step and .grad holds "
-                             "this rank's local gradients. Every rank raises this error at the same step, so the "
-                             "ranks stay in step if they catch it.");
+                             " (see that rank's error), so no gradient was reduced in this step and " +
+                             grad_state_after_error() +
+                             ". Every rank raises this error at the same step, so the ranks stay in step if they "
+                             "catch it.");
   }
   if (!missing_ranks.empty() && !opt_.find_unused_parameters) {
     std::vector<std::string> names;
@@ -326,9 +385,9 @@ void Reducer::decide(bool failed_here, std::string local_error) {
       m << "parameter(s) " << quoted_list(names, 10) << " received no gradient in this backward pass on "
         << rank_list(missing_ranks);
     }
-    m << ", so their buckets could not be reduced and no gradient was reduced in this step. Make every parameter "
-         "take part in the loss on every rank, set requires_grad=false on unused ones, or construct DDP with "
-         "DDPOptions::find_unused_parameters = true.";
+    m << ", so their buckets could not be reduced and no gradient was reduced in this step (" << grad_state_after_error()
+      << "). Make every parameter take part in the loss on every rank, set requires_grad=false on unused ones, or "
+         "construct DDP with DDPOptions::find_unused_parameters = true.";
     throw std::runtime_error(m.str());
   }
   // A parameter no rank used keeps its .grad as it is (Python leaves it
@@ -337,6 +396,11 @@ void Reducer::decide(bool failed_here, std::string local_error) {
     if (bucket_of_[k] == kNoBucket) continue;
     if (opt_.find_unused_parameters && s[k] == 0) continue;
     copy_result_out(k);
+  }
+  for (auto& kp : kept) {
+    if (s[kp.k] != 0) continue;
+    params_[kp.k].mutable_grad() = kp.grad;
+    if (kp.values.defined()) kp.grad.copy_(kp.values);
   }
   record(DDPEvent::Kind::BackwardFinished, 0);
 }

@@ -6,12 +6,12 @@
 // construction it checks that the parameters (shapes, dtypes, which require
 // grad) agree across ranks, broadcasts parameters and buffers from rank 0 and
 // assigns the buckets (bucket_assignment.h). A backward that follows a
-// forward through DDP (forward() or prepare_forward()) is reduced: each
-// gradient is copied (divided by the world size) into its bucket as soon as
-// autograd has accumulated it, a full bucket starts its async allreduce while
-// backward continues, and at the end of backward the averaged gradients are
-// written back into .grad, so `loss.backward(); opt.step();` needs nothing in
-// between. A backward through the bare module() is not reduced. It never
+// forward through DDP (forward() or prepare_forward()) is reduced: by default
+// each .grad is a view of its slice of a flat bucket, so autograd accumulates
+// straight into the bucket; a full bucket is divided by the world size and
+// starts its async allreduce while backward continues, and at the end of
+// backward .grad holds the averages, so `loss.backward(); opt.step();` needs
+// nothing in between. A backward through the bare module() is not reduced. It never
 // touches the optimizer and never reads the environment.
 //
 // Errors in a backward (a parameter without a gradient, a failure inside a
@@ -43,25 +43,40 @@ struct DDPOptions {
   // Broadcast buffers (e.g. BatchNorm running stats) from rank 0 in
   // prepare_forward()/forward().
   bool broadcast_buffers = true;
-  size_t bucket_cap_mb = 25;
+  // Bucket size limits in MiB (fractions allowed, as in Python): a bucket is
+  // closed once it reaches its limit.
+  double bucket_cap_mb = 25;
   // The first bucket (the last layers, whose gradients are ready first) is
   // small so that communication starts early.
-  size_t first_bucket_mb = 1;
+  double first_bucket_mb = 1;
   // Parameters that get no gradient in a synced backward contribute their
   // .grad as it is (what no_sync micro-batches accumulated) or zeros, and
   // keep .grad untouched when no rank used them since the last synced
   // backward. Without it such parameters make backward throw on every rank,
   // naming them and the ranks that missed them.
   bool find_unused_parameters = false;
+  // Python's gradient_as_bucket_view, but on by default: each parameter's
+  // .grad is an alias of its slice of a bucket (set at the first backward),
+  // so gradients are neither copied into the buckets nor back, and there is
+  // one copy of them in memory. Off: private buckets, gradients copied in and
+  // averages copied back (a .grad tensor the caller keeps a reference to is
+  // then updated in place rather than replaced). Optimizer::zero_grad works
+  // either way (in place or set_to_none).
+  bool gradient_as_bucket_view = true;
   // Record DDPEvents (hook firing, bucket launch, end of backward); tests and
   // benchmarks use them to observe overlap.
   bool record_events = false;
 };
 
 struct DDPEvent {
-  enum class Kind { GradReady, BucketLaunched, BackwardFinished };
+  // GradReady: autograd accumulated a parameter's gradient (hook fired).
+  // BucketLaunched: its allreduce was issued. BucketReduced: it finished
+  // (recorded from the backend's thread; backends without futures never).
+  // BackwardComputed: autograd finished the pass (DDP's end-of-backward
+  // callback starts). BackwardFinished: the reduced gradients are in .grad.
+  enum class Kind { GradReady, BucketLaunched, BucketReduced, BackwardComputed, BackwardFinished };
   Kind kind;
-  size_t index;  // parameter index (GradReady) or bucket index (BucketLaunched)
+  size_t index;  // parameter index (GradReady) or bucket index (Bucket*), else 0
   std::chrono::steady_clock::time_point time;
 };
 

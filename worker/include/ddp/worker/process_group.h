@@ -19,6 +19,7 @@
 #include <c10/core/Device.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,6 +50,10 @@ class AsyncWork {
   explicit AsyncWork(std::shared_ptr<void> work, std::string what, int rank);
   void wait();
   bool completed() const;
+  // Runs f on the backend's thread when the collective has finished (at once
+  // if it already has). For timing only: f must be quick, must not throw and
+  // must not wait for the caller. A backend without futures never calls f.
+  void on_completion(std::function<void()> f);
   bool valid() const { return work_ != nullptr; }
 
  private:

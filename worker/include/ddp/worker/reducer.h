@@ -14,11 +14,22 @@
 // backward, so a parameter used in any micro-batch counts as used). A
 // backward through the bare module is purely local.
 //
+// Gradients as bucket views (gradient_as_bucket_view, the default): each
+// parameter's .grad becomes an alias of its slice of a flat bucket (sharing
+// storage through set_, not an autograd view, so optimizers may detach_ and
+// zero_ it in place). Autograd then accumulates straight into the bucket and
+// the optimizer steps on the bucket's memory: no copy in, no copy out. A
+// .grad that is not the alias (the first backward, or after zero_grad with
+// set_to_none) is copied in once and replaced by the alias. Without the
+// option the buckets are private: gradients are copied in and the averages
+// copied back into .grad.
+//
 // One synced backward, the same steps on every rank so that collectives are
 // always issued in the same order:
-//   1. Each hook copies grad / world_size into its bucket slice; a complete
-//      bucket starts its async allreduce while backward continues, buckets
-//      strictly in index order.
+//   1. Each hook makes sure its gradient is in its bucket slice; a complete
+//      bucket is scaled by 1 / world_size (one pass over the bucket) and
+//      starts its async allreduce while backward continues, buckets strictly
+//      in index order.
 //   2. At the end of backward (an engine callback), or at once when a hook
 //      throws, every bucket not launched yet is filled (a parameter without
 //      a fresh gradient contributes its .grad, or zeros) and launched, then
@@ -26,11 +37,13 @@
 //      missed its gradient (or, with find_unused_parameters, used it), per
 //      rank whether it failed and how many parameters it missed.
 //   3. Every rank waits for all of it and takes the same decision from the
-//      status: write the averages into .grad, or throw on every rank naming
-//      the parameters and the ranks. A rank that skips a parameter or fails
-//      inside a hook therefore costs its peers only the time until it ends
-//      its backward (never the collective timeout), and ranks that catch the
-//      exception are still in step for the next iteration.
+//      status: the averages are in .grad (views) or are written into it
+//      (private buckets), or every rank throws, naming the parameters and the
+//      ranks. A rank that skips a parameter or fails inside a hook therefore
+//      costs its peers only the time until it ends its backward (never the
+//      collective timeout), and ranks that catch the exception are still in
+//      step for the next iteration (after zeroing their gradients: with views
+//      .grad then holds partial sums, not local gradients).
 // A backward that throws elsewhere after the hooks started never reaches
 // step 2; the next prepare_forward() finishes it as failed, releasing the
 // peers (who then throw) before any new collective is issued.
@@ -54,6 +67,7 @@ namespace ddp::worker {
 
 struct ReducerOptions {
   bool find_unused_parameters = false;
+  bool gradient_as_bucket_view = true;
   bool record_events = false;
 };
 
@@ -85,6 +99,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     std::vector<size_t> params;   // indices into params_
     std::vector<int64_t> offset;  // element offset of each in `flat`
     at::Tensor flat;
+    std::vector<at::Tensor> views;  // per parameter: its slice, shaped like it (aliases, see above)
     size_t pending = 0;  // gradients not yet copied in this backward
     bool launched = false;
     AsyncWork work;
@@ -97,9 +112,11 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   void install_hooks();
 
   // The only places that move data between .grad and the buckets.
-  at::Tensor bucket_view(size_t k);
+  const at::Tensor& bucket_view(size_t k) const;
+  bool grad_is_view(size_t k) const;
   void copy_grad_in(size_t k);
   void copy_result_out(size_t k);
+  std::string grad_state_after_error() const;
 
   void record(DDPEvent::Kind kind, size_t index);
   void start_backward();
@@ -131,6 +148,8 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   size_t next_bucket_ = 0;  // first bucket not launched yet
   std::vector<char> ready_;  // gradient copied in during this backward
   std::vector<char> used_;   // got a defined gradient since the last synced backward
+
+  mutable std::mutex events_mu_;  // not mu_: completion callbacks record from the backend's thread
   std::vector<DDPEvent> events_;
 };
 
