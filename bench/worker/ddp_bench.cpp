@@ -1,21 +1,25 @@
 // ddp-worker-bench: what data parallelism costs with ddp_worker on this
-// machine. Run one process per rank (ddp-launch --use_env ... or run.sh).
+// machine. Run one process per rank (ddp-launch --use_env ...);
+// bench/worker/bench_worker.py drives it beside the Python reference.
 //
-//   ddp-worker-bench step [batch=N steps=N hidden=N device=cpu|cuda]
-//     per-step time (forward, backward, optimizer) of an MLP trained three
-//     ways in the same processes, steps interleaved: `local` (no
-//     synchronisation: the baseline at the same per-rank batch), `ddp`, and
-//     `ddp-one-bucket` (all gradients in one bucket launched after backward,
-//     i.e. DDP without overlap).
-//   ddp-worker-bench allreduce [max_mb=N]
+//   ddp-worker-bench step [model=mlp|cnn batch=N steps=N hidden=N
+//                          configs=local,ddp,ddp:cap=inf,... device=cpu|cuda]
+//     per-step time (forward, backward, optimizer) of the model trained in
+//     several ways in the same processes, steps interleaved: `local` (no
+//     synchronisation: the baseline at the same per-rank batch) and DDP
+//     configurations (bucket sizes, views); per DDP configuration also the
+//     timeline of a step (see Timeline).
+//   ddp-worker-bench allreduce [max_mb=N | sizes=bytes,bytes,...]
 //     allreduce time by message size: ddp::worker::ProcessGroup::allreduce
 //     against the raw c10d backend it wraps (ProcessGroupGloo, or
-//     ProcessGroupNCCL with DDP_BACKEND=nccl).
-// Rank 0 prints markdown table rows; every number is a median.
+//     ProcessGroupNCCL with DDP_BACKEND=nccl), the order alternating.
+// Rank 0 prints the results; every number is a median.
 
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <functional>
+#include <sstream>
 #include <cmath>
 #include <chrono>
 #include <cstdio>
@@ -30,6 +34,7 @@
 #include "ddp/worker/process_group.h"
 #include "ddp/worker/process_group_native.h"
 #include "ddp/worker/run_main.h"
+#include "ddp/train/model.h"
 
 using namespace ddp::worker;
 using Clock = std::chrono::steady_clock;
@@ -70,13 +75,124 @@ struct Mlp : torch::nn::Module {
   torch::nn::Linear l1{nullptr}, l2{nullptr}, l3{nullptr}, l4{nullptr};
 };
 
-// Three copies of the same model in the same processes, stepped in turn so
-// that they see the same machine load (this machine is shared): `local` (no
-// synchronisation at all), `ddp` (default buckets, overlapped) and
-// `ddp-one-bucket` (one bucket launched after backward: no overlap).
+// The benchmark's models. mlp: 256 -> hidden -> hidden -> hidden -> 10.
+// cnn: ddp-train's Fashion-MNIST CNN (the model of the main job).
+struct Model {
+  std::shared_ptr<torch::nn::Module> module;
+  std::function<torch::Tensor(const torch::Tensor&)> forward;
+};
+
+Model make_model(const std::string& name, int hidden) {
+  if (name == "mlp") {
+    auto m = std::make_shared<Mlp>(hidden);
+    return {m, [m](const torch::Tensor& x) { return m->forward(x); }};
+  }
+  if (name == "cnn") {
+    auto m = std::make_shared<ddp::train::FashionCnn>();
+    return {m, [m](const torch::Tensor& x) { return m->forward(x); }};
+  }
+  throw std::invalid_argument("model=" + name + " is not a benchmark model; use mlp or cnn");
+}
+
+// One way of training the model: "local" (no synchronisation at all) or
+// "ddp[:cap=MiB][:first=MiB][:views=0]" (DDP with those options; cap=inf:
+// one bucket launched after backward, i.e. no overlap).
+struct Config {
+  std::string name;
+  bool ddp = false;
+  DDPOptions options;
+};
+
+Config parse_config(const std::string& text) {
+  Config c;
+  c.name = text;
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  for (std::string p; std::getline(in, p, ':');) parts.push_back(p);
+  if (parts.empty() || (parts[0] != "local" && parts[0] != "ddp"))
+    throw std::invalid_argument("config '" + text + "': expected local or ddp[:cap=MiB][:first=MiB][:views=0]");
+  c.ddp = parts[0] == "ddp";
+  c.options.record_events = true;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    auto eq = parts[i].find('=');
+    const std::string k = parts[i].substr(0, eq), v = eq == std::string::npos ? "" : parts[i].substr(eq + 1);
+    if (!c.ddp) throw std::invalid_argument("config '" + text + "': local takes no options");
+    if (k == "cap" || k == "first") {
+      const double mb = v == "inf" ? 1e6 : std::stod(v);
+      (k == "cap" ? c.options.bucket_cap_mb : c.options.first_bucket_mb) = mb;
+      if (v == "inf") c.options.first_bucket_mb = c.options.bucket_cap_mb = mb;
+    } else if (k == "views") {
+      c.options.gradient_as_bucket_view = v != "0";
+    } else {
+      throw std::invalid_argument("config '" + text + "': unknown option '" + k + "' (cap, first, views)");
+    }
+  }
+  return c;
+}
+
+// Where the time of one DDP step goes, from the DDPEvents and the bench's
+// own clock: forward, backward until autograd finished, the wait at the end
+// of backward (remaining allreduces + the status exchange), the optimizer;
+// per bucket the delay from its last gradient to its launch and the
+// allreduce itself (launch to completion).
+struct Timeline {
+  std::vector<double> forward, backward, end_wait, optimizer;
+  std::vector<std::vector<double>> launch_delay, allreduce;  // [bucket][step]
+};
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+void add_step_timeline(Timeline& t, const DistributedDataParallel& ddp, Clock::time_point start,
+                       Clock::time_point backward_start, Clock::time_point end) {
+  const auto& buckets = ddp.buckets();
+  std::vector<size_t> bucket_of;
+  for (size_t b = 0; b < buckets.size(); ++b)
+    for (size_t p : buckets[b].parameter_indices) {
+      if (p >= bucket_of.size()) bucket_of.resize(p + 1, 0);
+      bucket_of[p] = b;
+    }
+  std::vector<Clock::time_point> last_grad(buckets.size()), launched(buckets.size()), reduced(buckets.size());
+  Clock::time_point computed{}, finished{};
+  for (const auto& e : ddp.events()) {
+    switch (e.kind) {
+      case DDPEvent::Kind::GradReady:
+        last_grad[bucket_of.at(e.index)] = std::max(last_grad[bucket_of.at(e.index)], e.time);
+        break;
+      case DDPEvent::Kind::BucketLaunched: launched.at(e.index) = e.time; break;
+      case DDPEvent::Kind::BucketReduced: reduced.at(e.index) = e.time; break;
+      case DDPEvent::Kind::BackwardComputed: computed = e.time; break;
+      case DDPEvent::Kind::BackwardFinished: finished = e.time; break;
+    }
+  }
+  if (computed == Clock::time_point{} || finished == Clock::time_point{})
+    throw std::runtime_error("a DDP step recorded no end of backward");
+  t.forward.push_back(ms_between(start, backward_start));
+  t.backward.push_back(ms_between(backward_start, computed));
+  t.end_wait.push_back(ms_between(computed, finished));
+  t.optimizer.push_back(ms_between(finished, end));
+  t.launch_delay.resize(buckets.size());
+  t.allreduce.resize(buckets.size());
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    // A bucket completed only by the end of backward (a missing gradient)
+    // has no GradReady for its last parameter: count from autograd's end.
+    const auto ready = last_grad[b] == Clock::time_point{} ? computed : last_grad[b];
+    t.launch_delay[b].push_back(ms_between(ready, launched[b]));
+    if (reduced[b] != Clock::time_point{}) t.allreduce[b].push_back(ms_between(launched[b], reduced[b]));
+  }
+}
+
+// Every configuration trains its own copy of the same model in the same
+// processes, stepped in turn (the order rotating) so that all see the same
+// machine load. Rank 0 prints, per configuration,
+//   RESULT c++ <model> <config> <median step ms> <buckets> <params> <batch>
+//   TIMELINE c++ <model> <config> fwd=.. bwd=.. end_wait=.. opt=.. buckets=<delay>/<allreduce>,...
 int step_bench(int argc, char** argv) {
   auto kv = parse_kv(argc, argv);
   const int batch = get_int(kv, "batch", 64), steps = get_int(kv, "steps", 30), hidden = get_int(kv, "hidden", 768);
+  const std::string model_name = kv.count("model") ? kv["model"] : "mlp";
+  const std::string config_list = kv.count("configs") ? kv["configs"] : "local,ddp,ddp:cap=inf";
   auto env = DistEnv::from_environment(argc, argv);
   const bool cuda = kv.count("device") && kv["device"] == "cuda";
   const torch::Device device = cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank))
@@ -86,95 +202,116 @@ int step_bench(int argc, char** argv) {
     throw std::invalid_argument("device=" + device.str() + " but the " + pg->backend() + " process group works on " +
                                 pg->device().str() + " (DDP_BACKEND=nccl for CUDA)");
   struct Run {
-    std::string name;
-    std::shared_ptr<Mlp> net;
+    Config config;
+    Model model;
     std::unique_ptr<DistributedDataParallel> ddp;
     std::unique_ptr<torch::optim::SGD> opt;
     std::vector<double> ms;
+    Timeline timeline;
     double last_loss = 0;
   };
-  std::vector<Run> runs(3);
-  const char* names[] = {"local", "ddp", "ddp-one-bucket"};
-  for (int i = 0; i < 3; ++i) {
-    auto& r = runs[i];
-    r.name = names[i];
+  std::vector<Run> runs;
+  std::stringstream configs(config_list);
+  for (std::string c; std::getline(configs, c, ',');) {
+    Run r;
+    r.config = parse_config(c);
     torch::manual_seed(0);
-    r.net = std::make_shared<Mlp>(hidden);
-    r.net->to(device);
-    if (i > 0) {
-      DDPOptions o;
-      if (i == 2) o.bucket_cap_mb = o.first_bucket_mb = 1 << 20;
-      r.ddp = std::make_unique<DistributedDataParallel>(r.net, pg, o);
-    }
-    r.opt = std::make_unique<torch::optim::SGD>(r.net->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+    r.model = make_model(model_name, hidden);
+    r.model.module->to(device);
+    if (r.config.ddp) r.ddp = std::make_unique<DistributedDataParallel>(r.model.module, pg, r.config.options);
+    r.opt = std::make_unique<torch::optim::SGD>(r.model.module->parameters(),
+                                                torch::optim::SGDOptions(0.01).momentum(0.9));
+    runs.push_back(std::move(r));
   }
-  auto x = torch::randn({batch, 256}).to(device);
+  torch::manual_seed(1 + env.rank);
+  auto x = (model_name == "cnn" ? torch::randn({batch, 1, 28, 28}) : torch::randn({batch, 256})).to(device);
   auto y = torch::randint(0, 10, {batch}).to(device);
-  for (int s = 0; s < steps + 3; ++s) {
-    for (int k = 0; k < 3; ++k) {
-      auto& r = runs[(s + k) % 3];  // rotate the order too
-      if (r.ddp) barrier(*pg);      // start DDP steps together; the local one needs no peer
+  const int warmup = 3;
+  for (int s = 0; s < steps + warmup; ++s) {
+    for (size_t k = 0; k < runs.size(); ++k) {
+      auto& r = runs[(s + k) % runs.size()];  // rotate the order too
+      barrier(*pg);  // every step starts together on all ranks
+      if (r.ddp) r.ddp->clear_events();
       const auto t0 = Clock::now();
       if (r.ddp) r.ddp->prepare_forward();
       r.opt->zero_grad();
-      auto loss = torch::cross_entropy_loss(r.net->forward(x), y);
+      auto loss = torch::cross_entropy_loss(r.model.forward(x), y);
+      const auto t_backward = Clock::now();
       loss.backward();
       r.opt->step();
       if (cuda) torch::cuda::synchronize();
-      if (s >= 3) r.ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      const auto t_end = Clock::now();
+      if (s >= warmup) {
+        r.ms.push_back(ms_between(t0, t_end));
+        if (r.ddp) add_step_timeline(r.timeline, *r.ddp, t0, t_backward, t_end);
+      }
       r.last_loss = loss.item<double>();
     }
   }
   int64_t params = 0;
-  for (auto& p : runs[0].net->parameters()) params += p.numel();
-  const double base = median(runs[0].ms);
+  for (auto& p : runs[0].model.module->parameters()) params += p.numel();
   for (auto& r : runs) {
-    if (!std::isfinite(r.last_loss)) throw std::runtime_error(r.name + ": loss is not finite");
-    const double m = median(r.ms);
-    if (env.rank == 0)
-      std::printf("| %s | %d | %.2f M (%.1f MB) | %d | %.2f | %+.1f%% | %s |\n", r.name.c_str(), env.world_size,
-                  params / 1e6, params * 4 / 1048576.0, batch, m, 100.0 * (m - base) / base,
-                  r.ddp ? std::to_string(r.ddp->buckets().size()).c_str() : "-");
-    else
-      std::fprintf(stderr, "rank %d %s median %.2f ms\n", env.rank, r.name.c_str(), m);
+    if (!std::isfinite(r.last_loss)) throw std::runtime_error(r.config.name + ": loss is not finite");
+    if (env.rank != 0) continue;
+    std::printf("RESULT c++ %s %s %.3f %zu %lld %d\n", model_name.c_str(), r.config.name.c_str(), median(r.ms),
+                r.ddp ? r.ddp->buckets().size() : size_t{0}, static_cast<long long>(params), batch);
+    if (!r.ddp) continue;
+    const auto& t = r.timeline;
+    std::printf("TIMELINE c++ %s %s fwd=%.2f bwd=%.2f end_wait=%.2f opt=%.2f buckets=", model_name.c_str(),
+                r.config.name.c_str(), median(t.forward), median(t.backward), median(t.end_wait), median(t.optimizer));
+    for (size_t b = 0; b < t.launch_delay.size(); ++b)
+      std::printf("%s%.2f/%.2f/%.2fMB", b ? "," : "", median(t.launch_delay[b]), median(t.allreduce[b]),
+                  r.ddp->buckets()[b].bytes / 1048576.0);
+    std::printf("\n");
   }
+  std::fflush(stdout);
   return 0;
 }
 
 int allreduce_bench(int argc, char** argv) {
   auto kv = parse_kv(argc, argv);
   const int max_mb = get_int(kv, "max_mb", 64);
+  std::vector<size_t> sizes;  // bytes
+  if (kv.count("sizes")) {
+    std::stringstream in(kv["sizes"]);
+    for (std::string v; std::getline(in, v, ',');) sizes.push_back(std::stoull(v) / 4 * 4);
+  } else {
+    for (size_t bytes = 4096; bytes <= static_cast<size_t>(max_mb) << 20; bytes *= 4) sizes.push_back(bytes);
+  }
   auto pg = init_process_group({}, argc, argv);
   auto raw = native_backend(*pg);
   const bool cuda = pg->device().is_cuda();
-  for (size_t bytes = 4096; bytes <= static_cast<size_t>(max_mb) << 20; bytes *= 4) {
+  for (size_t bytes : sizes) {
     auto t = torch::ones({static_cast<int64_t>(bytes / 4)}, torch::TensorOptions().device(pg->device()));
-    const int iters = bytes <= (1 << 20) ? 50 : bytes <= (16 << 20) ? 10 : 5;
+    const int iters = bytes <= (1 << 20) ? 60 : bytes <= (16 << 20) ? 16 : 6;
     std::vector<double> wrapped, direct;
-    for (int i = 0; i < iters + 2; ++i) {
-      // Alternate the two so that both see the same machine load.
+    auto time_one = [&](bool through_runtime) {
+      t.fill_(1);  // the same values every time (sums would grow to inf)
       barrier(*pg);
-      auto t0 = Clock::now();
-      pg->allreduce(t);
-      if (cuda) torch::cuda::synchronize();
-      double a = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      barrier(*pg);
-      std::vector<at::Tensor> v{t};
-      t0 = Clock::now();
-      raw->allreduce(v)->wait();
-      if (cuda) torch::cuda::synchronize();
-      double b = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      if (i >= 2) {
-        wrapped.push_back(a);
-        direct.push_back(b);
+      const auto t0 = Clock::now();
+      if (through_runtime) {
+        pg->allreduce(t);
+      } else {
+        std::vector<at::Tensor> v{t};
+        raw->allreduce(v)->wait();
       }
+      if (cuda) torch::cuda::synchronize();
+      return ms_between(t0, Clock::now());
+    };
+    for (int i = 0; i < iters + 2; ++i) {
+      // Alternate which goes first, so that neither always follows the other.
+      const bool runtime_first = i % 2 == 0;
+      const double a = time_one(runtime_first), b = time_one(!runtime_first);
+      if (i < 2) continue;
+      wrapped.push_back(runtime_first ? a : b);
+      direct.push_back(runtime_first ? b : a);
     }
     if (pg->rank() == 0) {
       const double mw = median(wrapped), md = median(direct);
-      std::printf("| %zu KiB | %.3f | %.0f | %.3f | %.0f |\n", bytes / 1024, mw, bytes / 1048576.0 / (mw / 1000),
-                  md, bytes / 1048576.0 / (md / 1000));
+      std::printf("ALLREDUCE %zu %.3f %.3f\n", bytes, mw, md);
     }
   }
+  std::fflush(stdout);
   return 0;
 }
 

@@ -319,6 +319,7 @@ void AsyncWork::wait() {
   auto& w = *static_cast<c10::intrusive_ptr<compat::Work>*>(work_.get());
   try {
     w->wait();
+    if (after_) (*static_cast<c10::intrusive_ptr<c10::ivalue::Future>*>(after_.get()))->wait();
   } catch (const std::exception& e) {
     throw std::runtime_error("rank " + std::to_string(rank_) + ": " + what_ +
                              " failed (a peer may have exited or timed out): " + what_of(e));
@@ -339,7 +340,13 @@ void AsyncWork::on_completion(std::function<void()> f) {
   } catch (const std::exception&) {
     return;  // this backend's work has no future: no completion time
   }
-  future->addCallback([f = std::move(f)](c10::ivalue::Future&) { f(); });
+  auto then = future->then(
+      [f = std::move(f)](c10::ivalue::Future&) {
+        f();
+        return c10::IValue();
+      },
+      c10::NoneType::get());
+  after_ = std::make_shared<c10::intrusive_ptr<c10::ivalue::Future>>(std::move(then));
 }
 
 AsyncWork ProcessGroup::allreduce_async(at::Tensor& tensor) {

@@ -50,14 +50,16 @@ class AsyncWork {
   explicit AsyncWork(std::shared_ptr<void> work, std::string what, int rank);
   void wait();
   bool completed() const;
-  // Runs f on the backend's thread when the collective has finished (at once
-  // if it already has). For timing only: f must be quick, must not throw and
-  // must not wait for the caller. A backend without futures never calls f.
+  // Runs f on the backend's thread when the backend reports the collective
+  // finished (Gloo: done; NCCL: queued on its stream); wait() then also waits
+  // for f to have run. For timing only: f must be quick and must not throw.
+  // A backend without futures never calls f.
   void on_completion(std::function<void()> f);
   bool valid() const { return work_ != nullptr; }
 
  private:
   std::shared_ptr<void> work_;  // holds a c10::intrusive_ptr<c10d::Work>
+  std::shared_ptr<void> after_;  // on_completion's future (c10::intrusive_ptr<c10::ivalue::Future>)
   std::string what_;
   int rank_ = -1;
 };

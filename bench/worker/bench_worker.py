@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""What DDP costs, side by side: C++ (ddp-worker-bench on the worker runtime)
+and Python (torch DistributedDataParallel, python_step.py), each trained
+locally (no synchronisation) and with DDP in the same processes, for the MLP
+and the Fashion-MNIST CNN; 2 processes under ddp-launch, one thread each, the
+same data preloaded as tensors. Prints markdown:
+
+  1. the overhead of DDP over local training, C++ and Python, per round;
+  2. C++ DDP configurations (bucket sizes, no overlap, private buckets);
+  3. the timeline of a C++ DDP step (where the overhead goes);
+  4. allreduce time through the runtime vs raw ProcessGroupGloo, also at the
+     models' gradient sizes: the floor of the overhead on this machine.
+
+    python3 bench/worker/bench_worker.py [--build build] [--rounds 2] [--steps 30]
+
+The driver needs no torch; the Python workers run under --python (default
+/usr/bin/python3, Debian's python3-torch). Run on an otherwise idle machine.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+CPP_CONFIGS = "local,ddp,ddp:cap=inf,ddp:views=0,ddp:cap=4,ddp:cap=1,ddp:cap=0.5:first=0.5,ddp:cap=0.25:first=0.25"
+PY_CONFIGS = "local,ddp,ddp:views=1"
+
+
+def launch(build, argv, nproc, env_extra=None):
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+    env.update(env_extra or {})
+    cmd = [os.path.join(build, "bin", "ddp-launch"), "--use_env", f"--nproc_per_node={nproc}"] + argv
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=1800)
+    if p.returncode != 0:
+        sys.exit(f"bench_worker.py: {' '.join(cmd)} failed ({p.returncode}):\n{p.stderr[-3000:]}")
+    return p.stdout.splitlines()
+
+
+def parse(lines):
+    """RESULT lang model config ms buckets params batch / TIMELINE lang model config k=v ..."""
+    results, timelines, allreduce = {}, {}, []
+    for line in lines:
+        f = line.split()
+        if not f:
+            continue
+        if f[0] == "RESULT":
+            results[(f[1], f[2], f[3])] = {"ms": float(f[4]), "buckets": int(f[5]), "params": int(f[6])}
+        elif f[0] == "TIMELINE":
+            timelines[(f[1], f[2], f[3])] = dict(kv.split("=", 1) for kv in f[4:])
+        elif f[0] == "ALLREDUCE":
+            allreduce.append((int(f[1]), float(f[2]), float(f[3])))
+    return results, timelines, allreduce
+
+
+def pct(x, base):
+    return 100.0 * (x - base) / base
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--python", default="/usr/bin/python3", help="python3 with torch for the Python workers")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--nproc", type=int, default=2)
+    ap.add_argument("--models", default="mlp,cnn")
+    ap.add_argument("--cpp-configs", default=CPP_CONFIGS)
+    a = ap.parse_args()
+    bench = os.path.join(a.build, "bin", "ddp-worker-bench")
+    for b in (bench, os.path.join(a.build, "bin", "ddp-launch")):
+        if not os.access(b, os.X_OK):
+            sys.exit(f"bench_worker.py: {b} is not built (cmake --build {a.build} --target ddp-launch ddp-worker-bench)")
+    models = a.models.split(",")
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    load_before = open("/proc/loadavg").read().split()[:3]
+
+    rounds = []  # per round: results and timelines of every run
+    for rnd in range(a.rounds):
+        res, tl = {}, {}
+        for model in models:
+            cpp = [bench, "step", f"model={model}", f"steps={a.steps}", f"batch={a.batch}", f"configs={a.cpp_configs}"]
+            py_models = [model] + (["cnn-lac"] if model == "cnn" else [])
+            pys = [[a.python, "-u", os.path.join(HERE, "python_step.py"), "--model", m, "--steps", str(a.steps),
+                    "--batch", str(a.batch), "--configs", PY_CONFIGS] for m in py_models]
+            runs = [cpp] + pys
+            if rnd % 2:
+                runs.reverse()  # alternate who goes first
+            for argv in runs:
+                r, t, _ = parse(launch(a.build, argv, a.nproc))
+                res.update(r)
+                tl.update(t)
+        rounds.append((res, tl))
+
+    grad_bytes = [rounds[0][0][("c++", model, "local")]["params"] * 4 for model in models]
+    sizes = [k * 1024 for k in (4, 16, 64, 256, 1024, 4096, 16384)] + grad_bytes
+    _, _, allreduce = parse(launch(a.build, [bench, "allreduce", "sizes=" + ",".join(map(str, sizes))], a.nproc))
+    ar_by_bytes = {b: (w, r) for b, w, r in allreduce}
+
+    print(f"machine: {os.cpu_count()} cores, {cpu}, {a.nproc} processes, OMP_NUM_THREADS="
+          f"{os.environ.get('OMP_NUM_THREADS', '1')}, batch {a.batch} per process, {a.steps} steps per config "
+          f"(medians), {a.rounds} rounds; load average before {' '.join(load_before)}, after "
+          f"{' '.join(open('/proc/loadavg').read().split()[:3])}")
+    print()
+    print("### DDP overhead over local training, C++ and Python side by side")
+    print()
+    print("| model | round | C++ local (ms) | C++ DDP (ms) | **C++ overhead** | Python local (ms) | Python DDP (ms) "
+          "| **Python overhead** | Python DDP, gradient_as_bucket_view (ms) | overhead |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    summary = []
+    for model in models + (["cnn-lac"] if "cnn" in models else []):
+        cpp_model = "cnn" if model == "cnn-lac" else model
+        label = "cnn (Python: Linear as conv)" if model == "cnn-lac" else model
+        over_c, over_p = [], []
+        for i, (res, _) in enumerate(rounds):
+            cl, cd = res[("c++", cpp_model, "local")]["ms"], res[("c++", cpp_model, "ddp")]["ms"]
+            pl, pd = res[("python", model, "local")]["ms"], res[("python", model, "ddp")]["ms"]
+            pv = res[("python", model, "ddp:views=1")]["ms"]
+            over_c.append(pct(cd, cl))
+            over_p.append(min(pct(pd, pl), pct(pv, pl)))
+            print(f"| {label} | {i + 1} | {cl:.2f} | {cd:.2f} | **{pct(cd, cl):+.1f}%** | {pl:.2f} | {pd:.2f} | "
+                  f"**{pct(pd, pl):+.1f}%** | {pv:.2f} | {pct(pv, pl):+.1f}% |")
+        summary.append((label, cpp_model, over_c, over_p))
+    print()
+    for label, cpp_model, over_c, over_p in summary:
+        params = rounds[0][0][("c++", cpp_model, "local")]["params"]
+        alone = ar_by_bytes[params * 4][0]
+        local = statistics.median(r[0][("c++", cpp_model, "local")]["ms"] for r in rounds)
+        print(f"- {label}: C++ DDP overhead {statistics.median(over_c):+.1f}% (median of rounds), Python's best "
+              f"{statistics.median(over_p):+.1f}%; allreducing all {params * 4 / 1048576:.2f} MiB of gradients "
+              f"alone takes {alone:.2f} ms = {100 * alone / local:.1f}% of the C++ local step ({local:.1f} ms).")
+    print()
+    print("### C++ DDP configurations (bucket sizes in MiB; cap=inf: one bucket after backward, no overlap; "
+          "views=0: private buckets, gradients copied in and out)")
+    print()
+    print("| model | config | buckets | step (ms), each round | vs local, each round |")
+    print("|---|---|---|---|---|")
+    for model in models:
+        for cfg in a.cpp_configs.split(","):
+            steps = [r[0][("c++", model, cfg)]["ms"] for r in rounds]
+            locs = [r[0][("c++", model, "local")]["ms"] for r in rounds]
+            buckets = rounds[0][0][("c++", model, cfg)]["buckets"] or "-"
+            print(f"| {model} | {cfg} | {buckets} | {' / '.join(f'{s:.2f}' for s in steps)} | "
+                  f"{' / '.join(f'{pct(s, l):+.1f}%' for s, l in zip(steps, locs))} |")
+    print()
+    print("### Timeline of a C++ DDP step (round 1, medians in ms)")
+    print()
+    print("forward includes zero_grad; backward = until autograd finished; end wait = from then until the averaged "
+          "gradients are in .grad (the allreduces still running + the status exchange); per bucket (in launch order): "
+          "size, delay from its last gradient to its launch (includes the 1/world scaling), allreduce time from "
+          "launch to completion.")
+    print()
+    print("| model | config | forward | backward | end wait | optimizer | buckets: MiB, launch delay / allreduce |")
+    print("|---|---|---|---|---|---|---|")
+    for model in models:
+        for cfg in a.cpp_configs.split(","):
+            t = rounds[0][1].get(("c++", model, cfg))
+            if not t:
+                continue
+            bk = []
+            for item in t["buckets"].split(","):
+                delay, ar, mb = item.split("/")
+                bk.append(f"{float(mb[:-2]):.2f}: {float(delay):.2f} / {float(ar):.2f}")
+            print(f"| {model} | {cfg} | {float(t['fwd']):.2f} | {float(t['bwd']):.2f} | {float(t['end_wait']):.2f} | "
+                  f"{float(t['opt']):.2f} | {'; '.join(bk)} |")
+    print()
+    print("### Allreduce: through the runtime vs raw ProcessGroupGloo (order alternating, medians)")
+    print()
+    print("| message | ddp_worker allreduce (ms) | MiB/s | raw ProcessGroupGloo (ms) | MiB/s |")
+    print("|---|---|---|---|---|")
+    for b, w, r in allreduce:
+        size = f"{b / 1024:.0f} KiB" if b < 1048576 else f"{b / 1048576:.2f} MiB"
+        print(f"| {size} | {w:.3f} | {b / 1048576 / (w / 1000):.0f} | {r:.3f} | {b / 1048576 / (r / 1000):.0f} |")
+
+
+if __name__ == "__main__":
+    main()
