@@ -151,7 +151,8 @@ def main():
     print("forward includes zero_grad; backward = until autograd finished; end wait = from then until the averaged "
           "gradients are in .grad (the allreduces still running + the status exchange); per bucket (in launch order): "
           "size, delay from its last gradient to its launch (includes the 1/world scaling), allreduce time from "
-          "launch to completion.")
+          "launch to completion. The local row is the same model without DDP: the difference in backward is what "
+          "the allreduces running beside autograd (and the hooks) cost it.")
     print()
     print("| model | config | forward | backward | end wait | optimizer | buckets: MiB, launch delay / allreduce |")
     print("|---|---|---|---|---|---|---|")
@@ -161,7 +162,7 @@ def main():
             if not t:
                 continue
             bk = []
-            for item in t["buckets"].split(","):
+            for item in filter(None, t["buckets"].split(",")):
                 delay, ar, mb = item.split("/")
                 bk.append(f"{float(mb[:-2]):.2f}: {float(delay):.2f} / {float(ar):.2f}")
             print(f"| {model} | {cfg} | {float(t['fwd']):.2f} | {float(t['bwd']):.2f} | {float(t['end_wait']):.2f} | "

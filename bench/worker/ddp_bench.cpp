@@ -238,12 +238,20 @@ int step_bench(int argc, char** argv) {
       auto loss = torch::cross_entropy_loss(r.model.forward(x), y);
       const auto t_backward = Clock::now();
       loss.backward();
+      const auto t_backward_end = Clock::now();
       r.opt->step();
       if (cuda) torch::cuda::synchronize();
       const auto t_end = Clock::now();
       if (s >= warmup) {
         r.ms.push_back(ms_between(t0, t_end));
-        if (r.ddp) add_step_timeline(r.timeline, *r.ddp, t0, t_backward, t_end);
+        if (r.ddp) {
+          add_step_timeline(r.timeline, *r.ddp, t0, t_backward, t_end);
+        } else {
+          r.timeline.forward.push_back(ms_between(t0, t_backward));
+          r.timeline.backward.push_back(ms_between(t_backward, t_backward_end));
+          r.timeline.end_wait.push_back(0);
+          r.timeline.optimizer.push_back(ms_between(t_backward_end, t_end));
+        }
       }
       r.last_loss = loss.item<double>();
     }
@@ -255,7 +263,6 @@ int step_bench(int argc, char** argv) {
     if (env.rank != 0) continue;
     std::printf("RESULT c++ %s %s %.3f %zu %lld %d\n", model_name.c_str(), r.config.name.c_str(), median(r.ms),
                 r.ddp ? r.ddp->buckets().size() : size_t{0}, static_cast<long long>(params), batch);
-    if (!r.ddp) continue;
     const auto& t = r.timeline;
     std::printf("TIMELINE c++ %s %s fwd=%.2f bwd=%.2f end_wait=%.2f opt=%.2f buckets=", model_name.c_str(),
                 r.config.name.c_str(), median(t.forward), median(t.backward), median(t.end_wait), median(t.optimizer));

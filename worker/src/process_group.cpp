@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -34,6 +35,10 @@ struct ProcessGroup::Impl {
   c10::intrusive_ptr<c10d::Store> tcp_store;  // the TCPStore itself (HashStore when standalone)
   c10::intrusive_ptr<c10d::Store> store;      // PrefixStore("default_pg", ...)
   c10::intrusive_ptr<compat::Backend> backend;
+  // Gloo for host_allreduce_async: `backend` itself when it is Gloo, else
+  // made on first use.
+  std::once_flag host_once;
+  c10::intrusive_ptr<compat::Backend> host_backend;
 };
 
 namespace {
@@ -356,6 +361,23 @@ AsyncWork ProcessGroup::allreduce_async(at::Tensor& tensor) {
   c10d::AllreduceOptions o;
   o.reduceOp = c10d::ReduceOp::SUM;
   return make_work(impl_->backend->allreduce(v, o), describe("allreduce", tensor), rank());
+}
+
+AsyncWork ProcessGroup::host_allreduce_async(at::Tensor& cpu_tensor) {
+  if (!cpu_tensor.defined() || !cpu_tensor.device().is_cpu() || !cpu_tensor.is_contiguous())
+    throw std::invalid_argument("host allreduce needs a contiguous CPU tensor");
+  std::call_once(impl_->host_once, [this] {
+    if (impl_->backend_name == "gloo") {
+      impl_->host_backend = impl_->backend;
+    } else {
+      auto store = c10::make_intrusive<c10d::PrefixStore>("ddp_host/", impl_->store);
+      impl_->host_backend = make_gloo(store, impl_->env, impl_->timeout);
+    }
+  });
+  std::vector<at::Tensor> v{cpu_tensor};
+  c10d::AllreduceOptions o;
+  o.reduceOp = c10d::ReduceOp::SUM;
+  return make_work(impl_->host_backend->allreduce(v, o), describe("host allreduce", cpu_tensor), rank());
 }
 
 AsyncWork ProcessGroup::broadcast_async(at::Tensor& tensor, int root) {

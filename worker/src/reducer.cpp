@@ -162,8 +162,8 @@ void Reducer::copy_result_out(size_t k) {
 
 std::string Reducer::grad_state_after_error() const {
   return opt_.gradient_as_bucket_view
-             ? ".grad is not usable in this step (it shares memory with the buckets, which hold partial sums): zero "
-               "it before the next step"
+             ? ".grad is not usable in this step, since it shares memory with the buckets, which hold partial sums: "
+               "zero it before the next step"
              : ".grad holds this rank's local gradients";
 }
 
@@ -333,9 +333,10 @@ void Reducer::decide(bool failed_here, std::string local_error) {
     st[P + world + rank] = missing_count;
     status = at::empty({static_cast<int64_t>(st.size())}, at::TensorOptions().dtype(at::kLong));
     std::memcpy(status.data_ptr<int64_t>(), st.data(), st.size() * sizeof(int64_t));
-    status = status.to(pg_->device());
     try {
-      status_work = pg_->allreduce_async(status);
+      // On the host even with NCCL: deciding never waits for the GPU; the
+      // bucket waits below are stream waits there.
+      status_work = pg_->host_allreduce_async(status);
     } catch (const std::exception& e) {
       comm_error = e.what();
     }
@@ -353,7 +354,6 @@ void Reducer::decide(bool failed_here, std::string local_error) {
   for (auto& b : buckets_)
     if (b.launched) wait(b.work);
   if (!comm_error.empty()) throw std::runtime_error(comm_error);
-  status = status.cpu();
   const int64_t* s = status.data_ptr<int64_t>();
 
   std::vector<int> failed_ranks, missing_ranks;

@@ -93,6 +93,12 @@ class ProcessGroup {
   // Async variants (Sum only for allreduce); used by DDP's buckets.
   AsyncWork allreduce_async(at::Tensor& tensor);
   AsyncWork broadcast_async(at::Tensor& tensor, int root = 0);
+  // Async Sum of a small CPU tensor among the ranks, without touching the
+  // GPU: on Gloo the group itself; on NCCL a Gloo group beside it, created by
+  // the first call (a collective: every rank must make its first call at the
+  // same point, as DDP's end of backward does). DDP exchanges its per-step
+  // status with it, so that deciding a step never waits for the device.
+  AsyncWork host_allreduce_async(at::Tensor& cpu_tensor);
 
   Impl& impl() { return *impl_; }
 
