@@ -9,7 +9,7 @@
 //     synchronisation: the baseline at the same per-rank batch) and DDP
 //     configurations (bucket sizes, views); per DDP configuration also the
 //     timeline of a step (see Timeline).
-//   ddp-worker-bench allreduce [max_mb=N | sizes=bytes,bytes,...]
+//   ddp-worker-bench allreduce [max_mb=N | sizes=bytes,bytes,...] [order=runtime-first]
 //     allreduce time by message size: ddp::worker::ProcessGroup::allreduce
 //     against the raw c10d backend it wraps (ProcessGroupGloo, or
 //     ProcessGroupNCCL with DDP_BACKEND=nccl), the order alternating.
@@ -285,6 +285,7 @@ int allreduce_bench(int argc, char** argv) {
   } else {
     for (size_t bytes = 4096; bytes <= static_cast<size_t>(max_mb) << 20; bytes *= 4) sizes.push_back(bytes);
   }
+  const bool fixed_order = kv.count("order") && kv["order"] == "runtime-first";
   auto pg = init_process_group({}, argc, argv);
   auto raw = native_backend(*pg);
   const bool cuda = pg->device().is_cuda();
@@ -306,8 +307,9 @@ int allreduce_bench(int argc, char** argv) {
       return ms_between(t0, Clock::now());
     };
     for (int i = 0; i < iters + 2; ++i) {
-      // Alternate which goes first, so that neither always follows the other.
-      const bool runtime_first = i % 2 == 0;
+      // Alternate which goes first, so that neither always follows the other
+      // (order=runtime-first: the old fixed order, for comparison).
+      const bool runtime_first = fixed_order || i % 2 == 0;
       const double a = time_one(runtime_first), b = time_one(!runtime_first);
       if (i < 2) continue;
       wrapped.push_back(runtime_first ? a : b);

@@ -39,7 +39,8 @@ std::string env_or(const EnvMap& env, const char* name, const std::string& fallb
 std::vector<std::string> WorkerCommand::argv_for(int local_rank) const {
   std::vector<std::string> out = args;
   if (legacy_local_rank)
-    out.insert(out.begin() + static_cast<long>(local_rank_pos), "--local_rank=" + std::to_string(local_rank));
+    out.insert(out.begin() + static_cast<long>(local_rank_pos),
+               (local_rank_dash ? "--local-rank=" : "--local_rank=") + std::to_string(local_rank));
   return out;
 }
 
@@ -60,6 +61,7 @@ std::string find_executable(const std::string& name, const std::string& path_env
 WorkerCommand resolve_command(const LaunchOptions& opts, const EnvMap& env) {
   WorkerCommand cmd;
   cmd.legacy_local_rank = !opts.use_env;
+  cmd.local_rank_dash = opts.local_rank_dash;
   const std::string path_env = env_or(env, "PATH", "/usr/local/bin:/usr/bin:/bin");
   const bool python = opts.module || (!opts.no_python && ends_with(opts.program, ".py"));
 

@@ -38,6 +38,9 @@ po::options_description supported_options() {
       ("master_port", po::value<std::string>()->value_name("PORT"), "port of the rendezvous store (default 29500)")
       ("standalone", "single node on a free port (like torchrun --standalone)")
       ("use_env", "do not pass --local_rank=N to workers (they read LOCAL_RANK)")
+      ("local_rank_style", po::value<std::string>()->value_name("underscore|dash"),
+       "how workers get their local rank without --use_env: underscore = --local_rank=N (torch.distributed.launch "
+       "1.x, the default), dash = --local-rank=N (2.x)")
       ("no_python", "run the program directly, never through python")
       ("module,m", "run the program as a Python module (python -m)")
       ("role", po::value<std::string>()->value_name("NAME"), "worker role name (default 'default')")
@@ -266,6 +269,13 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
     o.master_port = 0;  // picked when the group starts
   }
   o.use_env = flag("use_env");
+  if (auto v = value("local_rank_style")) {
+    if (v->first != "underscore" && v->first != "dash")
+      throw UsageError(v->second + "=" + v->first +
+                       ": not a local rank style; use underscore (--local_rank=N, torch.distributed.launch 1.x) "
+                       "or dash (--local-rank=N, 2.x)");
+    o.local_rank_dash = v->first == "dash";
+  }
   o.no_python = flag("no_python");
   o.module = flag("module");
   if (o.no_python && o.module)

@@ -36,6 +36,13 @@ EnvMap worker_environment(const EnvMap& parent, const GroupSpec& g, int local_ra
   set("TORCHELASTIC_USE_AGENT_STORE", "False");
   set("TORCHELASTIC_ERROR_FILE", error_file);
   if (!parent.count("TORCH_NCCL_ASYNC_ERROR_HANDLING")) set("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+  // torch.distributed.launch mode (no --use_env) serves 1.x scripts, whose
+  // LibTorch reads the old name (torchrun 1.13 sets it; 2.x only warns that
+  // it is deprecated, so it is left out of --use_env runs).
+  if (!o.use_env && !parent.count("NCCL_ASYNC_ERROR_HANDLING")) set("NCCL_ASYNC_ERROR_HANDLING", "1");
+  // The signals the launcher forwards to its workers (signals.cpp), as
+  // torchrun 2.x tells its workers.
+  if (!parent.count("TORCHELASTIC_SIGNALS_TO_HANDLE")) set("TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
   if (g.omp_threads > 0) seti("OMP_NUM_THREADS", g.omp_threads);
   return env;
 }

@@ -114,6 +114,8 @@ TEST_CASE("worker environment is torchrun's set") {
   CHECK(env["TORCHELASTIC_USE_AGENT_STORE"] == "False");
   CHECK(env["TORCHELASTIC_ERROR_FILE"] == "/run/x/error.json");
   CHECK(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1");
+  CHECK(env["NCCL_ASYNC_ERROR_HANDLING"] == "1");  // launch mode (no --use_env): LibTorch 1.x's name too
+  CHECK(env["TORCHELASTIC_SIGNALS_TO_HANDLE"] == "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
   CHECK(env["OMP_NUM_THREADS"] == "3");
   CHECK(env["HOME"] == "/root");
   CHECK(env["CUDA_VISIBLE_DEVICES"] == "0,1");
@@ -123,6 +125,25 @@ TEST_CASE("worker environment is torchrun's set") {
   auto env2 = worker_environment(parent, g, 0, "e");
   CHECK(env2["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "0");
   CHECK(env2.count("OMP_NUM_THREADS") == 0);
+
+  // --use_env (torchrun mode): only 2.x's name, which 2.x does not warn about.
+  auto u = opts_for({"--use_env", "x"});
+  g.opts = &u;
+  auto env3 = worker_environment({}, g, 0, "e");
+  CHECK(env3["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1");
+  CHECK(env3.count("NCCL_ASYNC_ERROR_HANDLING") == 0);
+}
+
+TEST_CASE("local rank style: --local_rank=N by default, --local-rank=N with dash, a bad style is an error") {
+  EnvMap env{{"PATH", "/usr/bin:/bin"}};
+  CHECK(resolve_command(opts_for({"/bin/echo", "a"}), env).argv_for(3) == std::vector<std::string>{"--local_rank=3", "a"});
+  CHECK(resolve_command(opts_for({"--local-rank-style=dash", "/bin/echo", "a"}), env).argv_for(3) ==
+        std::vector<std::string>{"--local-rank=3", "a"});
+  CHECK(resolve_command(opts_for({"--local_rank_style", "underscore", "/bin/echo"}), env).argv_for(0) ==
+        std::vector<std::string>{"--local_rank=0"});
+  CHECK(resolve_command(opts_for({"--use_env", "--local_rank_style=dash", "/bin/echo"}), env).argv_for(0).empty());
+  CHECK_THROWS_WITH(opts_for({"--local_rank_style=camel", "/bin/echo"}),
+                    Catch::Contains("--local_rank_style=camel: not a local rank style; use underscore"));
 }
 
 TEST_CASE("OMP_NUM_THREADS default splits the cores, never below 1") {

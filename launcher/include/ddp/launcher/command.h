@@ -19,6 +19,7 @@ struct WorkerCommand {
   std::vector<std::string> args;  // argv[1..] before the per-rank --local_rank
   size_t local_rank_pos = 0;      // where --local_rank=N goes (torch.distributed.launch order)
   bool legacy_local_rank = true;  // false with --use_env
+  bool local_rank_dash = false;   // --local-rank=N (2.x) instead of --local_rank=N (1.x)
 
   // Full argv (without argv[0]) for one worker.
   std::vector<std::string> argv_for(int local_rank) const;

@@ -28,6 +28,7 @@ struct LaunchOptions {
   int master_port = 29500;        // 0: pick a free port (single node only)
   bool standalone = false;
   bool use_env = false;           // false: workers get --local_rank=N (torch.distributed.launch)
+  bool local_rank_dash = false;   // --local_rank_style dash: --local-rank=N (torch.distributed.launch 2.x)
   bool no_python = false;
   bool module = false;
   std::string role = "default";
