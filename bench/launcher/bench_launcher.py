@@ -6,9 +6,11 @@
 2. Teardown latency: 4 workers; rank 1 exits 1 once all are up, the others
    exit on SIGTERM. Latency = launcher exit - rank 1's exit timestamp.
 
-torchrun is Debian's python3-torch 1.13 through bench/torchrun_patched.py
-(the stock one crashes on Python 3.11). Writes its table into
-docs/benchmarks.md. Usage: bench/launcher/bench_launcher.py [--runs N]
+torchrun 1.13 is Debian's python3-torch through bench/torchrun_patched.py
+(the stock one crashes on Python 3.11); torchrun 2.11 is the stock one of the
+pip wheel (--torch2-python, default: the interpreter scripts/install-torch2
+made, when present). Writes its table into docs/benchmarks.md.
+Usage: bench/launcher/bench_launcher.py [--runs N] [--torch2-python PY]
 """
 import argparse
 import os
@@ -27,6 +29,8 @@ import update_doc  # noqa: E402
 LAUNCH = os.path.join(ROOT, "build", "bin", "ddp-launch")
 TORCH_PY = "/usr/bin/python3"
 TORCHRUN = [TORCH_PY, os.path.join(ROOT, "bench", "torchrun_patched.py")]
+TORCH2_PY = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "ddp-launch",
+                         "torch-2.11.0", "venv", "bin", "python3")
 TRUE = shutil.which("true") or "/bin/true"
 
 TEARDOWN_WORKER = r"""#!/bin/sh
@@ -41,9 +45,9 @@ while :; do sleep 30 & wait $!; done
 """
 
 
-def have_torchrun():
-    return os.path.exists(TORCH_PY) and subprocess.run(
-        [TORCH_PY, "-c", "import torch.distributed.run"], capture_output=True).returncode == 0
+def have_torchrun(py=TORCH_PY):
+    return os.path.exists(py) and subprocess.run(
+        [py, "-c", "import torch.distributed.run"], capture_output=True).returncode == 0
 
 
 def spawn_wait(argv, env=None):
@@ -73,7 +77,7 @@ def quiet_env(port):
     return env
 
 
-def launch_overhead(runs, torch_runs):
+def launch_overhead(runs, torch_runs, torchruns):
     env = quiet_env(0)
     devnull = os.open(os.devnull, os.O_WRONLY)
     saved = os.dup(2)
@@ -84,10 +88,8 @@ def launch_overhead(runs, torch_runs):
         # --local_rank=N, /bin/true would also load its locale).
         ours = [time_cmd([LAUNCH, "--nproc_per_node=4", "--standalone", "--use_env", TRUE], env)
                 for _ in range(runs)]
-        theirs = []
-        if torch_runs:
-            theirs = [time_cmd(TORCHRUN + ["--nproc_per_node=4", "--standalone", "--no_python", TRUE], env)
-                      for _ in range(torch_runs)]
+        theirs = [[time_cmd(t + ["--nproc_per_node=4", "--standalone", "--no_python", TRUE], env)
+                   for _ in range(torch_runs)] for t in torchruns]
     finally:
         os.dup2(saved, 2)
     return direct, ours, theirs
@@ -123,34 +125,45 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--torch-runs", type=int, default=3, help="torchrun is slow; fewer runs")
+    ap.add_argument("--torch2-python", default=TORCH2_PY, help="python3 with torch 2.x for the torchrun 2.x column")
     args = ap.parse_args()
     if not os.access(LAUNCH, os.X_OK):
         sys.exit(f"bench_launcher: {LAUNCH} is missing; run scripts/build first")
-    torch_runs = args.torch_runs if have_torchrun() else 0
+    # (name, argv prefix) of each torchrun found: 1.13 patched, 2.x stock.
+    torchruns = []
+    if have_torchrun():
+        torchruns.append(("torchrun 1.13", TORCHRUN))
+    if have_torchrun(args.torch2_python):
+        ver = subprocess.run([args.torch2_python, "-c", "import torch; print(torch.__version__.split('+')[0])"],
+                             capture_output=True, text=True).stdout.strip()
+        torchruns.append((f"torchrun {ver}", [args.torch2_python, "-m", "torch.distributed.run"]))
 
-    direct, ours, theirs = launch_overhead(args.runs, torch_runs)
+    direct, ours, theirs = launch_overhead(args.runs, args.torch_runs, [t for _, t in torchruns])
     td_ours = teardown_latency([LAUNCH, "--nproc_per_node=4", "--standalone", "--use_env"], args.runs)
-    td_theirs = teardown_latency(TORCHRUN + ["--nproc_per_node=4", "--standalone", "--no_python"],
-                                 torch_runs) if torch_runs else []
+    td_theirs = [teardown_latency(t + ["--nproc_per_node=4", "--standalone", "--no_python"], args.torch_runs)
+                 for _, t in torchruns]
 
     over = (statistics.median(ours) - statistics.median(direct)) * 1e3
-    speedup = statistics.median(theirs) / statistics.median(ours) if theirs else None
+    speedups = [f"{name} / ddp-launch: **{statistics.median(t) / statistics.median(ours):.0f}×**"
+                for (name, _), t in zip(torchruns, theirs)]
+    names = [name for name, _ in torchruns]
     lines = [
         "## Launcher (issue: foundation and launcher core)",
         "",
         f"`bench/launcher/bench_launcher.py --runs {args.runs}`, {time.strftime('%Y-%m-%d')}, "
-        f"{os.cpu_count()} cores; medians in ms. torchrun = Debian python3-torch 1.13 via "
-        "`bench/torchrun_patched.py`" + ("" if theirs else " (not installed: skipped)") +
-        f", {torch_runs} runs.",
+        f"{os.cpu_count()} cores; medians in ms. torchrun 1.13 = Debian python3-torch via "
+        "`bench/torchrun_patched.py`; torchrun 2.x = the pip wheel's, stock"
+        + ("" if torchruns else " (neither installed: skipped)") + f"; {args.torch_runs} runs each.",
         "",
-        "| measurement | direct spawn | ddp-launch | torchrun | goal |",
-        "|---|---|---|---|---|",
-        f"| launch 4 × /bin/true (`--use_env`), wall | {ms(direct)} | {ms(ours)} | {ms(theirs)} | "
-        "≤ direct + 5 ms; > 100× faster than torchrun |",
-        f"| teardown: worker failure → launcher exit | – | {ms(td_ours)} | {ms(td_theirs)} | < 50 ms |",
+        "| measurement | direct spawn | ddp-launch | " + " | ".join(names) + " | goal |",
+        "|---|---|---|" + "---|" * len(names) + "---|",
+        f"| launch 4 × /bin/true (`--use_env`), wall | {ms(direct)} | {ms(ours)} | "
+        + "".join(f"{ms(t)} | " for t in theirs) + "≤ direct + 5 ms; > 100× faster than torchrun |",
+        f"| teardown: worker failure → launcher exit | – | {ms(td_ours)} | "
+        + "".join(f"{ms(t)} | " for t in td_theirs) + "< 50 ms |",
         "",
-        f"ddp-launch overhead above direct spawning: **{over:.1f} ms**" +
-        (f"; torchrun / ddp-launch: **{speedup:.0f}×**." if speedup else "."),
+        f"ddp-launch overhead above direct spawning: **{over:.1f} ms**"
+        + ("; " + "; ".join(speedups) + "." if speedups else "."),
         f"Teardown spread (ddp-launch): min {min(td_ours) * 1e3:.1f} ms, max {max(td_ours) * 1e3:.1f} ms.",
     ]
     table = "\n".join(lines)
