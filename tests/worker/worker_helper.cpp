@@ -69,6 +69,16 @@ struct ParityNet : torch::nn::Module {
   torch::Tensor scale;
 };
 
+// What Optimizer::zero_grad does in LibTorch 1.13 (2.x's default is
+// set_to_none instead): detach and zero each .grad in place.
+void zero_grads_in_place(const std::vector<at::Tensor>& params) {
+  for (auto p : params)
+    if (p.grad().defined()) {
+      p.mutable_grad().detach_();
+      p.mutable_grad().zero_();
+    }
+}
+
 // variant single: one process, global batch 2B. ddp: 2 ranks, batch B each.
 // nosync: 2 ranks, two micro-batches of B/2, the first under no_sync.
 // views=0: private buckets (gradient_as_bucket_view off). zero=none: the
@@ -111,7 +121,7 @@ int parity(int argc, char** argv) {
     if (set_to_none) {
       for (auto& p : ddp.parameters()) p.mutable_grad().reset();
     } else {
-      opt.zero_grad();
+      zero_grads_in_place(ddp.parameters());
     }
     if (variant == "ddp") {
       torch::mse_loss(ddp.forward(x), y).backward();
@@ -137,8 +147,8 @@ int parity(int argc, char** argv) {
 // Gradients as bucket views: after a synced backward the gradients of a
 // bucket's parameters lie back to back in fill order (they are the bucket),
 // stay at the same address across steps (no copies), survive
-// Optimizer::zero_grad (in place) and come back after set_to_none. views=0:
-// a .grad the caller holds is updated in place instead.
+// Optimizer::zero_grad (whatever this LibTorch's default), zeroing in place
+// and set_to_none. views=0: a .grad the caller holds is updated in place.
 int views(int argc, char** argv) {
   auto kv = parse_kv(argc, argv);
   auto pg = init_process_group({}, argc, argv);
@@ -161,7 +171,7 @@ int views(int argc, char** argv) {
   if (!o.gradient_as_bucket_view) {
     std::vector<at::Tensor> held;
     for (auto& p : params) held.push_back(p.grad());
-    opt.zero_grad();
+    zero_grads_in_place(params);
     step();
     for (size_t i = 0; i < params.size(); ++i)
       check(params[i].grad().is_same(held[i]), "views=0: .grad is updated in place, not replaced");
@@ -178,11 +188,13 @@ int views(int argc, char** argv) {
     }
   }
   for (int round = 0; round < 3; ++round) {
-    if (round == 1) {
+    if (round == 0) {
+      opt.zero_grad();  // this LibTorch's default: in place (1.13) or set_to_none (2.x)
+    } else if (round == 1) {
       for (auto& p : params) p.mutable_grad().reset();  // set_to_none
     } else {
-      opt.zero_grad();  // detach_ + zero_ in place
-      for (auto& p : params) check(p.grad().abs().max().item<double>() == 0, "zero_grad zeroed the bucket view");
+      zero_grads_in_place(params);
+      for (auto& p : params) check(p.grad().abs().max().item<double>() == 0, "zeroing in place zeroed the view");
     }
     step();
     for (size_t i = 0; i < params.size(); ++i)
