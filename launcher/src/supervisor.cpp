@@ -294,6 +294,21 @@ class Attempt {
 
 Supervisor::Supervisor(SupervisorConfig cfg, std::ostream& log) : cfg_(std::move(cfg)), log_(log) {}
 
+namespace {
+
+// Whether the report of these attempts prints the path of a file in `dir`.
+bool report_names_file_in(const std::vector<AttemptResult>& attempts, const std::string& dir) {
+  const std::string prefix = dir + "/";
+  for (const AttemptResult& a : attempts) {
+    if (a.root_cause && a.root_cause->error && a.root_cause->error_file.rfind(prefix, 0) == 0) return true;
+    for (const WorkerExit& w : a.exits)
+      if (w.error && w.error_file.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 int Supervisor::run() {
   // Adopt orphaned grandchildren so they are reaped here, not left as zombies.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -318,7 +333,15 @@ int Supervisor::run() {
     if (!a.restartable() || attempt >= cfg_.opts.max_restarts) break;
     log_ << format_restart_line(a, cfg_.opts.max_restarts) << std::endl;
   }
-  log_ << format_failure_report(attempts_, host, cfg_.opts.max_restarts) << std::flush;
+  log_ << format_failure_report(attempts_, host, cfg_.opts.max_restarts);
+  // The report just printed these paths: they must outlive the launcher
+  // (the run directory is otherwise removed at exit, by us and the watchdog).
+  if (report_names_file_in(attempts_, dir.path())) {
+    dir.keep();
+    watchdog->keep_run_dir();
+    log_ << "ddp-launch: the error files above are kept in " << dir.path() << " (remove it when done)\n";
+  }
+  log_ << std::flush;
   return attempts_.back().exit_code();
 }
 
