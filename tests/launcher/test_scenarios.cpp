@@ -380,7 +380,7 @@ TEST_CASE("bad input: one line naming the value, exit 2, no worker started") {
       {{out.file("missing-program")}, "not found"},
       {{"--max_restarts=x", kWorker}, "'x'"},
       {{"--nproc_per_node=gpu", kWorker}, "no NVIDIA GPU is visible"},
-      {{"--log-dir", "/tmp/logs", kWorker}, "--log-dir /tmp/logs: not supported yet"},
+      {{"--tee", "3:", kWorker}, "--tee: '3:'"},
       {{"--rdzv-backend=c10d", kWorker}, "--rdzv-backend c10d: not supported yet"},
       {{out.path()}, "is a directory"},
   };

@@ -122,5 +122,15 @@ case "$SCENARIO" in
   stdin)      # reads one line from stdin ("<eof>" at end of input)
     if read -r line; then note line "$line"; else note line "<eof>"; fi
     exit 0 ;;
+  logs)       # lines on both streams, one longer than a pipe buffer, binary junk, a last line
+              # without a newline; rank FAIL_RANK then exits 3. All ranks write at once.
+    note ready 1
+    while [ "$(ls "$OUT" | grep -c '^ready\.')" -lt "$WORLD_SIZE" ]; do sleep 0.01; done
+    echo "out $rank"; echo "err $rank" >&2
+    head -c 200000 /dev/zero | tr '\0' "$rank"; echo
+    printf 'bin\001\377\033[0m\n'
+    printf 'tail %s' "$rank"
+    if [ "$rank" = "${FAIL_RANK:-}" ]; then exit 3; fi
+    exit 0 ;;
   *) echo "unknown SCENARIO '$SCENARIO'" >&2; exit 99 ;;
 esac

@@ -31,6 +31,10 @@ struct WorkerExit {
   std::optional<std::chrono::system_clock::time_point> error_time;
   std::string spawn_error;           // fork or exec failed: why (code 1, or 126/127)
   long max_rss_kb = 0;               // peak resident memory (wait4), 0 when unknown
+  double wall_s = 0;                 // from its start to its reaping (0 when never started)
+  double cpu_s = 0;                  // user + system CPU time (wait4), its waited-for children included
+  std::string stdout_log;            // its stdout.log / stderr.log under --log_dir, "" when not redirected
+  std::string stderr_log;
 
   bool failed() const { return signaled || code != 0; }
   int shell_code() const { return signaled ? 128 + code : code; }
