@@ -21,12 +21,12 @@ int usage_error(const std::string& msg) {
 }
 
 // A --summary_json the run could not write is found now, not after hours.
-void check_summary_path(const std::string& path) {
+void check_summary_path(const std::string& path, const std::string& given_as) {
   if (path.empty()) return;
   const auto slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    throw UsageError("--summary_json " + path + ": cannot write in '" + dir + "': " + std::strerror(errno) +
+    throw UsageError(given_as + ": cannot write in '" + dir + "': " + std::strerror(errno) +
                      "; give a path in an existing, writable directory");
 }
 
@@ -50,10 +50,10 @@ int main(int argc, char** argv) {
     cfg.nproc = resolve_nproc(cfg.opts.nproc_spec, host);
     cfg.command = resolve_command(cfg.opts, env);
     if (!cfg.opts.standalone && cfg.opts.node_rank == 0) reserve_check_port(cfg.opts.master_port);
-    check_summary_path(cfg.opts.summary_json);
+    check_summary_path(cfg.opts.summary_json, cfg.opts.summary_json_source);
     if (cfg.opts.logs.needs_dir()) {
       auto tmp = env.find("TMPDIR");
-      cfg.run_log_dir = make_run_log_dir(cfg.opts.logs.dir, "--log_dir " + cfg.opts.logs.dir, cfg.opts.run_id,
+      cfg.run_log_dir = make_run_log_dir(cfg.opts.logs.dir, cfg.opts.logs.dir_source, cfg.opts.run_id,
                                          tmp == env.end() ? "" : tmp->second);
     }
     if (auto omp = default_omp_threads(env, host.cpus, cfg.nproc)) {

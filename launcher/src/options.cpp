@@ -286,7 +286,14 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
   if (auto v = value("shutdown_timeout"))
     o.shutdown_timeout_s = checked([&] { return parse_seconds(v->first, v->second); });
 
-  if (auto v = value("log_dir")) o.logs.dir = v->first;  // "" (torchrun's default): none
+  // Where a value came from, as the user wrote it: "--log-dir /x" or "PET_LOG_DIR=/x".
+  auto given_as = [&](const std::string& name, const std::pair<std::string, std::string>& v) {
+    return vm.count(name) ? v.second + " " + v.first : v.second + "=" + v.first;
+  };
+  if (auto v = value("log_dir")) {  // "" (torchrun's default): none
+    o.logs.dir = v->first;
+    o.logs.dir_source = given_as("log_dir", *v);
+  }
   if (auto v = value("redirects")) o.logs.redirects = checked([&] { return parse_std_spec(v->first, v->second); });
   if (auto v = value("tee")) o.logs.tee = checked([&] { return parse_std_spec(v->first, v->second); });
   if (auto v = value("local_ranks_filter"); v && !v->first.empty())
@@ -303,6 +310,7 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
   if (auto v = value("summary_json")) {
     if (v->first.empty()) throw UsageError(v->second + ": empty path; give the file to write the summary to");
     o.summary_json = v->first;
+    o.summary_json_source = given_as("summary_json", *v);
   }
 
   if (o.program.empty())

@@ -258,6 +258,12 @@ TEST_CASE("log options: bad values are one line naming the value, before any wor
     CHECK_THAT(r.output, Catch::StartsWith("ddp-launch: error: ") && Catch::Contains(c.expect));
     CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
   }
+  // Named as given, also from the environment.
+  auto pet = run({launcher(), port_arg(), kWorker}, scenario_env(out, "sleep", {{"PET_LOG_DIR", out.file("a-file")}}), 30);
+  CHECK(pet.exit_code == 2);
+  CHECK_THAT(pet.output, Catch::StartsWith("ddp-launch: error: PET_LOG_DIR=" + out.file("a-file") + ": '"));
+  auto json = run({launcher(), port_arg(), "--summary-json=/nonexistent-dir/s.json", kWorker}, scenario_env(out, "sleep"), 30);
+  CHECK_THAT(json.output, Catch::StartsWith("ddp-launch: error: --summary-json /nonexistent-dir/s.json: cannot write"));
   CHECK_FALSE(fs::exists(out.file("pid.0")));
 }
 

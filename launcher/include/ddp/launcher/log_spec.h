@@ -46,6 +46,7 @@ constexpr const char* kDefaultPrefixTemplate = "[${role_name}${local_rank}]:";
 
 struct LogOptions {
   std::string dir;                            // --log_dir; "" none given
+  std::string dir_source;                     // how it was given, for messages ("--log-dir /x", "PET_LOG_DIR=/x")
   StdSpec redirects;                          // --redirects / -r
   StdSpec tee;                                // --tee / -t
   std::optional<std::set<int>> ranks_filter;  // --local_ranks_filter; nullopt: every rank

@@ -38,6 +38,7 @@ struct LaunchOptions {
   double shutdown_timeout_s = 30.0;
   LogOptions logs;                 // --log_dir, --redirects, --tee, --local_ranks_filter, prefix
   std::string summary_json;        // --summary_json PATH, "" none
+  std::string summary_json_source; // how it was given, for messages
   bool help = false;
   bool version = false;
 

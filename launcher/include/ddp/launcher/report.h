@@ -2,8 +2,9 @@
 // What happened to the workers, and the failure report the launcher prints:
 // the root cause (the earliest failure: the time its error file was written,
 // else its exit time; not the first one reaped) of each attempt with rank,
-// local rank, pid, host, exit code or signal, time, peak memory and the
-// worker's own error file message. Formatting is pure so tests check it
+// local rank, pid, host, exit code or signal, time, peak memory, the
+// worker's own error file message and, when its streams went to files, the
+// paths of its stdout.log/stderr.log. Formatting is pure so tests check it
 // without processes.
 
 #include "ddp/common/error_file.h"
