@@ -403,15 +403,25 @@ void raise_fd_limit_for(const LaunchOptions& opts, int nproc) {
   }
 }
 
-// Whether the report of these attempts prints the path of a file in `dir`.
+bool is_in(const std::string& path, const std::string& dir) { return path.rfind(dir + "/", 0) == 0; }
+
+// Whether the failure report of these attempts prints the path of a file in
+// `dir`: it prints error_file for each attempt's root cause that wrote one.
 bool report_names_file_in(const std::vector<AttemptResult>& attempts, const std::string& dir) {
-  const std::string prefix = dir + "/";
-  for (const AttemptResult& a : attempts) {
-    if (a.root_cause && a.root_cause->error && a.root_cause->error_file.rfind(prefix, 0) == 0) return true;
-    for (const WorkerExit& w : a.exits)
-      if (w.error && w.error_file.rfind(prefix, 0) == 0) return true;
-  }
+  for (const AttemptResult& a : attempts)
+    if (a.root_cause && a.root_cause->error && is_in(a.root_cause->error_file, dir)) return true;
   return false;
+}
+
+// The attempts without the error files in `dir` (removed at exit), so the
+// summary never names a file that is gone.
+std::vector<AttemptResult> without_files_in(std::vector<AttemptResult> attempts, const std::string& dir) {
+  for (AttemptResult& a : attempts) {
+    for (WorkerExit& w : a.exits)
+      if (is_in(w.error_file, dir)) w.error.reset();
+    if (a.root_cause && is_in(a.root_cause->error_file, dir)) a.root_cause->error.reset();
+  }
+  return attempts;
 }
 
 }  // namespace
@@ -452,17 +462,21 @@ int Supervisor::run() {
   totals.host = host;
   totals.log_dir = cfg_.run_log_dir;
   log_ << format_run_summary(attempts_, totals);
-  if (!attempts_.back().succeeded()) log_ << format_failure_report(attempts_, host, cfg_.opts.max_restarts);
+  const bool failed = !attempts_.back().succeeded();
+  if (failed) log_ << format_failure_report(attempts_, host, cfg_.opts.max_restarts);
   // The report just printed these paths: they must outlive the launcher
   // (the run directory is otherwise removed at exit, by us and the watchdog).
-  if (report_names_file_in(attempts_, dir.path())) {
+  // Only then: a job that succeeded after a restart leaves nothing behind.
+  const bool keep = failed && report_names_file_in(attempts_, dir.path());
+  if (keep) {
     dir.keep();
     watchdog->keep_run_dir();
     log_ << "ddp-launch: the error files above are kept in " << dir.path() << " (remove it when done)\n";
   }
   if (!cfg_.opts.summary_json.empty()) {
     try {
-      ddp::write_file_atomically(cfg_.opts.summary_json, format_summary_json(attempts_, totals));
+      ddp::write_file_atomically(cfg_.opts.summary_json,
+                                 format_summary_json(keep ? attempts_ : without_files_in(attempts_, dir.path()), totals));
     } catch (const ddp::AtomicWriteError& e) {
       log_ << "ddp-launch: warning: --summary_json not written: " << e.what() << "\n";
     }

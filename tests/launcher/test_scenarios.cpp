@@ -186,8 +186,9 @@ TEST_CASE("a worker killed by SIGSEGV gives 139 and names the signal") {
 
 TEST_CASE("the worker's error file message is in the report") {
   TempDir out;
+  // TMPDIR: the run directory, kept since the report names its error file, goes with `out`.
   auto r = run({launcher(), "--nproc_per_node=2", "--master_port=" + std::to_string(free_port()), kWorker},
-               scenario_env(out, "errorfile"), 60);
+               scenario_env(out, "errorfile", {{"TMPDIR", out.path()}}), 60);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.output, Catch::Contains("message    : ValueError: loss is NaN at step 7"));
   CHECK_THAT(r.output, Catch::Contains("File \"train.py\", line 3"));
@@ -222,6 +223,18 @@ TEST_CASE("the error files a failure report names still exist after the launcher
                scenario_env(out2, "fail", {{"TMPDIR", tmp2.path()}, {"FAIL_RANK", "1"}, {"FAIL_CODE", "3"}}), 60);
   CHECK(f.exit_code == 3);
   CHECK(wait_until([&] { return fs::is_empty(tmp2.path()); }, 10));
+
+  // Nor does a run that succeeds after a restart: no report names the
+  // first attempt's error file (nor does --summary_json, which would name a
+  // file that is gone).
+  TempDir out3, tmp3;
+  auto ok = run({launcher(), "--nproc_per_node=2", "--max_restarts=1", "--master_port=" + std::to_string(free_port()),
+                 "--summary_json", out3.file("s.json"), kWorker},
+                scenario_env(out3, "restart_errorfile", {{"TMPDIR", tmp3.path()}}), 60);
+  INFO(ok.output);
+  CHECK(ok.exit_code == 0);
+  CHECK(wait_until([&] { return fs::is_empty(tmp3.path()); }, 10));
+  CHECK_THAT(read_file(out3.file("s.json")), !Catch::Contains(tmp3.path()));
 }
 
 TEST_CASE("a restart that succeeds on the second attempt") {
@@ -492,7 +505,7 @@ TEST_CASE("SIGKILL of the launcher: workers' children die too and the run direct
 TEST_CASE("the root cause is the earliest failure, not the first one reaped") {
   TempDir out;
   auto r = run({launcher(), "--nproc_per_node=2", "--master_port=" + std::to_string(free_port()), kWorker},
-               scenario_env(out, "early_error"), 60);
+               scenario_env(out, "early_error", {{"TMPDIR", out.path()}}), 60);  // the kept run directory goes with `out`
   INFO(r.output);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.output, Catch::Contains("rank       : 0 (local_rank: 0)"));

@@ -32,6 +32,12 @@ case "$SCENARIO" in
     note attempt "$TORCHELASTIC_RESTART_COUNT"
     if [ "$rank" = 1 ] && [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then exit 4; fi
     exit 0 ;;
+  restart_errorfile)  # rank 1 writes an error file and fails on the first attempt only
+    if [ "$rank" = 1 ] && [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then
+      printf '{"message": "RuntimeError: first attempt"}' > "$TORCHELASTIC_ERROR_FILE"
+      exit 4
+    fi
+    exit 0 ;;
   alwaysfail)
     exit $((5 + TORCHELASTIC_RESTART_COUNT)) ;;
   record)     # record every forwarded signal, exit like a shell would
