@@ -291,6 +291,9 @@ class Attempt {
       tee_->pump();
       warn_tee();
     }
+    // Only on a signal: reap() signals every group to see which are empty,
+    // which chatty tee'd output must not cost each time.
+    if (polls_[0].revents == 0) return true;
     for (int sig : signals_.drain()) {
       if (!SignalChannel::is_forwarded(sig)) continue;  // SIGCHLD: reaped below
       on_signal(sig);
@@ -355,7 +358,6 @@ class Attempt {
       }
     }
   }
-
 
   const SupervisorConfig& cfg_;
   RunDirectory& dir_;
