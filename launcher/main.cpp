@@ -1,10 +1,15 @@
 // ddp-launch: parse, resolve, supervise. All logic lives in ddp_launcher.
 #include "ddp/launcher/command.h"
+#include "ddp/launcher/invocation.h"
+#include "ddp/launcher/log_dir.h"
 #include "ddp/launcher/options.h"
 #include "ddp/launcher/supervisor.h"
 #include "ddp/launcher/worker_env.h"
 
+#include <cerrno>
+#include <cstring>
 #include <iostream>
+#include <unistd.h>
 
 using namespace ddp::launcher;
 
@@ -15,6 +20,16 @@ int usage_error(const std::string& msg) {
   return 2;
 }
 
+// A --summary_json the run could not write is found now, not after hours.
+void check_summary_path(const std::string& path, const std::string& given_as) {
+  if (path.empty()) return;
+  const auto slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw UsageError(given_as + ": cannot write in '" + dir + "': " + std::strerror(errno) +
+                     "; give a path in an existing, writable directory");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -22,6 +37,7 @@ int main(int argc, char** argv) {
   SupervisorConfig cfg;
   try {
     cfg.opts = parse_launch_options(std::vector<std::string>(argv + 1, argv + argc), env);
+    if (argc > 0 && invoked_as_torchrun(argv[0])) cfg.opts.use_env = true;  // torchrun 2.x: no --local_rank
     if (cfg.opts.help) {
       std::cout << usage_text();
       return 0;
@@ -34,6 +50,12 @@ int main(int argc, char** argv) {
     cfg.nproc = resolve_nproc(cfg.opts.nproc_spec, host);
     cfg.command = resolve_command(cfg.opts, env);
     if (!cfg.opts.standalone && cfg.opts.node_rank == 0) reserve_check_port(cfg.opts.master_port);
+    check_summary_path(cfg.opts.summary_json, cfg.opts.summary_json_source);
+    if (cfg.opts.logs.needs_dir()) {
+      auto tmp = env.find("TMPDIR");
+      cfg.run_log_dir = make_run_log_dir(cfg.opts.logs.dir, cfg.opts.logs.dir_source, cfg.opts.run_id,
+                                         tmp == env.end() ? "" : tmp->second);
+    }
     if (auto omp = default_omp_threads(env, host.cpus, cfg.nproc)) {
       cfg.omp_threads = *omp;
       std::cerr << "ddp-launch: OMP_NUM_THREADS is not set; each worker gets OMP_NUM_THREADS=" << *omp << " ("

@@ -47,7 +47,20 @@ po::options_description supported_options() {
       ("rdzv_id", po::value<std::string>()->value_name("ID"), "run id shown to workers as TORCHELASTIC_RUN_ID (default 'none')")
       ("max_restarts", po::value<std::string>()->value_name("K"), "restart the whole group up to K times after a failure (default 0)")
       ("shutdown_timeout", po::value<std::string>()->value_name("SECONDS"),
-       "grace period between SIGTERM and SIGKILL when tearing down (default 30)");
+       "grace period between SIGTERM and SIGKILL when tearing down (default 30)")
+      ("log_dir", po::value<std::string>()->value_name("DIR"),
+       "per run, attempt and local rank: DIR/<rdzv_id>_XXXXXX/attempt_N/<local_rank>/{stdout.log,stderr.log,error.json}")
+      ("redirects,r", po::value<std::string>()->value_name("S"),
+       "streams to write to the log files only: 0 none, 1 stdout, 2 stderr, 3 both, or per local rank 0:1,1:2 (default 0)")
+      ("tee,t", po::value<std::string>()->value_name("S"),
+       "streams to write to the log files and the console, each line prefixed [default0]: (values as --redirects)")
+      ("local_ranks_filter", po::value<std::string>()->value_name("R,R"),
+       "show only these local ranks' output on the console (the log files keep every rank's)")
+      ("log_line_prefix_template", po::value<std::string>()->value_name("T"),
+       "prefix of tee'd lines from ${role_name}, ${rank}, ${local_rank} (default [${role_name}${local_rank}]:; "
+       "also TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE)")
+      ("summary_json", po::value<std::string>()->value_name("PATH"),
+       "write the run summary (every rank's exit, wall and CPU time, peak RSS) as JSON to PATH");
   return d;
 }
 
@@ -69,14 +82,6 @@ const std::vector<Unsupported>& unsupported_options() {
        "--master_addr HOST --master_port PORT, or --standalone on one node"},
       {"rdzv_endpoint", "", false, {""}, "give rank 0's node as --master_addr HOST --master_port PORT"},
       {"rdzv_conf", "", false, {""}, "elastic rendezvous settings are not supported yet; use --master_addr/--master_port"},
-      {"redirects", "r", false, {"0", ""},
-       "every worker writes to the launcher's stdout and stderr; redirect in the shell (ddp-launch ... > run.log 2>&1)"},
-      {"tee", "t", false, {"0", ""},
-       "every worker writes to the launcher's stdout and stderr; copy it in the shell (ddp-launch ... 2>&1 | tee run.log)"},
-      {"log_dir", "", false, {""},
-       "redirect the launcher's output in the shell (ddp-launch ... > run.log 2>&1); error files are read by the "
-       "launcher and shown in its failure report"},
-      {"local_ranks_filter", "", false, {""}, "print from the ranks you want inside the program (e.g. LOCAL_RANK == 0)"},
       {"run_path", "", true, {}, "give the script itself as PROGRAM"},
       {"start_method", "", false, {"spawn", ""}, "workers are always new processes (like 'spawn'); drop the option"},
       {"monitor_interval", "", false, {},
@@ -291,6 +296,33 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
   if (auto v = value("shutdown_timeout"))
     o.shutdown_timeout_s = checked([&] { return parse_seconds(v->first, v->second); });
 
+  // Where a value came from, as the user wrote it: "--log-dir /x" or "PET_LOG_DIR=/x".
+  auto given_as = [&](const std::string& name, const std::pair<std::string, std::string>& v) {
+    return vm.count(name) ? v.second + " " + v.first : v.second + "=" + v.first;
+  };
+  if (auto v = value("log_dir")) {  // "" (torchrun's default): none
+    o.logs.dir = v->first;
+    o.logs.dir_source = given_as("log_dir", *v);
+  }
+  if (auto v = value("redirects")) o.logs.redirects = checked([&] { return parse_std_spec(v->first, v->second); });
+  if (auto v = value("tee")) o.logs.tee = checked([&] { return parse_std_spec(v->first, v->second); });
+  if (auto v = value("local_ranks_filter"); v && !v->first.empty())
+    o.logs.ranks_filter = checked([&] { return parse_rank_filter(v->first, v->second); });
+  // torchrun 2.x reads the template from this variable only.
+  auto prefix = value("log_line_prefix_template");
+  if (!prefix)
+    if (auto it = env.find("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"); it != env.end())
+      prefix = std::make_pair(it->second, std::string("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"));
+  if (prefix && !prefix->first.empty()) {
+    checked([&] { check_prefix_template(prefix->first, prefix->second); return 0; });
+    o.logs.prefix_template = prefix->first;
+  }
+  if (auto v = value("summary_json")) {
+    if (v->first.empty()) throw UsageError(v->second + ": empty path; give the file to write the summary to");
+    o.summary_json = v->first;
+    o.summary_json_source = given_as("summary_json", *v);
+  }
+
   if (o.program.empty())
     throw UsageError("missing program: give the script, module or executable to run after the options");
   return o;
@@ -337,14 +369,18 @@ std::string usage_text() {
        "WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...), supervises them, tears the group down\n"
        "when one fails and exits with the failing worker's exit code.\n"
        "PROGRAM: a .py script (run as python3 -u), a module with -m, or an executable.\n"
-       "Unless --use_env is given, each worker also gets --local_rank=N (torch.distributed.launch).\n\n"
+       "Unless --use_env is given, each worker also gets --local_rank=N (torch.distributed.launch);\n"
+       "called as 'torchrun' (the link beside ddp-launch), --use_env is implied, as in torchrun 2.x.\n"
+       "Every run ends with a summary table per rank (exit, wall and CPU time, peak RSS).\n\n"
     << supported_options() << "\n"
     << unsupported_description() << "\n"
     << "Environment:\n"
        "  PYTHON_EXEC         interpreter for .py scripts and -m (default: python3 on PATH)\n"
        "  PET_<OPTION>        any option above, e.g. PET_NPROC_PER_NODE=4 (the command line wins)\n"
        "  OMP_NUM_THREADS     passed through; when unset, workers get CPUs / workers (at least 1)\n"
-       "  TMPDIR              where the launcher's private run directory (error files) is made\n"
+       "  TMPDIR              where the launcher's private run directory (error files) is made, and\n"
+       "                      the log directory for --redirects/--tee without --log_dir\n"
+       "  TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE  as --log_line_prefix_template (torchrun 2.x)\n"
        "Terminal: stdin goes to local rank 0 only (a debugger works there); the others read /dev/null.\n";
   return s.str();
 }

@@ -56,6 +56,7 @@ std::string message_of(const WorkerExit& w) {
   if (w.signaled)
     return "Signal " + std::to_string(w.code) + " (" + signal_name(w.code) + ") received by PID " +
            std::to_string(w.pid);
+  if (!w.stderr_log.empty()) return "(no error file written; see its stderr: " + w.stderr_log + ")";
   return "(no error file written; see the worker's own output above)";
 }
 
@@ -74,6 +75,8 @@ void root_cause_block(std::ostringstream& s, const WorkerExit& w, const std::str
   s
     << "  error_file : " << (w.error ? w.error_file : "<none>") << "\n"
     << "  message    : " << message_of(w) << "\n";
+  if (!w.stdout_log.empty()) s << "  stdout_log : " << w.stdout_log << "\n";
+  if (!w.stderr_log.empty()) s << "  stderr_log : " << w.stderr_log << "\n";
   if (w.error && !w.error->callstack.empty())
     s << "  traceback  :\n" << indent(w.error->callstack, "    ") << "\n";
 }

@@ -23,6 +23,7 @@ RunDirectory::RunDirectory() {
 }
 
 RunDirectory::~RunDirectory() {
+  if (keep_) return;
   // The files we named are all a worker normally leaves; anything else (a
   // worker's temp files) takes the slower recursive removal.
   for (const auto& f : handed_out_) ::unlink(f.c_str());

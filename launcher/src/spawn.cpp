@@ -57,7 +57,9 @@ pid_t spawn_worker(const SpawnSpec& spec) {
     else ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != launcher) ::_exit(128 + SIGKILL);  // the launcher died before prctl
-    if (spec.stdin_fd >= 0 && ::dup2(spec.stdin_fd, 0) < 0) {
+    if ((spec.stdin_fd >= 0 && ::dup2(spec.stdin_fd, 0) < 0) ||
+        (spec.stdout_fd >= 0 && ::dup2(spec.stdout_fd, 1) < 0) ||
+        (spec.stderr_fd >= 0 && ::dup2(spec.stderr_fd, 2) < 0)) {
       exec_errno = errno;
       ::_exit(126);
     }

@@ -1,9 +1,14 @@
 #include "ddp/launcher/supervisor.h"
 
+#include "ddp/common/atomic_file.h"
 #include "ddp/common/error_file.h"
+#include "ddp/launcher/log_dir.h"
+#include "ddp/launcher/log_spec.h"
+#include "ddp/launcher/output_tee.h"
 #include "ddp/launcher/run_dir.h"
 #include "ddp/launcher/signals.h"
 #include "ddp/launcher/spawn.h"
+#include "ddp/launcher/summary.h"
 #include "ddp/launcher/watchdog.h"
 #include "ddp/launcher/worker_group.h"
 #include "ddp/launcher/worker_env.h"
@@ -13,11 +18,13 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <fcntl.h>
 #include <map>
 #include <netinet/in.h>
 #include <optional>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -76,6 +83,14 @@ std::optional<std::chrono::system_clock::time_point> mtime_of(const std::string&
       std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
 }
 
+// What the supervisor remembers of a running worker.
+struct Live {
+  int local_rank = 0;
+  std::string error_file;
+  std::string stdout_log, stderr_log;  // "" when that stream is not in a file
+  Clock::time_point start;
+};
+
 // One attempt of the group: spawn, supervise, tear down, and wait until no
 // process of its groups is left.
 class Attempt {
@@ -92,6 +107,10 @@ class Attempt {
     result_.attempt = attempt;
   }
 
+  ~Attempt() {
+    if (devnull_w_ >= 0) ::close(devnull_w_);
+  }
+
   AttemptResult run() {
     start_workers();
     while (!group_.empty()) {
@@ -106,6 +125,10 @@ class Attempt {
       }
       if (!wait_for_event()) break;
     }
+    if (tee_) {
+      tee_->finish();  // the workers are gone: what they wrote is all in the pipes
+      warn_tee();
+    }
     if (spawn_failure_) result_.root_cause = spawn_failure_;
     else if (failure_seen_) result_.root_cause = earliest_failure(result_.exits);
     return result_;
@@ -119,23 +142,79 @@ class Attempt {
     spec.master_port = port_;
     spec.restart_count = result_.attempt;
     spec.omp_threads = cfg_.omp_threads;
+    std::string attempt_log_dir;
     for (int lr = 0; lr < cfg_.nproc && !stopping_; ++lr) {
-      const std::string err_file = dir_.error_file(result_.attempt, lr);
       SpawnSpec s;
       s.exe = cfg_.command.exe;
       s.args = cfg_.command.argv_for(lr);
-      s.env = worker_environment(cfg_.parent_env, spec, lr, err_file);
+      Live live;
+      live.local_rank = lr;
+      std::vector<int> close_after;  // the child's ends of its log files and pipes
       try {
+        if (cfg_.run_log_dir.empty()) {
+          live.error_file = dir_.error_file(result_.attempt, lr);
+        } else {
+          if (attempt_log_dir.empty()) attempt_log_dir = make_attempt_log_dir(cfg_.run_log_dir, result_.attempt);
+          const RankLogPaths paths = make_rank_log_dir(attempt_log_dir, lr);
+          live.error_file = paths.error_file;
+          route_output(lr, paths, s, live, close_after);
+        }
+        s.env = worker_environment(cfg_.parent_env, spec, lr, live.error_file);
+        live.start = Clock::now();
         const pid_t pid = group_.spawn(std::move(s), lr, lr == 0 && stdin_to_rank0_);
-        live_[pid] = {lr, err_file};
+        for (int fd : close_after) ::close(fd);
+        live_[pid] = live;
       } catch (const SpawnError& e) {
+        for (int fd : close_after) ::close(fd);
         spawn_failed(lr, e);
+        return;
+      } catch (const std::runtime_error& e) {  // a log directory, file or pipe could not be made
+        for (int fd : close_after) ::close(fd);
+        spawn_failed(lr, SpawnError(e.what(), 0, true));
         return;
       }
       // Starting thousands of workers takes a while: signals and early
       // failures are handled as they come, not after the last spawn.
       handle_events(0);
     }
+  }
+
+  // Points the worker's stdout and stderr where the log options say.
+  void route_output(int lr, const RankLogPaths& paths, SpawnSpec& s, Live& live, std::vector<int>& close_after) {
+    const OutputPlan plan = plan_output(cfg_.opts.logs, lr);
+    auto route = [&](StreamTarget t, const std::string& path, int console_fd, std::string& log_path) -> int {
+      switch (t) {
+        case StreamTarget::Console:
+          return -1;
+        case StreamTarget::Null:
+          if (devnull_w_ < 0) devnull_w_ = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+          if (devnull_w_ < 0) throw std::runtime_error(std::string("cannot open /dev/null: ") + std::strerror(errno));
+          return devnull_w_;
+        case StreamTarget::File: {
+          log_path = path;
+          const int fd = open_log_file(path);
+          close_after.push_back(fd);
+          return fd;
+        }
+        case StreamTarget::Tee: {
+          log_path = path;
+          if (!tee_) tee_.emplace();
+          const int rank = cfg_.opts.node_rank * cfg_.nproc + lr;
+          const int fd = tee_->add(open_log_file(path), path, console_fd,
+                                   expand_prefix(cfg_.opts.logs.prefix_template, cfg_.opts.role, rank, lr));
+          close_after.push_back(fd);
+          return fd;
+        }
+      }
+      return -1;
+    };
+    s.stdout_fd = route(plan.out, paths.stdout_log, 1, live.stdout_log);
+    s.stderr_fd = route(plan.err, paths.stderr_log, 2, live.stderr_log);
+  }
+
+  void warn_tee() {
+    const std::string w = tee_->take_warning();
+    if (!w.empty()) log_ << w << std::endl;
   }
 
   void spawn_failed(int lr, const SpawnError& e) {
@@ -199,13 +278,22 @@ class Attempt {
     return false;
   }
 
-  // Waits up to timeout_ms (-1: forever) for signals or children. Returns
-  // false when the time ran out with nothing to do.
+  // Waits up to timeout_ms (-1: forever) for signals, children or tee'd
+  // output. Returns false when the time ran out with nothing to do.
   bool handle_events(int timeout_ms) {
-    pollfd p{signals_.fd(), POLLIN, 0};
-    int r = ::poll(&p, 1, timeout_ms);
+    polls_.assign(1, pollfd{signals_.fd(), POLLIN, 0});
+    if (tee_)
+      for (int fd : tee_->fds()) polls_.push_back(pollfd{fd, POLLIN, 0});
+    int r = ::poll(polls_.data(), polls_.size(), timeout_ms);
     if (r < 0 && errno != EINTR) throw std::runtime_error(std::string("poll failed: ") + std::strerror(errno));
     if (r == 0) return false;
+    if (tee_) {
+      tee_->pump();
+      warn_tee();
+    }
+    // Only on a signal: reap() signals every group to see which are empty,
+    // which chatty tee'd output must not cost each time.
+    if (polls_[0].revents == 0) return true;
     for (int sig : signals_.drain()) {
       if (!SignalChannel::is_forwarded(sig)) continue;  // SIGCHLD: reaped below
       on_signal(sig);
@@ -253,7 +341,11 @@ class Attempt {
       w.time = std::chrono::system_clock::now();
       w.after_teardown = was_stopping;
       w.max_rss_kb = e.max_rss_kb;
+      w.cpu_s = e.cpu_s;
+      w.wall_s = std::chrono::duration<double>(Clock::now() - it->second.start).count();
       w.error_file = it->second.error_file;
+      w.stdout_log = it->second.stdout_log;
+      w.stderr_log = it->second.stderr_log;
       if (w.failed()) {
         w.error = read_error_file(w.error_file);
         if (w.error) w.error_time = mtime_of(w.error_file);
@@ -267,11 +359,6 @@ class Attempt {
     }
   }
 
-  struct Live {
-    int local_rank;
-    std::string error_file;
-  };
-
   const SupervisorConfig& cfg_;
   RunDirectory& dir_;
   SignalChannel& signals_;
@@ -281,6 +368,9 @@ class Attempt {
   std::ostream& log_;
   AttemptResult result_;
   std::map<pid_t, Live> live_;
+  std::optional<OutputTee> tee_;  // only when some stream is tee'd
+  std::vector<pollfd> polls_;
+  int devnull_w_ = -1;            // for ranks outside --local_ranks_filter
   std::optional<WorkerExit> spawn_failure_;
   bool failure_seen_ = false;
   bool stopping_ = false;
@@ -294,7 +384,52 @@ class Attempt {
 
 Supervisor::Supervisor(SupervisorConfig cfg, std::ostream& log) : cfg_(std::move(cfg)), log_(log) {}
 
+namespace {
+
+// Each tee'd stream holds two fds in the launcher (pipe and file) for the
+// whole attempt: raise the soft fd limit towards the hard one when the
+// default 1024 would not do for that many workers.
+void raise_fd_limit_for(const LaunchOptions& opts, int nproc) {
+  int streams = 0;
+  for (int lr = 0; lr < nproc; ++lr) {
+    const OutputPlan p = plan_output(opts.logs, lr);
+    streams += (p.out == StreamTarget::Tee) + (p.err == StreamTarget::Tee);
+  }
+  if (streams == 0) return;
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  const rlim_t need = static_cast<rlim_t>(2 * streams + 64);
+  if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? need : std::min(need, rl.rlim_max);
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+bool is_in(const std::string& path, const std::string& dir) { return path.rfind(dir + "/", 0) == 0; }
+
+// Whether the failure report of these attempts prints the path of a file in
+// `dir`: it prints error_file for each attempt's root cause that wrote one.
+bool report_names_file_in(const std::vector<AttemptResult>& attempts, const std::string& dir) {
+  for (const AttemptResult& a : attempts)
+    if (a.root_cause && a.root_cause->error && is_in(a.root_cause->error_file, dir)) return true;
+  return false;
+}
+
+// The attempts without the error files in `dir` (removed at exit), so the
+// summary never names a file that is gone.
+std::vector<AttemptResult> without_files_in(std::vector<AttemptResult> attempts, const std::string& dir) {
+  for (AttemptResult& a : attempts) {
+    for (WorkerExit& w : a.exits)
+      if (is_in(w.error_file, dir)) w.error.reset();
+    if (a.root_cause && is_in(a.root_cause->error_file, dir)) a.root_cause->error.reset();
+  }
+  return attempts;
+}
+
+}  // namespace
+
 int Supervisor::run() {
+  const Clock::time_point started = Clock::now();
   // Adopt orphaned grandchildren so they are reaped here, not left as zombies.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   SignalChannel signals;
@@ -309,17 +444,47 @@ int Supervisor::run() {
   }
   const bool stdin_to_rank0 = stdin_is_ours();
   const std::string host = hostname();
+  if (!cfg_.run_log_dir.empty()) {
+    log_ << "ddp-launch: worker logs and error files in " << cfg_.run_log_dir << std::endl;
+    raise_fd_limit_for(cfg_.opts, cfg_.nproc);
+  }
 
   for (int attempt = 0;; ++attempt) {
     const int port = cfg_.opts.standalone ? reserve_check_port(0) : cfg_.opts.master_port;
     attempts_.push_back(Attempt(cfg_, dir, signals, *watchdog, attempt, port, stdin_to_rank0, log_).run());
     const AttemptResult& a = attempts_.back();
-    if (a.succeeded()) return 0;
+    if (a.succeeded()) break;
     if (!a.restartable() || attempt >= cfg_.opts.max_restarts) break;
     log_ << format_restart_line(a, cfg_.opts.max_restarts) << std::endl;
   }
-  log_ << format_failure_report(attempts_, host, cfg_.opts.max_restarts) << std::flush;
-  return attempts_.back().exit_code();
+
+  RunTotals totals;
+  totals.exit_code = attempts_.back().exit_code();
+  totals.wall_s = std::chrono::duration<double>(Clock::now() - started).count();
+  totals.host = host;
+  totals.log_dir = cfg_.run_log_dir;
+  log_ << format_run_summary(attempts_, totals);
+  const bool failed = !attempts_.back().succeeded();
+  if (failed) log_ << format_failure_report(attempts_, host, cfg_.opts.max_restarts);
+  // The report just printed these paths: they must outlive the launcher
+  // (the run directory is otherwise removed at exit, by us and the watchdog).
+  // Only then: a job that succeeded after a restart leaves nothing behind.
+  const bool keep = failed && report_names_file_in(attempts_, dir.path());
+  if (keep) {
+    dir.keep();
+    watchdog->keep_run_dir();
+    log_ << "ddp-launch: the error files above are kept in " << dir.path() << " (remove it when done)\n";
+  }
+  if (!cfg_.opts.summary_json.empty()) {
+    try {
+      ddp::write_file_atomically(cfg_.opts.summary_json,
+                                 format_summary_json(keep ? attempts_ : without_files_in(attempts_, dir.path()), totals));
+    } catch (const ddp::AtomicWriteError& e) {
+      log_ << "ddp-launch: warning: --summary_json not written: " << e.what() << "\n";
+    }
+  }
+  log_ << std::flush;
+  return totals.exit_code;
 }
 
 }  // namespace ddp::launcher

@@ -17,6 +17,10 @@ namespace ddp::launcher {
 
 namespace {
 
+// Messages are one int: a group id (> 1) that started, its negative when it
+// ended, or this (never a group id: only spawns > 1 are sent).
+constexpr int kKeepRunDir = 1;
+
 // Only the socket stays open (as fd 3; fds 0-2 become /dev/null): the
 // watchdog must not keep the launcher's output pipe, terminal or listening
 // sockets alive. Returns the socket's new fd.
@@ -34,17 +38,19 @@ int close_other_fds(int keep) {
   ::prctl(PR_SET_NAME, "ddp-watchdog");
   fd = close_other_fds(fd);
   std::set<pid_t> groups;
+  bool keep_dir = false;
   for (;;) {
     int v = 0;
     ssize_t n = ::recv(fd, &v, sizeof(v), MSG_WAITALL);
     if (n < 0 && errno == EINTR) continue;
     if (n != static_cast<ssize_t>(sizeof(v))) break;  // EOF: the launcher is gone
-    if (v > 1) groups.insert(v);
-    else if (v < -1) groups.erase(-v);
+    if (v > 1) groups.insert(v);             // a group started
+    else if (v < -1) groups.erase(-v);       // a group ended
+    else if (v == kKeepRunDir) keep_dir = true;
   }
   for (pid_t g : groups) ::kill(-g, SIGKILL);
   std::error_code ec;
-  std::filesystem::remove_all(run_dir, ec);
+  if (!keep_dir) std::filesystem::remove_all(run_dir, ec);
   ::_exit(0);
 }
 
@@ -78,6 +84,7 @@ Watchdog::~Watchdog() {
 
 void Watchdog::add_group(pid_t pgid) { send(pgid); }
 void Watchdog::remove_group(pid_t pgid) { send(-pgid); }
+void Watchdog::keep_run_dir() { send(kKeepRunDir); }
 
 void Watchdog::send(int value) {
   // Never blocks and never raises SIGPIPE: a watchdog that died (someone

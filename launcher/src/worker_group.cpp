@@ -58,6 +58,8 @@ std::vector<WorkerGroup::Event> WorkerGroup::reap() {
       e.local_rank = it->local_rank;
       if (e.kind == Event::Exited) {
         e.max_rss_kb = ru.ru_maxrss;
+        e.cpu_s = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                  static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
         it->reaped = true;
         --running_;
       }

@@ -165,12 +165,6 @@ TEST_CASE("torchrun options ddp-launch lacks: not supported yet, and what to use
       {{"--rdzv-backend=etcd", "x"}, "--rdzv-backend etcd: not supported yet"},
       {{"--rdzv-endpoint", "h:29400", "x"}, "--rdzv-endpoint h:29400: not supported yet; give rank 0's node as --master_addr"},
       {{"--nnodes", "1:2", "x"}, "--nnodes 1:2: elastic node ranges are not supported yet"},
-      {{"--redirects", "3", "x"}, "--redirects 3: not supported yet; every worker writes to the launcher's stdout"},
-      {{"-r", "3", "x"}, "-r 3: not supported yet"},
-      {{"--tee=3", "x"}, "--tee 3: not supported yet"},
-      {{"-t", "1", "x"}, "-t 1: not supported yet"},
-      {{"--log-dir", "/tmp/logs", "x"}, "--log-dir /tmp/logs: not supported yet; redirect the launcher's output"},
-      {{"--local-ranks-filter", "0", "x"}, "--local-ranks-filter 0: not supported yet"},
       {{"--run-path", "x"}, "--run-path: not supported yet; give the script itself as PROGRAM"},
       {{"--monitor-interval", "1", "x"}, "--monitor-interval 1: not supported yet"},
   };
@@ -186,10 +180,9 @@ TEST_CASE("torchrun options ddp-launch lacks: not supported yet, and what to use
 TEST_CASE("PET_ variables of unsupported options are errors too, never ignored") {
   CHECK_THAT(usage_message({"x"}, {{"PET_RDZV_BACKEND", "c10d"}}), Catch::StartsWith("PET_RDZV_BACKEND=c10d: not supported yet"));
   CHECK_THAT(usage_message({"x"}, {{"PET_RDZV_ENDPOINT", "h:1"}}), Catch::StartsWith("PET_RDZV_ENDPOINT=h:1: not supported yet"));
-  CHECK_THAT(usage_message({"x"}, {{"PET_TEE", "3"}}), Catch::StartsWith("PET_TEE=3: not supported yet"));
-  CHECK_THAT(usage_message({"x"}, {{"PET_LOG_DIR", "/logs"}}), Catch::StartsWith("PET_LOG_DIR=/logs: not supported yet"));
+  CHECK_THAT(usage_message({"x"}, {{"PET_LOCAL_ADDR", "n1"}}), Catch::StartsWith("PET_LOCAL_ADDR=n1: not supported yet"));
   CHECK_THAT(usage_message({"x"}, {{"PET_RUN_PATH", "1"}}), Catch::StartsWith("PET_RUN_PATH=1: not supported yet"));
-  CHECK(parse({"x"}, {{"PET_RDZV_BACKEND", "static"}, {"PET_TEE", "0"}, {"PET_LOG_DIR", ""}}).program == "x");
+  CHECK(parse({"x"}, {{"PET_RDZV_BACKEND", "static"}, {"PET_START_METHOD", "spawn"}}).program == "x");
 }
 
 TEST_CASE("help text names PYTHON_EXEC, the PET_ variables and the unsupported options") {

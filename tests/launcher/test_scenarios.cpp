@@ -97,6 +97,15 @@ bool all_gone_within(const std::vector<pid_t>& pids, double timeout_s) {
       timeout_s);
 }
 
+// The text after "<label> : " on the report line that has it.
+std::string report_value(const std::string& output, const std::string& label) {
+  const std::string key = label + " : ";
+  const auto at = output.find(key);
+  if (at == std::string::npos) return "";
+  const auto end = output.find('\n', at);
+  return output.substr(at + key.size(), end - at - key.size());
+}
+
 }  // namespace
 
 TEST_CASE("three workers get torchrun's environment") {
@@ -177,11 +186,55 @@ TEST_CASE("a worker killed by SIGSEGV gives 139 and names the signal") {
 
 TEST_CASE("the worker's error file message is in the report") {
   TempDir out;
+  // TMPDIR: the run directory, kept since the report names its error file, goes with `out`.
   auto r = run({launcher(), "--nproc_per_node=2", "--master_port=" + std::to_string(free_port()), kWorker},
-               scenario_env(out, "errorfile"), 60);
+               scenario_env(out, "errorfile", {{"TMPDIR", out.path()}}), 60);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.output, Catch::Contains("message    : ValueError: loss is NaN at step 7"));
   CHECK_THAT(r.output, Catch::Contains("File \"train.py\", line 3"));
+}
+
+TEST_CASE("the error files a failure report names still exist after the launcher exits") {
+  TempDir out, tmp, cwd;
+  auto r = run({launcher(), "--nproc_per_node=2", "--master_port=" + std::to_string(free_port()), kWorker},
+               scenario_env(out, "errorfile", {{"TMPDIR", tmp.path()}}), 60, cwd.path());
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  const std::string error_file = report_value(r.output, "  error_file");
+  REQUIRE_THAT(error_file, Catch::StartsWith(tmp.path() + "/ddp-launch-"));
+  // The watchdog (in the launcher's cwd) cleans up after the launcher: wait
+  // until it is gone, then the file must still be there.
+  auto watchdog_alive = [&] {
+    for (const auto& e : fs::directory_iterator("/proc")) {
+      std::error_code ec;
+      if (read_file(e.path() / "comm") == "ddp-watchdog\n" && fs::read_symlink(e.path() / "cwd", ec) == cwd.path())
+        return true;
+    }
+    return false;
+  };
+  REQUIRE(wait_until([&] { return !watchdog_alive(); }, 30));
+  CHECK(fs::exists(error_file));
+  CHECK_THAT(read_file(error_file), Catch::Contains("loss is NaN"));
+  CHECK_THAT(r.output, Catch::Contains("error files above are kept in " + fs::path(error_file).parent_path().string()));
+
+  // A failure whose report names no file leaves nothing behind.
+  TempDir out2, tmp2;
+  auto f = run({launcher(), "--nproc_per_node=2", "--master_port=" + std::to_string(free_port()), kWorker},
+               scenario_env(out2, "fail", {{"TMPDIR", tmp2.path()}, {"FAIL_RANK", "1"}, {"FAIL_CODE", "3"}}), 60);
+  CHECK(f.exit_code == 3);
+  CHECK(wait_until([&] { return fs::is_empty(tmp2.path()); }, 10));
+
+  // Nor does a run that succeeds after a restart: no report names the
+  // first attempt's error file (nor does --summary_json, which would name a
+  // file that is gone).
+  TempDir out3, tmp3;
+  auto ok = run({launcher(), "--nproc_per_node=2", "--max_restarts=1", "--master_port=" + std::to_string(free_port()),
+                 "--summary_json", out3.file("s.json"), kWorker},
+                scenario_env(out3, "restart_errorfile", {{"TMPDIR", tmp3.path()}}), 60);
+  INFO(ok.output);
+  CHECK(ok.exit_code == 0);
+  CHECK(wait_until([&] { return fs::is_empty(tmp3.path()); }, 10));
+  CHECK_THAT(read_file(out3.file("s.json")), !Catch::Contains(tmp3.path()));
 }
 
 TEST_CASE("a restart that succeeds on the second attempt") {
@@ -340,7 +393,7 @@ TEST_CASE("bad input: one line naming the value, exit 2, no worker started") {
       {{out.file("missing-program")}, "not found"},
       {{"--max_restarts=x", kWorker}, "'x'"},
       {{"--nproc_per_node=gpu", kWorker}, "no NVIDIA GPU is visible"},
-      {{"--log-dir", "/tmp/logs", kWorker}, "--log-dir /tmp/logs: not supported yet"},
+      {{"--tee", "3:", kWorker}, "--tee: '3:'"},
       {{"--rdzv-backend=c10d", kWorker}, "--rdzv-backend c10d: not supported yet"},
       {{out.path()}, "is a directory"},
   };
@@ -452,7 +505,7 @@ TEST_CASE("SIGKILL of the launcher: workers' children die too and the run direct
 TEST_CASE("the root cause is the earliest failure, not the first one reaped") {
   TempDir out;
   auto r = run({launcher(), "--nproc_per_node=2", "--master_port=" + std::to_string(free_port()), kWorker},
-               scenario_env(out, "early_error"), 60);
+               scenario_env(out, "early_error", {{"TMPDIR", out.path()}}), 60);  // the kept run directory goes with `out`
   INFO(r.output);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.output, Catch::Contains("rank       : 0 (local_rank: 0)"));

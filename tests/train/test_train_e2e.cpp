@@ -39,6 +39,10 @@ ProcResult launch(int nproc, const std::vector<std::string>& train_args,
   argv.insert(argv.end(), train_args.begin(), train_args.end());
   auto merged = env;
   merged.emplace("OMP_NUM_THREADS", "1");  // 2 workers on a 2-core test machine
+  // A failed launch keeps the run directory its report names: in here,
+  // removed when the test process ends, not left in /tmp.
+  static TempDir launcher_tmp;
+  merged.emplace("TMPDIR", launcher_tmp.path());
   return run(argv, merged, timeout_s);
 }
 

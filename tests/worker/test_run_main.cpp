@@ -46,9 +46,10 @@ TEST_CASE("run_main: ddp-launch's failure report shows the worker's error messag
   if (read_file(launcher).empty()) {
     DDP_SKIP(std::string(launcher + " is not built"));
   }
+  TempDir tmp;  // the launcher keeps the run directory its report names: in here, removed with it
   auto r = run({launcher, "--nproc_per_node=2", "--use_env", "--master_port=" + std::to_string(free_port()),
                 helper_path(), "throw"},
-               {{"DDP_TIMEOUT_S", "60"}}, 90);
+               {{"DDP_TIMEOUT_S", "60"}, {"TMPDIR", tmp.path()}}, 90);
   INFO(r.output);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.output, Catch::Contains("DeliberateFailure: deliberate failure from rank"));

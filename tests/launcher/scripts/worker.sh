@@ -32,6 +32,12 @@ case "$SCENARIO" in
     note attempt "$TORCHELASTIC_RESTART_COUNT"
     if [ "$rank" = 1 ] && [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then exit 4; fi
     exit 0 ;;
+  restart_errorfile)  # rank 1 writes an error file and fails on the first attempt only
+    if [ "$rank" = 1 ] && [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then
+      printf '{"message": "RuntimeError: first attempt"}' > "$TORCHELASTIC_ERROR_FILE"
+      exit 4
+    fi
+    exit 0 ;;
   alwaysfail)
     exit $((5 + TORCHELASTIC_RESTART_COUNT)) ;;
   record)     # record every forwarded signal, exit like a shell would
@@ -121,6 +127,16 @@ case "$SCENARIO" in
     exit 0 ;;
   stdin)      # reads one line from stdin ("<eof>" at end of input)
     if read -r line; then note line "$line"; else note line "<eof>"; fi
+    exit 0 ;;
+  logs)       # lines on both streams, one longer than a pipe buffer, binary junk, a last line
+              # without a newline; rank FAIL_RANK then exits 3. All ranks write at once.
+    note ready 1
+    while [ "$(ls "$OUT" | grep -c '^ready\.')" -lt "$WORLD_SIZE" ]; do sleep 0.01; done
+    echo "out $rank"; echo "err $rank" >&2
+    head -c 200000 /dev/zero | tr '\0' "$rank"; echo
+    printf 'bin\001\377\033[0m\n'
+    printf 'tail %s' "$rank"
+    if [ "$rank" = "${FAIL_RANK:-}" ]; then exit 3; fi
     exit 0 ;;
   *) echo "unknown SCENARIO '$SCENARIO'" >&2; exit 99 ;;
 esac

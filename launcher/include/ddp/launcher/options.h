@@ -8,6 +8,8 @@
 // (unless given their default), never silently ignored. Everything from the
 // program on is passed to the workers untouched.
 
+#include "ddp/launcher/log_spec.h"
+
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -35,6 +37,9 @@ struct LaunchOptions {
   std::string run_id = "none";
   int max_restarts = 0;
   double shutdown_timeout_s = 30.0;
+  LogOptions logs;                 // --log_dir, --redirects, --tee, --local_ranks_filter, prefix
+  std::string summary_json;        // --summary_json PATH, "" none
+  std::string summary_json_source; // how it was given, for messages
   bool help = false;
   bool version = false;
 

@@ -2,8 +2,9 @@
 // What happened to the workers, and the failure report the launcher prints:
 // the root cause (the earliest failure: the time its error file was written,
 // else its exit time; not the first one reaped) of each attempt with rank,
-// local rank, pid, host, exit code or signal, time, peak memory and the
-// worker's own error file message. Formatting is pure so tests check it
+// local rank, pid, host, exit code or signal, time, peak memory, the
+// worker's own error file message and, when its streams went to files, the
+// paths of its stdout.log/stderr.log. Formatting is pure so tests check it
 // without processes.
 
 #include "ddp/common/error_file.h"
@@ -31,6 +32,10 @@ struct WorkerExit {
   std::optional<std::chrono::system_clock::time_point> error_time;
   std::string spawn_error;           // fork or exec failed: why (code 1, or 126/127)
   long max_rss_kb = 0;               // peak resident memory (wait4), 0 when unknown
+  double wall_s = 0;                 // from its start to its reaping (0 when never started)
+  double cpu_s = 0;                  // user + system CPU time (wait4), its waited-for children included
+  std::string stdout_log;            // its stdout.log / stderr.log under --log_dir, "" when not redirected
+  std::string stderr_log;
 
   bool failed() const { return signaled || code != 0; }
   int shell_code() const { return signaled ? 128 + code : code; }

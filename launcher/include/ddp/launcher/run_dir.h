@@ -4,7 +4,9 @@
 // worker's TORCHELASTIC_ERROR_FILE as attempt_<n>.rank_<local_rank>.error.json.
 // Flat, because the directory is made and removed on every launch and each
 // extra folder cost a visible part of the launch time. Removed with
-// everything in it when the launcher exits.
+// everything in it when the launcher exits, unless keep() was called: the
+// failure report names error files in it, which must outlive the launcher.
+// (With --log_dir the error files live there instead; see log_dir.h.)
 
 #include <string>
 #include <vector>
@@ -21,10 +23,14 @@ class RunDirectory {
   const std::string& path() const { return path_; }
   // The file's path (the file itself is the worker's to write).
   std::string error_file(int attempt, int local_rank);
+  // Leave the directory and its files in place at exit.
+  void keep() { keep_ = true; }
+  bool kept() const { return keep_; }
 
  private:
   std::string path_;
   std::vector<std::string> handed_out_;
+  bool keep_ = false;
 };
 
 }  // namespace ddp::launcher

@@ -13,7 +13,8 @@
 //  - asks for SIGKILL when the launcher dies (PR_SET_PDEATHSIG) and exits at
 //    once if the launcher is already gone;
 //  - takes /dev/null as stdin unless it is the worker that keeps the
-//    launcher's stdin (see WorkerGroup);
+//    launcher's stdin (see WorkerGroup), and the given stdout/stderr (a log
+//    file, a --tee pipe, /dev/null) when log options ask for them;
 //  - restores the launcher's original signal mask.
 // The child is the caller's to reap (WorkerGroup does).
 
@@ -43,6 +44,8 @@ struct SpawnSpec {
   EnvMap env;
   const sigset_t* child_mask = nullptr;  // restored before exec; nullptr keeps the current one
   int stdin_fd = -1;                     // dup'ed onto fd 0; -1 keeps the launcher's stdin
+  int stdout_fd = -1;                    // dup'ed onto fd 1; -1 keeps the launcher's stdout
+  int stderr_fd = -1;                    // dup'ed onto fd 2; -1 keeps the launcher's stderr
   bool new_session = false;              // setsid instead of setpgid (see above)
 };
 

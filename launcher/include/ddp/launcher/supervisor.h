@@ -20,7 +20,14 @@
 //    TORCHELASTIC_RESTART_COUNT + 1; a spawn failure or a launcher signal
 //    is never restarted;
 //  - spawning checks for signals and failures after every worker, so a
-//    SIGTERM during the start of thousands of workers is not ignored.
+//    SIGTERM during the start of thousands of workers is not ignored;
+//  - with log options each worker's streams go where plan_output() says
+//    (log files under attempt_<n>/, /dev/null, or an OutputTee pipe that
+//    the same poll serves); without them, no pipe and no extra fd exists;
+//  - at the end of every run: the summary table (summary.h), the failure
+//    report, and --summary_json written atomically. When the report names
+//    error files in the private run directory, that directory is kept
+//    (and the watchdog told so), so the paths it prints stay valid.
 // The launcher is a child subreaper, so orphaned descendants of workers are
 // reaped too (and never mistaken for workers).
 
@@ -39,6 +46,10 @@ struct SupervisorConfig {
   EnvMap parent_env;
   int nproc = 1;
   int omp_threads = 0;  // 0: leave OMP_NUM_THREADS alone
+  // <log_dir>/<run_id>_XXXXXX made by make_run_log_dir() when log options
+  // are given; "" otherwise (error files then live in the private run
+  // directory and workers write straight to the launcher's stdout/stderr).
+  std::string run_log_dir;
 };
 
 class Supervisor {

@@ -31,6 +31,9 @@ class Watchdog {
 
   void add_group(pid_t pgid);
   void remove_group(pid_t pgid);
+  // The run directory must outlive the launcher (the report names files in
+  // it): the watchdog still kills what is listed, but leaves the directory.
+  void keep_run_dir();
   pid_t pid() const { return pid_; }
 
  private:

@@ -56,6 +56,7 @@ class WorkerGroup {
     int local_rank = -1;
     int status = 0;          // wait status
     long max_rss_kb = 0;
+    double cpu_s = 0;        // user + system time of an exited worker (wait4)
   };
   // Collects every child that changed state; never blocks. Afterwards groups
   // with no process left are dropped.

@@ -1,0 +1,76 @@
+#pragma once
+// torchrun's --tee without its threads: each tee'd stream of a worker is a
+// pipe whose read end the launcher polls in its one event loop (the
+// supervisor adds fds() to its poll). Whatever arrives is written unchanged
+// to the stream's log file, and to the launcher's own stdout or stderr as
+// whole lines, each with the worker's prefix ("[default0]:"), in one write:
+//  - lines of different workers never mix inside a line (the launcher is
+//    the only writer of tee'd lines);
+//  - a line longer than a pipe buffer is gathered until its newline (up to
+//    kMaxLine; a longer one goes out in kMaxLine pieces, each prefixed);
+//  - a last line without a newline gets one on the console when its stream
+//    ends (the file keeps the bytes exactly);
+//  - bytes are never interpreted (binary junk passes through; only '\n'
+//    splits lines).
+// A console that went away (EPIPE: `ddp-launch ... | head`) stops the
+// console copy, never the files or the job; the launcher blocks SIGPIPE for
+// that while a tee is alive (workers get their original mask back at exec).
+// Exists only when some stream is tee'd: a plain launch has no pipes.
+
+#include <cstddef>
+#include <csignal>
+#include <string>
+#include <vector>
+
+namespace ddp::launcher {
+
+class OutputTee {
+ public:
+  static constexpr size_t kMaxLine = 1 << 20;
+
+  OutputTee();   // blocks SIGPIPE in the launcher
+  ~OutputTee();  // drains nothing; closes every fd; restores the mask
+  OutputTee(const OutputTee&) = delete;
+  OutputTee& operator=(const OutputTee&) = delete;
+
+  // A new tee'd stream: file_fd (taken over; its path for messages) gets
+  // the raw bytes, console_fd (1 or 2, not owned) the prefixed lines.
+  // Returns the pipe's write end for the worker (close-on-exec; the caller
+  // closes it once the worker runs). Throws std::runtime_error when a pipe
+  // cannot be made.
+  int add(int file_fd, const std::string& path, int console_fd, const std::string& prefix);
+
+  // Read ends still open, for the caller's poll.
+  std::vector<int> fds() const;
+  // Reads whatever is ready on every stream (never blocks).
+  void pump();
+  // The writers are gone: reads what is left, ends every stream's last line,
+  // closes everything. Never waits for a writer that is still alive.
+  void finish();
+
+  // A file that could not be written, once per file ("" when none).
+  std::string take_warning();
+
+ private:
+  struct Stream {
+    int read_fd = -1;
+    int file_fd = -1;
+    int console_fd = -1;
+    std::string path;
+    std::string prefix;
+    std::string partial;  // bytes after the last newline
+    bool file_failed = false;
+  };
+  void read_stream(Stream& s, bool at_end);
+  void flush_partial(Stream& s);
+  void close_stream(Stream& s);
+  void to_console(int fd, const std::string& text);
+  void to_file(Stream& s, const char* data, size_t n);
+
+  std::vector<Stream> streams_;
+  std::vector<int> console_gone_;  // console fds that returned EPIPE
+  std::string warning_;
+  sigset_t old_mask_;
+};
+
+}  // namespace ddp::launcher
