@@ -114,23 +114,26 @@ def main():
     for model in models + (["cnn-lac"] if "cnn" in models else []):
         cpp_model = "cnn" if model == "cnn-lac" else model
         label = "cnn (Python: Linear as conv)" if model == "cnn-lac" else model
-        over_c, over_p = [], []
+        over_c, over_p, abs_c, abs_p = [], [], [], []
         for i, (res, _) in enumerate(rounds):
             cl, cd = res[("c++", cpp_model, "local")]["ms"], res[("c++", cpp_model, "ddp")]["ms"]
             pl, pd = res[("python", model, "local")]["ms"], res[("python", model, "ddp")]["ms"]
             pv = res[("python", model, "ddp:views=1")]["ms"]
             over_c.append(pct(cd, cl))
             over_p.append(min(pct(pd, pl), pct(pv, pl)))
+            abs_c.append(cd - cl)
+            abs_p.append(min(pd, pv) - pl)
             print(f"| {label} | {i + 1} | {cl:.2f} | {cd:.2f} | **{pct(cd, cl):+.1f}%** | {pl:.2f} | {pd:.2f} | "
                   f"**{pct(pd, pl):+.1f}%** | {pv:.2f} | {pct(pv, pl):+.1f}% |")
-        summary.append((label, cpp_model, over_c, over_p))
+        summary.append((label, cpp_model, over_c, over_p, abs_c, abs_p))
     print()
-    for label, cpp_model, over_c, over_p in summary:
+    for label, cpp_model, over_c, over_p, abs_c, abs_p in summary:
         params = rounds[0][0][("c++", cpp_model, "local")]["params"]
         alone = ar_by_bytes[params * 4][0]
         local = statistics.median(r[0][("c++", cpp_model, "local")]["ms"] for r in rounds)
-        print(f"- {label}: C++ DDP overhead {statistics.median(over_c):+.1f}% (median of rounds), Python's best "
-              f"{statistics.median(over_p):+.1f}%; allreducing all {params * 4 / 1048576:.2f} MiB of gradients "
+        print(f"- {label}: C++ DDP overhead {statistics.median(over_c):+.1f}% = {statistics.median(abs_c):+.2f} ms "
+              f"per step (median of rounds), Python's best {statistics.median(over_p):+.1f}% = "
+              f"{statistics.median(abs_p):+.2f} ms; allreducing all {params * 4 / 1048576:.2f} MiB of gradients "
               f"alone takes {alone:.2f} ms = {100 * alone / local:.1f}% of the C++ local step ({local:.1f} ms).")
     print()
     print("### C++ DDP configurations (bucket sizes in MiB; cap=inf: one bucket after backward, no overlap; "
