@@ -1,6 +1,7 @@
 // ddp-launch: parse, resolve, supervise. All logic lives in ddp_launcher.
 #include "ddp/launcher/command.h"
 #include "ddp/launcher/options.h"
+#include "ddp/launcher/slurm.h"
 #include "ddp/launcher/supervisor.h"
 #include "ddp/launcher/worker_env.h"
 
@@ -30,9 +31,10 @@ int main(int argc, char** argv) {
       std::cout << version_text() << std::endl;
       return 0;
     }
-    const HostCounts host = probe_host(cfg.opts.nproc_spec == "gpu" || cfg.opts.nproc_spec == "auto");
+    const HostCounts host = probe_host_with_slurm(cfg.opts.nproc_spec == "gpu" || cfg.opts.nproc_spec == "auto", env);
     cfg.nproc = resolve_nproc(cfg.opts.nproc_spec, host);
     cfg.command = resolve_command(cfg.opts, env);
+    resolve_slurm(cfg, env);
     if (!cfg.opts.standalone && cfg.opts.node_rank == 0) reserve_check_port(cfg.opts.master_port);
     if (auto omp = default_omp_threads(env, host.cpus, cfg.nproc)) {
       cfg.omp_threads = *omp;

@@ -47,7 +47,8 @@ po::options_description supported_options() {
       ("rdzv_id", po::value<std::string>()->value_name("ID"), "run id shown to workers as TORCHELASTIC_RUN_ID (default 'none')")
       ("max_restarts", po::value<std::string>()->value_name("K"), "restart the whole group up to K times after a failure (default 0)")
       ("shutdown_timeout", po::value<std::string>()->value_name("SECONDS"),
-       "grace period between SIGTERM and SIGKILL when tearing down (default 30)");
+       "grace period between SIGTERM and SIGKILL when tearing down (default 30)")
+      ("slurm_tasks", "Slurm: every srun task is one rank (RANK=SLURM_PROCID, LOCAL_RANK=SLURM_LOCALID) and runs one worker");
   return d;
 }
 
@@ -197,12 +198,14 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
   // Command line first, then PET_<NAME>, then the default. The second item
   // names where the value came from, as the user spelled it.
   auto value = [&](const std::string& name) -> std::optional<std::pair<std::string, std::string>> {
+    if (vm.count(name) || env.count("PET_" + upper(name))) o.given.insert(name);
     if (vm.count(name)) return std::make_pair(vm[name].as<std::string>(), spelling[name]);
     std::string var = "PET_" + upper(name);
     if (auto it = env.find(var); it != env.end()) return std::make_pair(it->second, var);
     return std::nullopt;
   };
   auto flag = [&](const std::string& name) -> bool {
+    if (vm.count(name) || env.count("PET_" + upper(name))) o.given.insert(name);
     if (vm.count(name)) return true;
     std::string var = "PET_" + upper(name);
     if (auto it = env.find(var); it != env.end()) return checked([&] { return parse_bool(it->second, var); });
@@ -281,6 +284,7 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
   if (o.no_python && o.module)
     throw UsageError(source("no_python") + " and " + source("module") +
                      " exclude each other: a module runs through python");
+  o.slurm_tasks = flag("slurm_tasks");
   if (auto v = value("role")) {
     if (v->first.empty()) throw UsageError(v->second + ": empty role name");
     o.role = v->first;

@@ -9,6 +9,8 @@
 // program on is passed to the workers untouched.
 
 #include <map>
+#include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -18,6 +20,15 @@ namespace ddp::launcher {
 // Bad command line or PET_* value: one line naming the value; exit code 2.
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
+};
+
+// srun-per-rank mode (slurm.h): the identity Slurm gave this launcher's one
+// worker beyond RANK/WORLD_SIZE (which come from node_rank/nnodes there).
+struct TaskRank {
+  int local_rank = 0;        // SLURM_LOCALID
+  int local_world_size = 1;  // this node's entry of SLURM_TASKS_PER_NODE
+  int group_rank = 0;        // SLURM_NODEID
+  int group_world_size = 1;  // SLURM_NNODES
 };
 
 struct LaunchOptions {
@@ -37,6 +48,9 @@ struct LaunchOptions {
   double shutdown_timeout_s = 30.0;
   bool help = false;
   bool version = false;
+  bool slurm_tasks = false;        // --slurm_tasks: every srun task is one rank (slurm.h)
+  std::optional<TaskRank> task;    // set by resolve_slurm in srun-per-rank mode
+  std::set<std::string> given;     // options set on the command line or as PET_* (underscore names)
 
   std::string program;             // script, module or executable
   std::vector<std::string> program_args;
