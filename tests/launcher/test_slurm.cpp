@@ -158,7 +158,7 @@ TEST_CASE("malformed SLURM_* values name the variable and value") {
   CHECK_THROWS_WITH(resolved({"--no_python", "/bin/true"}, env), Catch::Contains("SLURM_JOB_NODELIST is not set"));
 }
 
-TEST_CASE("--nproc_per_node auto and gpu count Slurm's GPUs on the node") {
+TEST_CASE("nproc_per_node auto and gpu count Slurm's GPUs on the node") {
   EnvMap env = allocation();
   env["SLURM_GPUS_ON_NODE"] = "4";
   CHECK(probe_host_with_slurm(true, env).gpus == 4);
@@ -175,7 +175,7 @@ TEST_CASE("--nproc_per_node auto and gpu count Slurm's GPUs on the node") {
   CHECK_THROWS_WITH(probe_host_with_slurm(true, env), Catch::StartsWith("SLURM_GPUS_ON_NODE=four: not a GPU count"));
 }
 
-TEST_CASE("--slurm_tasks: every srun task is one rank") {
+TEST_CASE("srun per rank (--slurm_tasks): every srun task is one rank") {
   for (const char* spelling : {"--slurm_tasks", "--slurm-tasks"}) {
     auto cfg = resolved({spelling, "--use_env", "--no_python", "/bin/true"}, srun_task(3));
     REQUIRE(cfg.opts.task);
@@ -200,7 +200,7 @@ TEST_CASE("--slurm_tasks: every srun task is one rank") {
   CHECK(resolved({"--use_env", "--no_python", "/bin/true"}, env).opts.task);
 }
 
-TEST_CASE("--slurm_tasks without --use_env passes srun's local id as --local_rank") {
+TEST_CASE("srun per rank without --use_env passes srun's local id as --local_rank") {
   auto cfg = resolved({"--slurm_tasks", "--no_python", "/bin/echo", "a"}, srun_task(3));
   CHECK(cfg.command.argv_for(0) == std::vector<std::string>{"--local_rank=1", "a"});
 }
