@@ -138,6 +138,8 @@ std::vector<std::string> expand_hostlist(const std::string& list, const std::str
     if (expr.empty())
       throw UsageError(var + "=" + list + ": empty host name; expected a Slurm hostlist such as node[01-04,07],login1");
     for (std::string& h : expand_one(expr, var, list, max_hosts - hosts.size())) hosts.push_back(std::move(h));
+    if (hosts.size() > max_hosts)
+      throw UsageError(var + "=" + list + ": makes more than " + std::to_string(max_hosts) + " host names");
     start = i + 1;
   }
   if (depth != 0)
@@ -255,7 +257,11 @@ void resolve_slurm(SupervisorConfig& cfg, const EnvMap& env) {
     // Several per-node launchers on one node would all start ranks
     // node_rank*nproc.. : refuse instead of a job whose ranks collide.
     if (in_step && *ntasks > 1 && !given("node_rank")) {
-      const int here = tasks_on_node(env, o.node_rank, o.nnodes);
+      const int nodes = slurm_int(env, "SLURM_NNODES", 1, "a launch inside srun");
+      const int node = slurm_int(env, "SLURM_NODEID", 0, "a launch inside srun");
+      if (node >= nodes)
+        throw UsageError("SLURM_NODEID=" + std::to_string(node) + " must be below SLURM_NNODES=" + std::to_string(nodes));
+      const int here = tasks_on_node(env, node, nodes);
       if (here > 1)
         throw UsageError("srun started " + std::to_string(here) + " tasks on this node (SLURM_NTASKS=" +
                          std::to_string(*ntasks) + "), and each would start ranks " +

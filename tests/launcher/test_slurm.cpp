@@ -60,6 +60,7 @@ TEST_CASE("malformed hostlists are one line naming the variable and value") {
   }
   CHECK_THROWS_WITH(expand_hostlist("n[1-2000000]", "V"), Catch::Contains("more than"));
   CHECK_THROWS_WITH(expand_hostlist("a[1-4]b[1-4]", "V", 10), Catch::Contains("more than 10"));
+  CHECK_THROWS_WITH(expand_hostlist("a,b,c", "V", 2), Catch::Contains("more than 2"));
 }
 
 TEST_CASE("tasks per node expand N(xM)") {
@@ -239,6 +240,9 @@ TEST_CASE("per-rank mode is found when srun started one task per rank") {
 }
 
 TEST_CASE("several per-node launchers on one node, or contradicting options, are errors") {
+  // With --nnodes given, the check still reads srun's own layout.
+  CHECK_THROWS_WITH(resolved({"--nnodes=3", "--no_python", "/bin/true"}, srun_task(0)),
+                    Catch::StartsWith("srun started 2 tasks on this node"));
   // srun -N2 --ntasks-per-node=2 ddp-launch --nproc_per_node=4: ranks would collide.
   CHECK_THROWS_WITH(resolved({"--nproc_per_node=4", "--no_python", "/bin/true"}, srun_task(0)),
                     Catch::StartsWith("srun started 2 tasks on this node") && Catch::Contains("--slurm_tasks"));
