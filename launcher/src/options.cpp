@@ -347,10 +347,10 @@ std::string usage_text() {
     << "Environment:\n"
        "  PYTHON_EXEC         interpreter for .py scripts and -m (default: python3 on PATH)\n"
        "  PET_<OPTION>        any option above, e.g. PET_NPROC_PER_NODE=4 (the command line wins)\n"
-       "  OMP_NUM_THREADS     passed through; when unset, workers get CPUs / workers (at least 1)\n"
-       "  TMPDIR              where the launcher's private run directory (error files) is made\n"
        "  SLURM_*             inside a Slurm allocation, the defaults of --nnodes, --node_rank, --master_addr\n"
        "                      and --master_port (MASTER_PORT if set), see docs/slurm.md\n"
+       "  OMP_NUM_THREADS     passed through; when unset, workers get CPUs / workers (at least 1)\n"
+       "  TMPDIR              where the launcher's private run directory (error files) is made\n"
        "Terminal: stdin goes to local rank 0 only (a debugger works there); the others read /dev/null.\n";
   return s.str();
 }
