@@ -37,7 +37,7 @@ po::options_description supported_options() {
       ("master_addr", po::value<std::string>()->value_name("HOST"), "address of rank 0's node (default 127.0.0.1)")
       ("master_port", po::value<std::string>()->value_name("PORT"), "port of the rendezvous store (default 29500)")
       ("standalone", "single node on a free port (like torchrun --standalone)")
-      ("slurm_tasks", "Slurm: every srun task is one rank (RANK=SLURM_PROCID, LOCAL_RANK=SLURM_LOCALID) and runs one worker")
+      ("slurm_tasks", "Slurm: every srun task is one rank (RANK=SLURM_PROCID) and runs one worker")
       ("use_env", "do not pass --local_rank=N to workers (they read LOCAL_RANK)")
       ("local_rank_style", po::value<std::string>()->value_name("underscore|dash"),
        "how workers get their local rank without --use_env: underscore = --local_rank=N (torch.distributed.launch "
