@@ -3,6 +3,7 @@
 #include "ddp/launcher/invocation.h"
 #include "ddp/launcher/log_dir.h"
 #include "ddp/launcher/options.h"
+#include "ddp/launcher/slurm.h"
 #include "ddp/launcher/supervisor.h"
 #include "ddp/launcher/worker_env.h"
 
@@ -46,9 +47,10 @@ int main(int argc, char** argv) {
       std::cout << version_text() << std::endl;
       return 0;
     }
-    const HostCounts host = probe_host(cfg.opts.nproc_spec == "gpu" || cfg.opts.nproc_spec == "auto");
+    const HostCounts host = probe_host_with_slurm(cfg.opts.nproc_spec == "gpu" || cfg.opts.nproc_spec == "auto", env);
     cfg.nproc = resolve_nproc(cfg.opts.nproc_spec, host);
     cfg.command = resolve_command(cfg.opts, env);
+    resolve_slurm(cfg, env);
     if (!cfg.opts.standalone && cfg.opts.node_rank == 0) reserve_check_port(cfg.opts.master_port);
     check_summary_path(cfg.opts.summary_json, cfg.opts.summary_json_source);
     if (cfg.opts.logs.needs_dir()) {

@@ -37,6 +37,7 @@ po::options_description supported_options() {
       ("master_addr", po::value<std::string>()->value_name("HOST"), "address of rank 0's node (default 127.0.0.1)")
       ("master_port", po::value<std::string>()->value_name("PORT"), "port of the rendezvous store (default 29500)")
       ("standalone", "single node on a free port (like torchrun --standalone)")
+      ("slurm_tasks", "Slurm: every srun task is one rank (RANK=SLURM_PROCID) and runs one worker")
       ("use_env", "do not pass --local_rank=N to workers (they read LOCAL_RANK)")
       ("local_rank_style", po::value<std::string>()->value_name("underscore|dash"),
        "how workers get their local rank without --use_env: underscore = --local_rank=N (torch.distributed.launch "
@@ -202,12 +203,14 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
   // Command line first, then PET_<NAME>, then the default. The second item
   // names where the value came from, as the user spelled it.
   auto value = [&](const std::string& name) -> std::optional<std::pair<std::string, std::string>> {
+    if (vm.count(name) || env.count("PET_" + upper(name))) o.given.insert(name);
     if (vm.count(name)) return std::make_pair(vm[name].as<std::string>(), spelling[name]);
     std::string var = "PET_" + upper(name);
     if (auto it = env.find(var); it != env.end()) return std::make_pair(it->second, var);
     return std::nullopt;
   };
   auto flag = [&](const std::string& name) -> bool {
+    if (vm.count(name) || env.count("PET_" + upper(name))) o.given.insert(name);
     if (vm.count(name)) return true;
     std::string var = "PET_" + upper(name);
     if (auto it = env.find(var); it != env.end()) return checked([&] { return parse_bool(it->second, var); });
@@ -286,6 +289,7 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
   if (o.no_python && o.module)
     throw UsageError(source("no_python") + " and " + source("module") +
                      " exclude each other: a module runs through python");
+  o.slurm_tasks = flag("slurm_tasks");
   if (auto v = value("role")) {
     if (v->first.empty()) throw UsageError(v->second + ": empty role name");
     o.role = v->first;
@@ -377,6 +381,8 @@ std::string usage_text() {
     << "Environment:\n"
        "  PYTHON_EXEC         interpreter for .py scripts and -m (default: python3 on PATH)\n"
        "  PET_<OPTION>        any option above, e.g. PET_NPROC_PER_NODE=4 (the command line wins)\n"
+       "  SLURM_*             inside a Slurm allocation, the defaults of --nnodes, --node_rank, --master_addr\n"
+       "                      and --master_port (MASTER_PORT if set), see docs/slurm.md\n"
        "  OMP_NUM_THREADS     passed through; when unset, workers get CPUs / workers (at least 1)\n"
        "  TMPDIR              where the launcher's private run directory (error files) is made, and\n"
        "                      the log directory for --redirects/--tee without --log_dir\n"

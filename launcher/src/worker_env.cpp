@@ -44,6 +44,12 @@ EnvMap worker_environment(const EnvMap& parent, const GroupSpec& g, int local_ra
   // torchrun 2.x tells its workers.
   if (!parent.count("TORCHELASTIC_SIGNALS_TO_HANDLE")) set("TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
   if (g.omp_threads > 0) seti("OMP_NUM_THREADS", g.omp_threads);
+  if (o.task) {  // srun-per-rank mode (slurm.h): RANK and WORLD_SIZE are right already
+    seti("LOCAL_RANK", o.task->local_rank);
+    seti("LOCAL_WORLD_SIZE", o.task->local_world_size);
+    seti("GROUP_RANK", o.task->group_rank);
+    seti("GROUP_WORLD_SIZE", o.task->group_world_size);
+  }
   return env;
 }
 

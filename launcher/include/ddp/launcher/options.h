@@ -11,6 +11,8 @@
 #include "ddp/launcher/log_spec.h"
 
 #include <map>
+#include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -20,6 +22,15 @@ namespace ddp::launcher {
 // Bad command line or PET_* value: one line naming the value; exit code 2.
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
+};
+
+// srun-per-rank mode (slurm.h): the identity Slurm gave this launcher's one
+// worker beyond RANK/WORLD_SIZE (which come from node_rank/nnodes there).
+struct TaskRank {
+  int local_rank = 0;        // SLURM_LOCALID
+  int local_world_size = 1;  // this node's entry of SLURM_TASKS_PER_NODE
+  int group_rank = 0;        // SLURM_NODEID
+  int group_world_size = 1;  // SLURM_NNODES
 };
 
 struct LaunchOptions {
@@ -42,6 +53,9 @@ struct LaunchOptions {
   std::string summary_json_source; // how it was given, for messages
   bool help = false;
   bool version = false;
+  bool slurm_tasks = false;        // --slurm_tasks: every srun task is one rank (slurm.h)
+  std::optional<TaskRank> task;    // set by resolve_slurm in srun-per-rank mode
+  std::set<std::string> given;     // options set on the command line or as PET_* (underscore names)
 
   std::string program;             // script, module or executable
   std::vector<std::string> program_args;
