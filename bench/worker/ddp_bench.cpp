@@ -258,11 +258,26 @@ int step_bench(int argc, char** argv) {
   }
   int64_t params = 0;
   for (auto& p : runs[0].model.module->parameters()) params += p.numel();
+  // The baseline a synchronous job cannot beat: per step, the slowest rank's
+  // local time (the steps start together). Its gap to `local` is the ranks'
+  // skew on this machine, which DDP pays at every step's allreduce.
+  std::vector<double> slowest;
+  for (auto& r : runs) {
+    if (r.config.ddp) continue;
+    auto mine = torch::tensor(r.ms, torch::kDouble);
+    auto all = torch::stack(all_gather(*pg, mine.to(pg->device()))).cpu();
+    auto worst = std::get<0>(all.max(0));
+    slowest.assign(worst.data_ptr<double>(), worst.data_ptr<double>() + worst.numel());
+    break;
+  }
   for (auto& r : runs) {
     if (!std::isfinite(r.last_loss)) throw std::runtime_error(r.config.name + ": loss is not finite");
     if (env.rank != 0) continue;
     std::printf("RESULT c++ %s %s %.3f %zu %lld %d\n", model_name.c_str(), r.config.name.c_str(), median(r.ms),
                 r.ddp ? r.ddp->buckets().size() : size_t{0}, static_cast<long long>(params), batch);
+    if (!r.ddp && !slowest.empty())
+      std::printf("RESULT c++ %s local-slowest %.3f 0 %lld %d\n", model_name.c_str(), median(slowest),
+                  static_cast<long long>(params), batch);
     const auto& t = r.timeline;
     std::printf("TIMELINE c++ %s %s fwd=%.2f bwd=%.2f end_wait=%.2f opt=%.2f buckets=", model_name.c_str(),
                 r.config.name.c_str(), median(t.forward), median(t.backward), median(t.end_wait), median(t.optimizer));

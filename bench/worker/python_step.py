@@ -96,6 +96,15 @@ def main():
             r["loss"] = loss.item()
 
     params = sum(p.numel() for p in runs[0]["module"].parameters())
+    # Per step, the slowest rank's local time (see ddp_bench.cpp).
+    slowest = None
+    for r in runs:
+        if not isinstance(r["model"], DistributedDataParallel):
+            mine = torch.tensor(r["ms"], dtype=torch.float64)
+            all_ranks = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
+            dist.all_gather(all_ranks, mine)
+            slowest = torch.stack(all_ranks).max(0).values.tolist()
+            break
     for r in runs:
         if r["loss"] != r["loss"]:
             sys.exit(f"python_step.py: {r['name']}: loss is not finite")
@@ -108,6 +117,9 @@ def main():
                 buckets = len(str(sizes).split(",")) if sizes != "" else 0
             print(f"RESULT python {a.model} {r['name']} {statistics.median(r['ms']):.3f} {buckets} {params} {a.batch}",
                   flush=True)
+            if r["name"] == "local" and slowest:
+                print(f"RESULT python {a.model} local-slowest {statistics.median(slowest):.3f} 0 {params} {a.batch}",
+                      flush=True)
     dist.destroy_process_group()
 
 
