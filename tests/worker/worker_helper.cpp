@@ -259,22 +259,37 @@ struct WithUnused : torch::nn::Module {
   torch::nn::Linear used{nullptr}, unused{nullptr};
 };
 
+// dtype=f16: DDP's per-step status cannot ride in a float16 bucket (not
+// exact), so it takes an allreduce of its own (the path NCCL takes too);
+// float32 (default) carries it in the last bucket.
+torch::ScalarType model_dtype(const std::map<std::string, std::string>& kv) {
+  return arg(kv, "dtype", "f32") == "f16" ? torch::kHalf : torch::kFloat;
+}
+
+// l(x), written out for float16 (LibTorch 1.13 has no float16 matmul on the CPU).
+torch::Tensor linear(torch::nn::Linear& l, const torch::Tensor& x) {
+  if (x.scalar_type() != torch::kHalf) return l(x);
+  return (x.unsqueeze(1) * l->weight).sum(-1) + l->bias;
+}
+
 int unused(int argc, char** argv) {
   auto kv = parse_kv(argc, argv);
   auto pg = init_process_group({}, argc, argv);
   auto net = std::make_shared<WithUnused>();
+  const auto dtype = model_dtype(kv);
+  net->to(dtype);
   DDPOptions o;
   o.find_unused_parameters = arg(kv, "find_unused", "0") == "1";
   DistributedDataParallel ddp(net, pg, o);
   for (int it = 0; it < 2; ++it) {
     ddp.prepare_forward();
     net->zero_grad();
-    net->used(torch::ones({2, 4}) * (pg->rank() + 1)).sum().backward();
+    linear(net->used, torch::ones({2, 4}, dtype) * (pg->rank() + 1)).sum().backward();
   }
   check(net->used->weight.grad().defined(), "used weight has a gradient");
   check(!net->unused->weight.grad().defined(), "globally unused weight has no gradient");
   // grad of sum(W x + b) w.r.t. W is sum over batch of x: rank r gives 2(r+1); mean over 2 ranks is 3.
-  check(torch::allclose(net->used->weight.grad(), torch::full({4, 4}, 3.0)), "averaged gradient");
+  check(torch::allclose(net->used->weight.grad().to(torch::kFloat), torch::full({4, 4}, 3.0)), "averaged gradient");
   std::cout << "unused ok" << std::endl;
   return 0;
 }
@@ -433,14 +448,16 @@ int frozen_mismatch(int argc, char** argv) {
 // error (rank 0 naming the parameters), and catching it must leave the ranks
 // in step: step 2 uses every parameter and is reduced correctly.
 int unused_one_rank(int argc, char** argv) {
+  auto kv = parse_kv(argc, argv);
   auto pg = init_process_group({}, argc, argv);
   auto net = std::make_shared<WithUnused>();
+  net->to(model_dtype(kv));
   DistributedDataParallel ddp(net, pg);
-  auto x = rank_input(*pg, 2, 4);
+  auto x = rank_input(*pg, 2, 4).to(model_dtype(kv));
   try {
     ddp.prepare_forward();
-    auto loss = net->used(x).sum();
-    if (pg->rank() != 0) loss = loss + net->unused(x).sum();
+    auto loss = linear(net->used, x).sum();
+    if (pg->rank() != 0) loss = loss + linear(net->unused, x).sum();
     loss.backward();
     std::cout << "no error" << std::endl;
   } catch (const std::exception& e) {
@@ -448,10 +465,11 @@ int unused_one_rank(int argc, char** argv) {
   }
   net->zero_grad();
   ddp.prepare_forward();
-  (net->used(x).sum() + net->unused(x).sum()).backward();
+  (linear(net->used, x).sum() + linear(net->unused, x).sum()).backward();
   std::ostringstream got;
   got << net->used->weight.grad();
-  check(torch::allclose(net->used->weight.grad(), torch::full({4, 4}, 3.0)), "step 2 gradient is averaged: " + got.str());
+  check(torch::allclose(net->used->weight.grad().to(torch::kFloat), torch::full({4, 4}, 3.0)),
+        "step 2 gradient is averaged: " + got.str());
   std::cout << "recovered" << std::endl;
   return 0;
 }

@@ -57,6 +57,14 @@ Reducer::Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<at::Tensor> param
     : pg_(std::move(pg)), opt_(options), params_(std::move(params)), names_(std::move(names)) {
   bucket_of_.assign(params_.size(), kNoBucket);
   pos_in_bucket_.assign(params_.size(), 0);
+  // The status rides in the last bucket on the CPU when its dtype holds the
+  // sums exactly (every value is at most world * P).
+  const int64_t P = static_cast<int64_t>(params_.size()), W = pg_->world_size();
+  if (!buckets.empty() && pg_->device().is_cpu()) {
+    const auto dtype = params_.at(buckets.back().params.front()).scalar_type();
+    const double exact = dtype == at::kFloat ? 16777216.0 : dtype == at::kDouble ? 9007199254740992.0 : 0;
+    if (static_cast<double>(W) * static_cast<double>(P + 1) < exact) status_in_bucket_ = static_cast<size_t>(P + 2 * W);
+  }
   for (size_t bi = 0; bi < buckets.size(); ++bi) {
     Bucket b;
     int64_t n = 0;
@@ -68,7 +76,9 @@ Reducer::Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<at::Tensor> param
       bucket_of_[k] = bi;
       pos_in_bucket_[k] = pos;
     }
-    b.flat = at::zeros({n}, params_.at(b.params.front()).options().requires_grad(false));
+    b.grad_numel = n;
+    const int64_t tail = bi + 1 == buckets.size() ? static_cast<int64_t>(status_in_bucket_) : 0;
+    b.flat = at::zeros({n + tail}, params_.at(b.params.front()).options().requires_grad(false));
     // Aliases made with set_ rather than narrow().view(): an autograd view
     // as .grad would make Optimizer::zero_grad's detach_() throw.
     at::NoGradGuard no_grad;
@@ -82,6 +92,7 @@ Reducer::Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<at::Tensor> param
     info_.push_back({buckets[bi].params, static_cast<size_t>(n), buckets[bi].bytes});
   }
   ready_.assign(params_.size(), 0);
+  missing_.assign(params_.size(), 0);
   used_.assign(params_.size(), 0);
 }
 
@@ -202,6 +213,9 @@ void Reducer::start_backward() {
   in_backward_ = true;
   next_bucket_ = 0;
   std::fill(ready_.begin(), ready_.end(), 0);
+  std::fill(missing_.begin(), missing_.end(), 0);
+  missing_count_ = 0;
+  failed_here_ = false;
   for (auto& b : buckets_) {
     b.pending = b.params.size();
     b.launched = false;
@@ -227,7 +241,8 @@ void Reducer::launch_ready_buckets() {
     auto& b = buckets_[next_bucket_];
     // Averaging as one pass over the bucket before the sum (the same result
     // as dividing each gradient: one multiply per element either way).
-    if (world > 1) b.flat.div_(world);
+    if (world > 1) b.flat.narrow(0, 0, b.grad_numel).div_(world);
+    if (status_in_bucket_ && next_bucket_ + 1 == buckets_.size()) write_status_tail();
     b.work = pg_->allreduce_async(b.flat);
     b.launched = true;
     record(DDPEvent::Kind::BucketLaunched, next_bucket_);
@@ -240,6 +255,22 @@ void Reducer::launch_ready_buckets() {
     }
     ++next_bucket_;
   }
+}
+
+std::vector<int64_t> Reducer::local_status() const {
+  const size_t P = params_.size(), W = static_cast<size_t>(pg_->world_size()), rank = static_cast<size_t>(pg_->rank());
+  std::vector<int64_t> st(P + 2 * W, 0);
+  for (size_t k = 0; k < P; ++k) st[k] = opt_.find_unused_parameters ? used_[k] : missing_[k];
+  st[P + rank] = failed_here_ ? 1 : 0;
+  st[P + W + rank] = missing_count_;
+  return st;
+}
+
+void Reducer::write_status_tail() {
+  auto& last = buckets_.back();
+  const auto st = local_status();
+  at::Tensor tail = last.flat.narrow(0, last.grad_numel, static_cast<int64_t>(status_in_bucket_));
+  tail.copy_(at::tensor(st, at::TensorOptions().dtype(at::kLong)));
 }
 
 void Reducer::finalize() {
@@ -280,14 +311,13 @@ void Reducer::disarm() {
 
 void Reducer::decide(bool failed_here, std::string local_error) {
   at::NoGradGuard no_grad;
-  const int world = pg_->world_size(), rank = pg_->rank();
+  const int world = pg_->world_size();
   const size_t P = params_.size();
 
   // 2a. Complete every bucket. A parameter without a gradient in this pass
   // contributes its .grad (the micro-batches it took part in under no_sync,
   // as in Python), or zeros.
-  std::vector<char> missing(P, 0);
-  int64_t missing_count = 0;
+  failed_here_ = failed_here;
   // A parameter this rank did not use may turn out unused on every rank;
   // then its .grad must stay as it was, but filling the bucket can make .grad
   // the bucket view and the allreduce overwrites the view: keep the tensor,
@@ -299,16 +329,16 @@ void Reducer::decide(bool failed_here, std::string local_error) {
   std::vector<Kept> kept;
   for (size_t k = 0; k < P; ++k) {
     if (bucket_of_[k] == kNoBucket || ready_[k]) continue;
-    missing[k] = 1;
-    ++missing_count;
+    missing_[k] = 1;
+    ++missing_count_;
     if (opt_.find_unused_parameters && !used_[k])
       kept.push_back({k, params_[k].grad(), grad_is_view(k) ? bucket_view(k).clone() : at::Tensor()});
     try {
-      if (failed_here) bucket_view(k).zero_();
+      if (failed_here_) bucket_view(k).zero_();
       else copy_grad_in(k);
     } catch (const std::exception& e) {
       bucket_view(k).zero_();
-      failed_here = true;
+      failed_here_ = true;
       if (local_error.empty()) local_error = e.what();
     }
     ready_[k] = 1;
@@ -321,16 +351,14 @@ void Reducer::decide(bool failed_here, std::string local_error) {
     comm_error = e.what();  // this rank cannot complete the sequence; its peers see it fail
   }
 
-  // 2b. The status every rank decides from (int64, summed over ranks):
+  // 2b. The status every rank decides from (summed over ranks):
   // [0, P): ranks that missed parameter k (or used it, with find_unused);
-  // [P + r]: rank r failed; [P + W + r]: parameters rank r missed.
+  // [P + r]: rank r failed; [P + W + r]: parameters rank r missed. Already
+  // on its way in the last bucket's tail, or an allreduce of its own.
   at::Tensor status;
   AsyncWork status_work;
-  if (comm_error.empty()) {
-    std::vector<int64_t> st(P + 2 * static_cast<size_t>(world), 0);
-    for (size_t k = 0; k < P; ++k) st[k] = opt_.find_unused_parameters ? used_[k] : missing[k];
-    st[P + rank] = failed_here ? 1 : 0;
-    st[P + world + rank] = missing_count;
+  if (comm_error.empty() && !status_in_bucket_) {
+    const auto st = local_status();
     status = at::empty({static_cast<int64_t>(st.size())}, at::TensorOptions().dtype(at::kLong));
     std::memcpy(status.data_ptr<int64_t>(), st.data(), st.size() * sizeof(int64_t));
     try {
@@ -354,6 +382,10 @@ void Reducer::decide(bool failed_here, std::string local_error) {
   for (auto& b : buckets_)
     if (b.launched) wait(b.work);
   if (!comm_error.empty()) throw std::runtime_error(comm_error);
+  if (status_in_bucket_) {
+    const auto& last = buckets_.back();
+    status = last.flat.narrow(0, last.grad_numel, static_cast<int64_t>(status_in_bucket_)).round().to(at::kLong);
+  }
   const int64_t* s = status.data_ptr<int64_t>();
 
   std::vector<int> failed_ranks, missing_ranks;
@@ -362,7 +394,7 @@ void Reducer::decide(bool failed_here, std::string local_error) {
     if (s[P + world + r] > 0) missing_ranks.push_back(r);
   }
   if (!failed_ranks.empty()) {
-    if (failed_here && !local_error.empty()) throw std::runtime_error(local_error);
+    if (failed_here_ && !local_error.empty()) throw std::runtime_error(local_error);
     throw std::runtime_error(error_prefix() + "the backward pass failed on " + rank_list(failed_ranks) +
                              " (see that rank's error), so no gradient was reduced in this step and " +
                              grad_state_after_error() +
@@ -375,11 +407,11 @@ void Reducer::decide(bool failed_here, std::string local_error) {
       if (s[k] > 0) names.push_back(names_[k]);
     std::ostringstream m;
     m << error_prefix();
-    if (missing_count > 0) {
-      m << missing_count << " parameter(s) received no gradient in this backward pass on this rank: ";
+    if (missing_count_ > 0) {
+      m << missing_count_ << " parameter(s) received no gradient in this backward pass on this rank: ";
       std::vector<std::string> mine;
       for (size_t k = 0; k < P; ++k)
-        if (missing[k]) mine.push_back(names_[k]);
+        if (missing_[k]) mine.push_back(names_[k]);
       m << quoted_list(mine, 10) << " (missing on " << rank_list(missing_ranks) << ")";
     } else {
       m << "parameter(s) " << quoted_list(names, 10) << " received no gradient in this backward pass on "

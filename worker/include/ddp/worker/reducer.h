@@ -32,10 +32,19 @@
 //      in index order.
 //   2. At the end of backward (an engine callback), or at once when a hook
 //      throws, every bucket not launched yet is filled (a parameter without
-//      a fresh gradient contributes its .grad, or zeros) and launched, then
-//      a small status tensor is allreduced: per parameter how many ranks
-//      missed its gradient (or, with find_unused_parameters, used it), per
-//      rank whether it failed and how many parameters it missed.
+//      a fresh gradient contributes its .grad, or zeros) and launched. With
+//      them goes a small status, summed over the ranks: per parameter how
+//      many ranks missed its gradient (or, with find_unused_parameters, used
+//      it), per rank whether it failed and how many parameters it missed.
+//      On the CPU (Gloo) with a float32/float64 last bucket the status is
+//      that bucket's tail (written just before it is launched, unscaled):
+//      no collective of its own, whose latency every step would pay at its
+//      end. Otherwise (NCCL, other dtypes) it is a separate allreduce on the
+//      host (ProcessGroup::host_allreduce_async), after the buckets. The last
+//      bucket launched from a hook means every gradient arrived and no hook
+//      failed, so its status is complete then; a backward that throws after
+//      that was reduced all the same, and the next prepare_forward only
+//      waits for it.
 //   3. Every rank waits for all of it and takes the same decision from the
 //      status: the averages are in .grad (views) or are written into it
 //      (private buckets), or every rank throws, naming the parameters and the
@@ -98,6 +107,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   struct Bucket {
     std::vector<size_t> params;   // indices into params_
     std::vector<int64_t> offset;  // element offset of each in `flat`
+    int64_t grad_numel = 0;       // gradients in `flat`; the last bucket may have the status after them
     at::Tensor flat;
     std::vector<at::Tensor> views;  // per parameter: its slice, shaped like it (aliases, see above)
     size_t pending = 0;  // gradients not yet copied in this backward
@@ -128,6 +138,10 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   // the step cannot be reduced. Leaves the Reducer disarmed.
   void finish(bool failed_here, std::string local_error);
   void decide(bool failed_here, std::string local_error);  // finish() less the disarm
+  // This rank's status of the current backward (see above), from missing_,
+  // failed_here_ and used_; P + 2 * world values.
+  std::vector<int64_t> local_status() const;
+  void write_status_tail();
   void disarm();
   void abandon(const std::string& why) noexcept;
   std::string error_prefix() const;
@@ -147,6 +161,10 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   bool in_backward_ = false;
   size_t next_bucket_ = 0;  // first bucket not launched yet
   std::vector<char> ready_;  // gradient copied in during this backward
+  std::vector<char> missing_;  // no gradient in this backward (found at its end)
+  int64_t missing_count_ = 0;
+  bool failed_here_ = false;   // this rank gave up on this backward
+  size_t status_in_bucket_ = 0;  // > 0: status length, carried by the last bucket's tail
   std::vector<char> used_;   // got a defined gradient since the last synced backward
 
   mutable std::mutex events_mu_;  // not mu_: completion callbacks record from the backend's thread
