@@ -119,7 +119,7 @@ Config parse_config(const std::string& text) {
     if (!c.ddp) throw std::invalid_argument("config '" + text + "': local takes no options");
     if (k == "cap" || k == "first") {
       const double mb = v == "inf" ? 1e6 : std::stod(v);
-      (k == "cap" ? c.options.bucket_cap_mb : c.options.first_bucket_mb) = mb;
+      (k == "cap" ? c.options.bucket_cap_mb : c.options.first_bucket_mb) = mb;  // unset: the defaults
       if (v == "inf") c.options.first_bucket_mb = c.options.bucket_cap_mb = mb;
     } else if (k == "views") {
       c.options.gradient_as_bucket_view = v != "0";

@@ -299,6 +299,13 @@ TEST_CASE("ddp: bucket sizes take fractions of a MiB, and a size that is not one
   CHECK_THAT(small[0].output, Catch::Contains("buckets 5"));
   auto one = run_ranks(1, {"bucket_sizes", "cap=25", "first=25"});
   CHECK_THAT(one[0].output, Catch::Contains("buckets 1"));
+  // On the CPU an unset first bucket takes bucket_cap_mb (not Python's 1 MiB,
+  // which would hold all 19 KiB of gradients in one bucket here).
+  auto first_is_cap = run_ranks(1, {"bucket_sizes", "cap=0.0001"});
+  INFO(first_is_cap[0].output);
+  CHECK_THAT(first_is_cap[0].output, Catch::Contains("buckets 5"));
+  auto explicit_first = run_ranks(1, {"bucket_sizes", "cap=0.0001", "first=1"});
+  CHECK_THAT(explicit_first[0].output, Catch::Contains("buckets 1"));
   for (const std::string bad : {"cap=0", "cap=-1", "cap=nan", "first=0"}) {
     auto r = run_ranks(1, {"bucket_sizes", bad});
     INFO(bad << ": " << r[0].output);

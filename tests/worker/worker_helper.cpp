@@ -419,14 +419,14 @@ int unused_keeps_grad(int argc, char** argv) {
 }
 
 // Builds DDP with bucket_cap_mb=cap, first_bucket_mb=first (MiB, fractions
-// allowed) and prints the bucket count.
+// allowed; each left unset when not given) and prints the bucket count.
 int bucket_sizes(int argc, char** argv) {
   auto kv = parse_kv(argc, argv);
   auto pg = init_process_group({}, argc, argv);
   auto net = std::make_shared<ParityNet>();
   DDPOptions o;
-  o.bucket_cap_mb = std::stod(arg(kv, "cap", "25"));
-  o.first_bucket_mb = std::stod(arg(kv, "first", "1"));
+  if (kv.count("cap")) o.bucket_cap_mb = std::stod(kv.at("cap"));
+  if (kv.count("first")) o.first_bucket_mb = std::stod(kv.at("first"));
   DistributedDataParallel ddp(net, pg, o);
   std::cout << "buckets " << ddp.buckets().size() << std::endl;
   return 0;

@@ -132,7 +132,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
     : module_(std::move(module)), pg_(std::move(pg)), options_(options) {
   if (!module_) throw std::invalid_argument("DistributedDataParallel: module is null");
   if (!pg_) throw std::invalid_argument("DistributedDataParallel: process group is null (call init_process_group first)");
-  for (auto [name, mb] : {std::pair{"bucket_cap_mb", options.bucket_cap_mb}, {"first_bucket_mb", options.first_bucket_mb}})
+  const double cap_mb = options.bucket_cap_mb.value_or(25);
+  const double first_mb = options.first_bucket_mb.value_or(pg_->device().is_cuda() ? 1.0 : cap_mb);
+  for (auto [name, mb] : {std::pair{"bucket_cap_mb", cap_mb}, {"first_bucket_mb", first_mb}})
     if (!(mb > 0 && mb <= 1024 * 1024))  // also rejects NaN
       throw std::invalid_argument("DistributedDataParallel: " + std::string(name) + " = " + std::to_string(mb) +
                                   " is not a bucket size; give MiB in (0, 1048576], e.g. 25");
@@ -159,7 +161,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
     specs.push_back({bytes_of(p), std::string(c10::toString(p.scalar_type())) + "@" + p.device().str(),
                      p.requires_grad()});
   auto bytes = [](double mb) { return std::max<size_t>(1, static_cast<size_t>(mb * kMiB)); };
-  auto buckets = compute_bucket_assignment(specs, {bytes(options.first_bucket_mb), bytes(options.bucket_cap_mb)});
+  auto buckets = compute_bucket_assignment(specs, {bytes(first_mb), bytes(cap_mb)});
   reducer_ = Reducer::create(pg_, std::move(params), std::move(names), buckets,
                              {options.find_unused_parameters, options.gradient_as_bucket_view, options.record_events});
 }

@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,11 +45,16 @@ struct DDPOptions {
   // prepare_forward()/forward().
   bool broadcast_buffers = true;
   // Bucket size limits in MiB (fractions allowed, as in Python): a bucket is
-  // closed once it reaches its limit.
-  double bucket_cap_mb = 25;
-  // The first bucket (the last layers, whose gradients are ready first) is
-  // small so that communication starts early.
-  double first_bucket_mb = 1;
+  // closed once it reaches its limit. Unset: 25, Python's default.
+  std::optional<double> bucket_cap_mb;
+  // The limit of the first bucket (the last layers, whose gradients are
+  // ready first). Unset: on CUDA (NCCL) 1 MiB, Python's default, so that
+  // communication starts early; on the CPU (Gloo) the same as bucket_cap_mb,
+  // because there every core already computes (one thread per core), so an
+  // allreduce running beside backward only takes turns with it and its many
+  // small round trips wait for the scheduler: measured slower than sending
+  // the gradients after backward (docs/benchmarks.md, worker runtime).
+  std::optional<double> first_bucket_mb;
   // Parameters that get no gradient in a synced backward contribute their
   // .grad as it is (what no_sync micro-batches accumulated) or zeros, and
   // keep .grad untouched when no rank used them since the last synced
