@@ -101,6 +101,14 @@ def main():
     sizes = [k * 1024 for k in (4, 16, 64, 256, 1024, 4096, 16384)] + grad_bytes
     _, _, allreduce = parse(launch(a.build, [bench, "allreduce", "sizes=" + ",".join(map(str, sizes))], a.nproc))
     ar_by_bytes = {b: (w, r) for b, w, r in allreduce}
+    # The floor: the same allreduce right after each rank computed for as
+    # long as its local step (what a DDP step's gradients meet), raw Gloo.
+    after_compute = {}
+    for model, nbytes in zip(models, grad_bytes):
+        local = statistics.median(r[0][("c++", model, "local")]["ms"] for r in rounds)
+        _, _, ar = parse(launch(a.build, [bench, "allreduce", f"sizes={nbytes}", f"compute_ms={round(local)}"],
+                                a.nproc))
+        after_compute[model] = ar[0][2]
 
     print(f"machine: {os.cpu_count()} cores, {cpu}, {a.nproc} processes, OMP_NUM_THREADS="
           f"{os.environ.get('OMP_NUM_THREADS', '1')}, batch {a.batch} per process, {a.steps} steps per config "
@@ -133,10 +141,14 @@ def main():
         params = rounds[0][0][("c++", cpp_model, "local")]["params"]
         alone = ar_by_bytes[params * 4][0]
         local = statistics.median(r[0][("c++", cpp_model, "local")]["ms"] for r in rounds)
+        slowest = statistics.median(r[0][("c++", cpp_model, "local-slowest")]["ms"] for r in rounds)
+        floor = after_compute[cpp_model]
         print(f"- {label}: C++ DDP overhead {statistics.median(over_c):+.1f}% = {statistics.median(abs_c):+.2f} ms "
               f"per step (median of rounds), Python's best {statistics.median(over_p):+.1f}% = "
               f"{statistics.median(abs_p):+.2f} ms; allreducing all {params * 4 / 1048576:.2f} MiB of gradients "
-              f"alone takes {alone:.2f} ms = {100 * alone / local:.1f}% of the C++ local step ({local:.1f} ms).")
+              f"alone takes {alone:.2f} ms = {100 * alone / local:.1f}% of the C++ local step ({local:.1f} ms), "
+              f"and {floor:.2f} ms = **{100 * floor / local:.1f}%** (raw ProcessGroupGloo) right after a compute phase "
+              f"as long as that step: the floor of DDP's overhead here. Slowest rank's local step: {slowest:.1f} ms.")
     print()
     print("### C++ DDP configurations (bucket sizes in MiB; ddp: the defaults, on the CPU one bucket of up to "
           "25 MiB sent after backward; first=1: Python's 1 MiB first bucket, sent during backward; views=0: "

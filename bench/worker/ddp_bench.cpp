@@ -9,7 +9,7 @@
 //     synchronisation: the baseline at the same per-rank batch) and DDP
 //     configurations (bucket sizes, views); per DDP configuration also the
 //     timeline of a step (see Timeline).
-//   ddp-worker-bench allreduce [max_mb=N | sizes=bytes,bytes,...] [order=runtime-first]
+//   ddp-worker-bench allreduce [max_mb=N | sizes=bytes,bytes,...] [order=runtime-first] [compute_ms=N]
 //     allreduce time by message size: ddp::worker::ProcessGroup::allreduce
 //     against the raw c10d backend it wraps (ProcessGroupGloo, or
 //     ProcessGroupNCCL with DDP_BACKEND=nccl), the order alternating.
@@ -301,6 +301,15 @@ int allreduce_bench(int argc, char** argv) {
     for (size_t bytes = 4096; bytes <= static_cast<size_t>(max_mb) << 20; bytes *= 4) sizes.push_back(bytes);
   }
   const bool fixed_order = kv.count("order") && kv["order"] == "runtime-first";
+  // compute_ms=N: each rank computes about N ms (matrix products, one
+  // thread) after the barrier and before the allreduce, as a training step
+  // does before its gradients go out; the allreduce is then timed alone.
+  const int compute_ms = get_int(kv, "compute_ms", 0);
+  auto busy_a = torch::randn({256, 256}), busy_b = torch::randn({256, 256});
+  auto compute = [&] {
+    const auto until = Clock::now() + std::chrono::milliseconds(compute_ms);
+    while (Clock::now() < until) busy_a = torch::tanh(torch::mm(busy_a, busy_b) * 1e-3);
+  };
   auto pg = init_process_group({}, argc, argv);
   auto raw = native_backend(*pg);
   const bool cuda = pg->device().is_cuda();
@@ -311,6 +320,7 @@ int allreduce_bench(int argc, char** argv) {
     auto time_one = [&](bool through_runtime) {
       t.fill_(1);  // the same values every time (sums would grow to inf)
       barrier(*pg);
+      if (compute_ms > 0) compute();
       const auto t0 = Clock::now();
       if (through_runtime) {
         pg->allreduce(t);
