@@ -27,21 +27,6 @@ namespace fs = std::filesystem;
 std::string bin_path(const std::string& name) { return std::string(DDP_BIN_DIR) + "/" + name; }
 std::string source_path(const std::string& rel) { return std::string(DDP_SOURCE_DIR) + "/" + rel; }
 
-std::optional<std::string> reference_python() {
-  static const std::optional<std::string> found = []() -> std::optional<std::string> {
-    std::vector<std::string> candidates;
-    if (const char* p = std::getenv("DDP_REFERENCE_PYTHON")) candidates.push_back(p);
-    candidates.push_back("/usr/bin/python3");
-    candidates.push_back("python3");
-    for (const auto& c : candidates) {
-      auto r = run({c, "-c", "import torch, torch.distributed"}, {}, 120);
-      if (r.exit_code == 0) return c;
-    }
-    return std::nullopt;
-  }();
-  return found;
-}
-
 TempDir::TempDir() {
   const char* base = std::getenv("TMPDIR");
   std::string tmpl = std::string(base && *base ? base : "/tmp") + "/ddp-test-XXXXXX";

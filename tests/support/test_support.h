@@ -18,10 +18,6 @@ std::string bin_path(const std::string& name);
 // Path of a file in the source tree (e.g. source_path("tests/launcher/scripts/x.sh")).
 std::string source_path(const std::string& rel);
 
-// A python3 that can `import torch` (Debian's python3-torch), or nullopt.
-// Checked once per test process. DDP_REFERENCE_PYTHON overrides the search.
-std::optional<std::string> reference_python();
-
 // A fresh directory under $TMPDIR, removed (recursively) on destruction.
 class TempDir {
  public:

@@ -250,6 +250,27 @@ TEST_CASE("bad data paths and bad options give one clear line", "[train][e2e][er
     CHECK(r.exit_code == 2);
     CHECK(r.output == "ddp-train: error: --batch_size: 0 is out of range, expected [1, 1048576] (see ddp-train --help)\n");
   }
+  SECTION("--device cuda without a GPU is one line; auto picks the CPU") {
+    if (!have_data()) {
+      DDP_SKIP("dataset-fashion-mnist is not installed");
+    }
+    if (torch::cuda::is_available()) {
+      DDP_SKIP("a CUDA GPU is visible here");
+    }
+    auto r = run({bin_path("ddp-train"), "--device", "cuda", "--epochs=1", "--max_steps=1",
+                  "--checkpoint_dir=" + tmp.file("ck-cuda")},
+                 no_dist_env, 120);
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Catch::Contains("device cuda: no CUDA GPU is visible") &&
+                             Catch::Contains("use device cpu or auto"));
+    r = run({bin_path("ddp-train"), "--device", "auto", "--epochs=1", "--max_steps=1",
+             "--checkpoint_dir=" + tmp.file("ck-auto")},
+            no_dist_env, 120);
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("device cpu (gloo)"));
+  }
   SECTION("--help and --local_rank are accepted") {
     const auto r = run({bin_path("ddp-train"), "--local_rank=0", "--help"}, no_dist_env, 60);
     CHECK(r.exit_code == 0);

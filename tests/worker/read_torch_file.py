@@ -3,7 +3,12 @@
 it holds, one line each, for the C++ tests to compare:
     T <name> <numel> <sum as repr float>      (a tensor)
     I <name> <int> / F <name> <float> / S <name> <string>
-Usage: read_torch_file.py PATH"""
+Usage: read_torch_file.py PATH [default|weights_only|full]
+  default       torch.load(PATH): Python's default (weights_only=True since 2.6,
+                False before), as a user types it
+  weights_only  torch.load(PATH, weights_only=True): tensors and plain
+                containers only, on every version
+  full          torch.load(PATH, weights_only=False): any pickled object"""
 import sys
 
 import torch
@@ -23,7 +28,13 @@ def emit(prefix, value):
         print("S", prefix, value)
 
 
-obj = torch.load(sys.argv[1], map_location="cpu")
+mode = sys.argv[2] if len(sys.argv) > 2 else "default"
+if mode == "default":
+    obj = torch.load(sys.argv[1], map_location="cpu")
+elif mode in ("weights_only", "full"):
+    obj = torch.load(sys.argv[1], map_location="cpu", weights_only=(mode == "weights_only"))
+else:
+    sys.exit(f"unknown mode {mode!r}: use default, weights_only or full")
 if not isinstance(obj, dict):
     sys.exit(f"expected a dict, got {type(obj).__name__}")
 print("TYPE", type(obj).__name__)

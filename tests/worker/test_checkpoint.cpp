@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "ddp/worker/checkpoint.h"
+#include "reference_python.h"
 #include "test_support.h"
 #include "worker_test_util.h"
 #include "test_skip.h"
@@ -100,33 +101,39 @@ TEST_CASE("checkpoint: round trip restores model, optimizer, counters, RNG and m
 }
 
 TEST_CASE("checkpoint: Python's torch.load reads the weights and the checkpoint") {
-  auto py = ddp::test::reference_python();
-  if (!py) {
-    DDP_SKIP("no python3 with torch (install python3-torch or set DDP_REFERENCE_PYTHON)");
-  }
+  DDP_REFERENCE_PYTHON_OR_SKIP(py);
   TempDir dir;
   torch::manual_seed(11);
   auto m = std::make_shared<Small>();
   save_weights_for_python(dir.file("w.pt"), *m);
-  auto r = ddp::test::run({*py, ddp::test::source_path("tests/worker/read_torch_file.py"), dir.file("w.pt")}, {}, 120);
-  INFO(r.output);
-  REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.output, Catch::Contains("TYPE dict"));
-  auto sums = python_sums(r.output);
-  size_t n = 0;
-  for (const auto& p : m->named_parameters()) {
-    CHECK(sums.at(p.key()) == Approx(p.value().to(torch::kDouble).sum().item<double>()).epsilon(1e-12));
-    ++n;
+  // The weights file loads the way users type it (torch.load(path): with
+  // weights_only=True by default since 2.6) and with weights_only=True on
+  // every version.
+  for (const char* mode : {"default", "weights_only"}) {
+    INFO("torch.load mode " << mode);
+    auto r = ddp::test::run({py, ddp::test::source_path("tests/worker/read_torch_file.py"), dir.file("w.pt"), mode},
+                            {}, 120);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("TYPE dict"));
+    auto sums = python_sums(r.output);
+    size_t n = 0;
+    for (const auto& p : m->named_parameters()) {
+      CHECK(sums.at(p.key()) == Approx(p.value().to(torch::kDouble).sum().item<double>()).epsilon(1e-12));
+      ++n;
+    }
+    for (const auto& b : m->named_buffers()) {
+      CHECK(sums.count(b.key()) == 1);
+      ++n;
+    }
+    CHECK(n == 7);  // fc.weight/bias, bn.weight/bias, bn.running_mean/var/num_batches_tracked
   }
-  for (const auto& b : m->named_buffers()) {
-    CHECK(sums.count(b.key()) == 1);
-    ++n;
-  }
-  CHECK(n == 7);  // fc.weight/bias, bn.weight/bias, bn.running_mean/var/num_batches_tracked
 
   auto c = make_checkpoint(*m, nullptr, 2, 17);
   save_checkpoint(dir.file("ck.pt"), c);
-  auto r2 = ddp::test::run({*py, ddp::test::source_path("tests/worker/read_torch_file.py"), dir.file("ck.pt")}, {}, 120);
+  // The checkpoint (documented as torch.load(path, weights_only=False)).
+  auto r2 = ddp::test::run({py, ddp::test::source_path("tests/worker/read_torch_file.py"), dir.file("ck.pt"), "full"},
+                           {}, 120);
   INFO(r2.output);
   REQUIRE(r2.exit_code == 0);
   CHECK_THAT(r2.output, Catch::Contains("I epoch 2"));
@@ -134,7 +141,7 @@ TEST_CASE("checkpoint: Python's torch.load reads the weights and the checkpoint"
   CHECK_THAT(r2.output, Catch::Contains("T model.fc.weight 18"));
 
   // And the other way: a plain dict saved by Python loads in C++.
-  auto r3 = ddp::test::run({*py, "-c",
+  auto r3 = ddp::test::run({py, "-c",
                             "import torch,sys; torch.save({'a': torch.arange(6.).reshape(2,3), 'b': torch.ones(2)}, sys.argv[1])",
                             dir.file("py.pt")},
                            {}, 120);

@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "ddp/worker/compat.h"
+#include "reference_python.h"
 #include "test_support.h"
 #include "worker_test_util.h"
 #include "test_skip.h"
@@ -39,7 +40,7 @@ TEST_CASE("process group: workers join the launcher's store when TORCHELASTIC_US
   const int port = free_port();
   auto opts = ddp::worker::compat::tcp_store_options(static_cast<std::uint16_t>(port), true, std::nullopt,
                                                      false, std::chrono::seconds(60));
-  c10d::TCPStore agent("127.0.0.1", opts);
+  auto agent = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", opts);
   std::vector<std::unique_ptr<Proc>> procs;
   for (int r = 0; r < 2; ++r) {
     auto env = rank_env(r, 2, port);
@@ -51,8 +52,13 @@ TEST_CASE("process group: workers join the launcher's store when TORCHELASTIC_US
     INFO(p->output());
     CHECK(p->wait(90) == 0);
   }
-  // The workers' keys live under the attempt prefix, as in Python.
-  CHECK(agent.check({"/worker/attempt_3/default_pg/" + ddp::worker::compat::init_barrier_key().value_or("")}));
+  // The workers' keys live under the attempt prefix, as in Python: Gloo's
+  // rendezvous keys of both ranks, in the backend's scope of this version.
+  auto attempt = c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_3", agent);
+  auto scoped = ddp::worker::compat::backend_store(c10::make_intrusive<c10d::PrefixStore>("default_pg", attempt), "cpu");
+  using ddp::worker::compat::gloo_rank_key;
+  using ddp::worker::compat::kLibTorch;
+  CHECK(scoped->check({gloo_rank_key(kLibTorch, 0), gloo_rank_key(kLibTorch, 1)}));
 }
 
 TEST_CASE("process group: an unreachable store times out within the timeout with host:port and the count") {
@@ -96,15 +102,12 @@ TEST_CASE("process group: bad DDP_BACKEND and DDP_TIMEOUT_S are named") {
 }
 
 TEST_CASE("process group: a C++ rank and a Python rank agree on an allreduce") {
-  auto py = reference_python();
-  if (!py) {
-    DDP_SKIP("no python3 with torch (install python3-torch or set DDP_REFERENCE_PYTHON)");
-  }
+  DDP_REFERENCE_PYTHON_OR_SKIP(py);
   for (int cpp_rank : {0, 1}) {
     INFO("C++ is rank " << cpp_rank);
     const int port = free_port();
     Proc cpp({helper_path(), "interop"}, rank_env(cpp_rank, 2, port));
-    Proc python({*py, source_path("tests/worker/interop_rank.py")}, rank_env(1 - cpp_rank, 2, port));
+    Proc python({py, source_path("tests/worker/interop_rank.py")}, rank_env(1 - cpp_rank, 2, port));
     auto c = cpp.wait(120), p = python.wait(120);
     INFO("C++: " << cpp.output());
     INFO("Python: " << python.output());

@@ -6,6 +6,7 @@
 
 #include "ddp/common/error_file.h"
 #include "ddp/worker/run_main.h"
+#include "reference_python.h"
 #include "test_support.h"
 #include "worker_test_util.h"
 #include "test_skip.h"
@@ -28,6 +29,29 @@ TEST_CASE("run_main: uncaught exception writes TORCHELASTIC_ERROR_FILE and exits
   CHECK_THAT(rec->callstack, Catch::Contains("run_main"));
   CHECK(rec->timestamp >= before);
   CHECK(rec->timestamp <= before + 60);
+}
+
+TEST_CASE("run_main: the error file is the one the matching torchrun reads") {
+  DDP_REFERENCE_PYTHON_OR_SKIP(py);
+  TempDir dir;
+  auto env = rank_env(0, 1, free_port());
+  env["TORCHELASTIC_ERROR_FILE"] = dir.file("error.json");
+  auto r = run({helper_path(), "throw"}, env, 60);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 1);
+  auto rec = ddp::read_error_file(dir.file("error.json"));
+  REQUIRE(rec.has_value());
+  auto p = run({py, source_path("tests/worker/read_error_file.py"), dir.file("error.json")}, {}, 120);
+  INFO(p.output);
+  REQUIRE(p.exit_code == 0);
+  // The message torchrun gets is the runtime's, first line for first line.
+  CHECK_THAT(rec->message, Catch::Contains("DeliberateFailure: deliberate failure from rank 0"));
+  CHECK_THAT(p.output, Catch::Contains("MESSAGE " + rec->message.substr(0, rec->message.find('\n')) + "\n"));
+  CHECK_THAT(p.output, Catch::Contains("TIMESTAMP " + std::to_string(rec->timestamp)));
+  // torchrun's report shows the file and the traceback from it.
+  CHECK_THAT(p.output, Catch::Contains("error_file: " + dir.file("error.json")));
+  REQUIRE_FALSE(rec->callstack.empty());
+  CHECK_THAT(p.output, Catch::Contains("traceback : " + rec->callstack.substr(0, rec->callstack.find('\n'))));
 }
 
 TEST_CASE("run_main: normal return codes pass through, no error file") {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ddp/worker/sampler.h"
+#include "reference_python.h"
 #include "test_support.h"
 #include "test_skip.h"
 
@@ -52,11 +53,8 @@ TEST_CASE("sampler: equal to Python's indices (committed vectors)") {
 }
 
 TEST_CASE("sampler: equal to Python's indices (live reference python)") {
-  auto py = ddp::test::reference_python();
-  if (!py) {
-    DDP_SKIP("no python3 with torch (install python3-torch or set DDP_REFERENCE_PYTHON)");
-  }
-  auto r = ddp::test::run({*py, ddp::test::source_path("tests/worker/sampler_vectors.py")}, {}, 120);
+  DDP_REFERENCE_PYTHON_OR_SKIP(py);
+  auto r = ddp::test::run({py, ddp::test::source_path("tests/worker/sampler_vectors.py")}, {}, 120);
   REQUIRE(r.exit_code == 0);
   CHECK(compare_all(r.output) > 1000);
 }

@@ -1,7 +1,10 @@
 #include "ddp/worker/checkpoint.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/torch.h>
 
 #include <cerrno>
@@ -23,6 +26,32 @@ namespace {
 const char* const kFormat = "ddp-worker-checkpoint-v1";
 
 std::string errno_text() { return std::strerror(errno); }
+
+// torch::jit::pickle_save tags every dict and list with its element types (a
+// call to torch.jit._pickle.restore_type_tag), which Python's torch.load
+// refuses under weights_only=True, its default since 2.6. This is
+// pickle_save without the tags (Pickler's tag_aggregates=false): the archive
+// torch.save writes for a plain dict of tensors, which torch.load(path) reads
+// on every version. Same API in LibTorch 1.13 and 2.x.
+std::vector<char> pickle_save_untagged(const c10::IValue& value) {
+  std::vector<char> pickled;
+  torch::jit::Pickler pickler([&](const char* p, size_t n) { pickled.insert(pickled.end(), p, p + n); },
+                              /*tensor_table=*/nullptr, /*type_renamer=*/nullptr,
+                              /*memoized_class_types=*/nullptr, /*get_tensor_id=*/nullptr,
+                              /*tag_aggregates=*/false);
+  pickler.protocol();
+  pickler.pushIValue(value);
+  pickler.stop();
+  std::vector<char> archive;
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* p, size_t n) {
+    const char* b = static_cast<const char*>(p);
+    archive.insert(archive.end(), b, b + n);
+    return n;
+  });
+  torch::jit::writeArchiveAndTensors("data", pickled.data(), pickled.size(), pickler.tensorData(), writer);
+  writer.writeEndOfFile();
+  return archive;
+}
 
 void write_atomically(const std::string& path, const std::vector<char>& data, const char* what) {
   try {
@@ -288,7 +317,7 @@ Checkpoint load_checkpoint(const std::string& path, c10::Device device) {
 }
 
 void save_weights_for_python(const std::string& path, const torch::nn::Module& module) {
-  write_atomically(path, seal(torch::jit::pickle_save(tensor_dict(module_tensors(module)))), "weights file");
+  write_atomically(path, seal(pickle_save_untagged(tensor_dict(module_tensors(module)))), "weights file");
 }
 
 torch::OrderedDict<std::string, at::Tensor> load_weights(const std::string& path, c10::Device device) {

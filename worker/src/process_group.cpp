@@ -16,6 +16,7 @@
 
 #include "ddp/common/parse.h"
 #include "ddp/worker/compat.h"
+#include "ddp/worker/device_choice.h"
 #include "ddp/worker/process_group_native.h"
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
@@ -59,14 +60,14 @@ std::string what_of(const std::exception& e) {
 }
 
 // Ranks that reached the backend's rendezvous: Gloo's connectFullMesh
-// publishes "<device index>/rank_<r>" in the backend store before it waits for
-// the others, Python ranks included. Returns the ranks missing, or nullopt
+// publishes a key per rank in the backend store before it waits for the
+// others, Python ranks included (compat::gloo_rank_key). Returns the ranks missing, or nullopt
 // when the store cannot be asked.
 std::optional<std::vector<int>> missing_ranks(const c10::intrusive_ptr<c10d::Store>& backend_store, int world) {
   try {
     std::vector<int> missing;
     for (int r = 0; r < world; ++r)
-      if (!backend_store->check({"0/rank_" + std::to_string(r)})) missing.push_back(r);
+      if (!backend_store->check({compat::gloo_rank_key(compat::kLibTorch, r)})) missing.push_back(r);
     return missing;
   } catch (...) {
     return std::nullopt;
@@ -86,31 +87,31 @@ std::string joined_text(const std::optional<std::vector<int>>& missing, int worl
   return t;
 }
 
-std::string resolve_backend(const InitOptions& opt) {
+// The device and backend of this rank (device_choice.h): InitOptions, else
+// DDP_BACKEND, then the GPUs LibTorch sees.
+DeviceChoice resolve_device(const InitOptions& opt, const DistEnv& env) {
   std::string b = opt.backend;
   std::string source = "InitOptions::backend";
   if (b.empty()) {
-    if (auto env = get_env("DDP_BACKEND"); env && !env->empty()) {
-      b = *env;
+    if (auto e = get_env("DDP_BACKEND"); e && !e->empty()) {
+      b = *e;
       source = "DDP_BACKEND";
     }
   }
-  if (b.empty()) {
+  DeviceFacts facts;
+  facts.local_rank = env.local_rank;
+  facts.cuda_devices = static_cast<int>(torch::cuda::device_count());
+#ifdef DDP_WORKER_LIBTORCH_CUDA
+  facts.libtorch_has_cuda = true;
+#endif
 #ifdef DDP_WORKER_HAVE_NCCL
-    b = torch::cuda::is_available() ? "nccl" : "gloo";
-#else
-    b = "gloo";
+  facts.have_nccl = true;
 #endif
-    return b;
+  try {
+    return choose_device(parse_device_request(opt.device, "InitOptions::device"), b, source, facts);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("rank " + std::to_string(env.rank) + ": " + e.what());
   }
-  if (b != "gloo" && b != "nccl")
-    throw std::invalid_argument(source + ": unknown backend '" + b + "', use gloo (CPU) or nccl (CUDA)");
-#ifndef DDP_WORKER_HAVE_NCCL
-  if (b == "nccl")
-    throw std::invalid_argument(source + "=nccl but this ddp_worker was built without NCCL "
-                                "(LibTorch " TORCH_VERSION " without CUDA or nccl.h not found); use gloo");
-#endif
-  return b;
 }
 
 std::chrono::milliseconds resolve_timeout(const InitOptions& opt) {
@@ -209,8 +210,9 @@ c10::intrusive_ptr<compat::Backend> make_gloo(const c10::intrusive_ptr<c10d::Sto
 
 #ifdef DDP_WORKER_HAVE_NCCL
 c10::intrusive_ptr<compat::Backend> make_nccl(const c10::intrusive_ptr<c10d::Store>& store,
-                                              const DistEnv& env, std::chrono::milliseconds timeout) {
-  c10::cuda::set_device(static_cast<c10::DeviceIndex>(env.local_rank));
+                                              const DistEnv& env, c10::Device device,
+                                              std::chrono::milliseconds timeout) {
+  c10::cuda::set_device(device.index());
   auto opts = c10d::ProcessGroupNCCL::Options::create();
   opts->timeout = timeout;
   return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, env.rank, env.world_size, opts);
@@ -226,16 +228,10 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options, int
 std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env, const InitOptions& options) {
   auto impl = std::make_unique<ProcessGroup::Impl>();
   impl->env = env;
-  impl->backend_name = resolve_backend(options);
+  const auto choice = resolve_device(options, env);
+  impl->backend_name = choice.backend;
+  impl->device = choice.device;
   impl->timeout = resolve_timeout(options);
-  if (impl->backend_name == "nccl") {
-    if (!torch::cuda::is_available() || env.local_rank >= static_cast<int>(torch::cuda::device_count()))
-      throw std::invalid_argument("rank " + std::to_string(env.rank) + ": backend nccl needs GPU cuda:" +
-                                  std::to_string(env.local_rank) + " (LOCAL_RANK) but " +
-                                  std::to_string(torch::cuda::device_count()) +
-                                  " GPU(s) are visible; use gloo or fewer processes per node");
-    impl->device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
-  }
 
   if (env.standalone) {
     // No launcher and nobody to meet: an in-memory store serves Gloo's own
@@ -250,10 +246,11 @@ std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env, const InitO
   impl->store = c10::make_intrusive<c10d::PrefixStore>("default_pg", base);
 
   const auto start = std::chrono::steady_clock::now();
-  auto bstore = compat::backend_store(impl->store, impl->device.is_cuda() ? "cuda" : "cpu");
+  // Python registers Gloo under "cpu" even for CUDA tensors, NCCL under "cuda".
+  auto bstore = compat::backend_store(impl->store, impl->backend_name == "nccl" ? "cuda" : "cpu");
   try {
 #ifdef DDP_WORKER_HAVE_NCCL
-    if (impl->backend_name == "nccl") impl->backend = make_nccl(bstore, env, impl->timeout);
+    if (impl->backend_name == "nccl") impl->backend = make_nccl(bstore, env, impl->device, impl->timeout);
     else
 #endif
       impl->backend = make_gloo(bstore, env, impl->timeout);

@@ -58,8 +58,10 @@ int train_main(int argc, char** argv) {
     std::cout << "ddp-train: no torchrun environment (RANK, WORLD_SIZE, ... unset): training as a single "
                  "process; for several, start it with ddp-launch --nproc_per_node=N"
               << std::endl;
-  auto pg = launched ? ddp::worker::init_process_group({}, argc, argv)
-                     : ddp::worker::init_process_group(ddp::worker::DistEnv::single_process(), {});
+  ddp::worker::InitOptions init;
+  init.device = opts.device;
+  auto pg = launched ? ddp::worker::init_process_group(init, argc, argv)
+                     : ddp::worker::init_process_group(ddp::worker::DistEnv::single_process(), init);
   configure_threads(opts, pg->local_world_size());
   run_training(opts, pg, data, std::cout, pg->rank() == 0 && ::isatty(STDOUT_FILENO));
   return 0;

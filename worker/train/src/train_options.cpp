@@ -47,7 +47,7 @@ TrainOptions parse_train_options(const std::vector<std::string>& args, const Env
       {"checkpoint_dir", Kind::Value}, {"resume", Kind::Flag},      {"max_steps", Kind::Value},
       {"no_shuffle", Kind::Flag},     {"save_final", Kind::Value},  {"log_interval", Kind::Value},
       {"lr_factor", Kind::Value},     {"lr_patience", Kind::Value}, {"num_threads", Kind::Value},
-      {"local_rank", Kind::Value},    {"help", Kind::Flag},
+      {"local_rank", Kind::Value},    {"help", Kind::Flag},         {"device", Kind::Value},
   };
 
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -91,7 +91,11 @@ TrainOptions parse_train_options(const std::vector<std::string>& args, const Env
     else if (name == "lr_patience") o.lr_patience = static_cast<int>(parse_int_opt(value, what, 0, 1 << 20));
     else if (name == "num_threads") o.num_threads = static_cast<int>(parse_int_opt(value, what, 0, 4096));
     else if (name == "local_rank") o.local_rank = static_cast<int>(parse_int_opt(value, what, 0, 1 << 20));
-    else if (name == "help") o.help = true;
+    else if (name == "device") {
+      if (value != "cpu" && value != "cuda" && value != "auto")
+        throw UsageError(what + ": '" + value + "' is not a device, use cpu, cuda or auto");
+      o.device = value;
+    } else if (name == "help") o.help = true;
   }
   if (o.data_dir.empty()) throw UsageError("--data_dir: empty path");
   if (o.checkpoint_dir.empty()) throw UsageError("--checkpoint_dir: empty path");
@@ -138,6 +142,9 @@ options:
   --lr_factor X         ReduceLROnPlateau factor on macro-F1 (default 0.1)
   --lr_patience N       ReduceLROnPlateau patience in epochs (default 10)
   --num_threads N       intra-op threads per process (default: cores / local world size)
+  --device D            cpu, cuda (one GPU per rank: cuda:LOCAL_RANK, NCCL; with
+                        DDP_BACKEND=gloo ranks may share GPUs) or auto (cuda
+                        when a GPU is visible; default)
   --local_rank N        accepted for legacy launchers; the environment wins
   -h, --help            this text
 )";

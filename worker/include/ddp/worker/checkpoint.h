@@ -74,7 +74,8 @@ void save_checkpoint(ProcessGroup& pg, const std::string& path, const Checkpoint
 Checkpoint load_checkpoint(const std::string& path, c10::Device device = c10::Device("cpu"));
 
 // Plain dict {name: tensor} of the module's parameters and buffers (on CPU),
-// readable by Python's torch.load; written atomically.
+// readable by Python's torch.load(path) on every version, also under
+// weights_only=True (the default since 2.6); written atomically.
 void save_weights_for_python(const std::string& path, const torch::nn::Module& module);
 // Reads such a dict (also one saved by Python: torch.save(dict(...))).
 torch::OrderedDict<std::string, at::Tensor> load_weights(const std::string& path,

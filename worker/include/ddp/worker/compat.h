@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -68,33 +69,55 @@ inline c10d::TCPStoreOptions tcp_store_options(std::uint16_t port, bool is_serve
 // Gloo options: the field layout is the same in both versions.
 using GlooOptions = c10d::ProcessGroupGloo::Options;
 
+// A PyTorch version, so that the version-dependent rules below are plain
+// functions of it: the build uses them with kLibTorch, and the tests check
+// both sides (1.13 and 2.x) in every build.
+struct TorchVersion {
+  int major;
+  int minor;
+  constexpr bool at_least(int maj, int min) const { return major > maj || (major == maj && minor >= min); }
+};
+inline constexpr TorchVersion kLibTorch{TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR};
+
 // How Python's init_process_group scopes the default group's backend keys
-// inside PrefixStore("default_pg", store). A C++ rank must use the same keys
-// to share a group with Python ranks. 1.13 (distributed_c10d.py,
-// _new_process_group_helper): PrefixStore(group_name="0", store). 2.x:
-// PrefixStore("<device>/", PrefixStore("0/", store)). Interop is tested on
-// 1.13; the 2.x scoping follows the 2.x sources and is untested here.
+// inside PrefixStore("default_pg", store), outermost prefix first. A C++ rank
+// must use the same keys to share a group with Python ranks of the same
+// version. 1.13 (distributed_c10d.py, _new_process_group_helper):
+// PrefixStore(group_name="0", store). 2.x: PrefixStore("<device>/",
+// PrefixStore("0/", store)); c10d joins prefix and key with "/", so 2.x keys
+// read "0//cpu//<key>". Proven against real Python of each version by the
+// interop test (tests/worker/test_process_group.cpp).
+inline std::vector<std::string> backend_store_prefixes(TorchVersion v, const std::string& device_type) {
+  if (v.major >= 2) return {"0/", device_type + "/"};
+  return {"0"};
+}
+
 inline c10::intrusive_ptr<c10d::Store> backend_store(const c10::intrusive_ptr<c10d::Store>& default_pg,
-                                                     const std::string& device_type) {
-#if TORCH_VERSION_MAJOR >= 2
-  auto group = c10::make_intrusive<c10d::PrefixStore>("0/", default_pg);
-  return c10::make_intrusive<c10d::PrefixStore>(device_type + "/", group);
-#else
-  (void)device_type;
-  return c10::make_intrusive<c10d::PrefixStore>("0", default_pg);
-#endif
+                                                     const std::string& device_type,
+                                                     TorchVersion v = kLibTorch) {
+  c10::intrusive_ptr<c10d::Store> s = default_pg;
+  for (const auto& prefix : backend_store_prefixes(v, device_type))
+    s = c10::make_intrusive<c10d::PrefixStore>(prefix, s);
+  return s;
+}
+
+// The key Gloo's full-mesh rendezvous publishes for `rank` in the backend
+// store (device 0's context) before it waits for the others, Python ranks
+// included; the runtime checks these keys to say which ranks never arrived.
+// The Gloo inside LibTorch 1.13 writes "0/rank_<r>", the one inside 2.11
+// "0/<r>" (seen in both builds' tests; the 2.x releases in between were not
+// checked, so 2.0 and later are taken to write the new key).
+inline std::string gloo_rank_key(TorchVersion v, int rank) {
+  return (v.major >= 2 ? "0/" : "0/rank_") + std::to_string(rank);
 }
 
 // Python 1.x ends init_process_group with a store-based barrier on this key
 // (in the default_pg store); a C++ rank in a mixed group must take part or
 // the Python ranks wait for it until the timeout. 2.1+ skips it by default
 // (TORCH_DIST_INIT_BARRIER=0).
-inline std::optional<std::string> init_barrier_key() {
-#if DDP_TORCH_VERSION_AT_LEAST(2, 1)
-  return std::nullopt;
-#else
+inline std::optional<std::string> init_barrier_key(TorchVersion v = kLibTorch) {
+  if (v.at_least(2, 1)) return std::nullopt;
   return std::string("store_based_barrier_key:1");
-#endif
 }
 
 }  // namespace ddp::worker::compat

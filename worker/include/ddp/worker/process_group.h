@@ -29,9 +29,12 @@
 namespace ddp::worker {
 
 struct InitOptions {
-  // "gloo", "nccl", or "" = auto: nccl when LibTorch has CUDA and a GPU is
-  // visible, gloo otherwise. When left "", DDP_BACKEND decides if set.
+  // "gloo", "nccl", or "" = the default for the device (nccl on CUDA when
+  // built with it, gloo otherwise). When left "", DDP_BACKEND decides if set.
   std::string backend;
+  // "cpu", "cuda" (one GPU per rank from LOCAL_RANK) or "auto"/"" (cuda when
+  // a GPU is visible and the backend is not gloo). Rules: device_choice.h.
+  std::string device;
   // Rendezvous and collective timeout. When left at the default,
   // DDP_TIMEOUT_S (seconds, fractions allowed) decides if set.
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
@@ -76,7 +79,8 @@ class ProcessGroup {
   int world_size() const;
   int local_rank() const;
   int local_world_size() const;
-  // Where tensors for this backend live: CPU for Gloo, cuda:LOCAL_RANK for NCCL.
+  // Where tensors live: CPU, or with device cuda cuda:LOCAL_RANK (NCCL) or
+  // cuda:(LOCAL_RANK % GPUs) (Gloo over CUDA tensors).
   c10::Device device() const;
   const std::string& backend() const;  // "gloo" or "nccl"
   std::chrono::milliseconds timeout() const;

@@ -33,6 +33,7 @@ struct TrainOptions {
   double lr_factor = 0.1;         // ReduceLROnPlateau
   int lr_patience = 10;
   int num_threads = 0;            // intra-op threads; 0 = cores / local world size
+  std::string device = "auto";    // cpu | cuda | auto (ddp::worker::InitOptions::device)
   std::optional<int> local_rank;  // --local_rank=N from legacy launchers
   bool help = false;
 
