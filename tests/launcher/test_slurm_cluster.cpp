@@ -6,6 +6,7 @@
 // however it ends. One case, so the cluster starts once (about a second). Skipped, with the reason, where Slurm or munge is not
 // installed, we are not root, or the daemons cannot start.
 #include "test_skip.h"
+#include "reference_python.h"
 #include "test_support.h"
 
 #include <catch2/catch.hpp>

@@ -6,6 +6,7 @@
 // of the LibTorch 2.x build); torchrun 1.13 crashes on Python 3.11
 // (pytorch#92319), so elsewhere the case is skipped.
 #include "test_skip.h"
+#include "reference_python.h"
 #include "test_support.h"
 
 #include <catch2/catch.hpp>
