@@ -2,6 +2,7 @@
 // name: the real ddp-launch with scripts/worker.sh. Every wait is on a
 // condition with a deadline.
 #include "test_skip.h"
+#include "scenario_util.h"
 #include "test_support.h"
 
 #include <catch2/catch.hpp>
@@ -18,28 +19,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kWorker = source_path("tests/launcher/scripts/worker.sh");
+const std::string& kWorker = scenario_worker();
 
-std::string launcher() { return bin_path("ddp-launch"); }
 std::string port_arg() { return "--master_port=" + std::to_string(free_port()); }
-
-std::map<std::string, std::string> scenario_env(const TempDir& out, const std::string& scenario,
-                                                std::map<std::string, std::string> extra = {}) {
-  extra["OUT"] = out.path();
-  extra["SCENARIO"] = scenario;
-  return extra;
-}
-
-std::map<std::string, std::string> parse_env_dump(const std::string& text) {
-  std::map<std::string, std::string> env;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    auto eq = line.find('=');
-    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
-  }
-  return env;
-}
 
 int mode_of(const fs::path& p) {
   struct stat st;

@@ -7,6 +7,7 @@
 // (pytorch#92319), so elsewhere the case is skipped.
 #include "test_skip.h"
 #include "reference_python.h"
+#include "scenario_util.h"
 #include "test_support.h"
 
 #include <catch2/catch.hpp>
@@ -32,13 +33,7 @@ std::pair<std::string, std::string> torch2_python() {
   return {*py, ""};
 }
 
-Env read_dump(const std::string& path) {
-  Env env;
-  std::istringstream in(read_file(path));
-  for (std::string line; std::getline(in, line);)
-    if (auto eq = line.find('='); eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
-  return env;
-}
+Env read_dump(const std::string& path) { return parse_env_dump(read_file(path)); }
 
 // Runs `launcher_argv... dump_env.py --x 1` with 2 workers; returns each rank's dump.
 std::vector<Env> dumps(const std::vector<std::string>& launcher_argv, const std::string& py) {
