@@ -281,6 +281,17 @@ TEST_CASE("ddp: a backward that throws after DDP hooks fired fails the peer at t
   CHECK_THAT(ranks[1].output, Catch::Contains("the backward pass failed on rank 0"));
 }
 
+TEST_CASE("ddp: a backward that throws after every gradient was sent fails only that rank, and the ranks stay in step") {
+  auto ranks = run_ranks(2, {"throws-after-reduction"}, kTimeout60, kFailFastS);
+  for (auto& r : ranks) {
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("recovered"));
+  }
+  CHECK_THAT(ranks[0].output, Catch::Contains("caught: ") && Catch::Contains("deliberate failure after the gradients"));
+  CHECK_THAT(ranks[1].output, Catch::Contains("no error"));
+}
+
 TEST_CASE("ddp: only a backward after a forward through DDP is reduced") {
   auto ranks = run_ranks(2, {"unarmed"}, kTimeout60, kFailFastS);
   for (auto& r : ranks) {

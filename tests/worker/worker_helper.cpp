@@ -6,7 +6,7 @@
 //   ddp-worker-test-helper <mode> [key=value ...]
 // modes: init, collectives, parity, overlap, unused, mismatch, interop,
 //        throw, ckpt-loop, train-forever, nosync-unused, frozen-mismatch,
-//        unused-one-rank, hook-throw, backward-throws, unarmed,
+//        unused-one-rank, hook-throw, backward-throws, throws-after-reduction, unarmed,
 //        rank0-decides, alloc-faults
 
 #include <torch/torch.h>
@@ -527,6 +527,44 @@ struct TwoLayers : torch::nn::Module {
   torch::nn::Linear l1{nullptr}, l2{nullptr};
 };
 
+// Step 1: rank 0's backward throws after every parameter's gradient arrived
+// (a hook on the input, whose AccumulateGrad autograd runs after the
+// parameters'): the step was reduced already (the last bucket went out with
+// the status), so rank 1 finishes it without an error, rank 0 sees only its
+// own, the next prepare_forward on rank 0 waits for the reduction, and both
+// hold the same averaged gradients and go on in step.
+int throws_after_reduction(int argc, char** argv) {
+  auto pg = init_process_group({}, argc, argv);
+  auto net = std::make_shared<TwoLayers>();
+  DistributedDataParallel ddp(net, pg);
+  auto x = rank_input(*pg, 2, 4).requires_grad_();
+  if (pg->rank() == 0)
+    x.register_hook([](const torch::Tensor&) -> torch::Tensor {
+      throw std::runtime_error("deliberate failure after the gradients");
+    });
+  try {
+    ddp.prepare_forward();
+    net->forward(x * 1.0, false).sum().backward();
+    std::cout << "no error" << std::endl;
+  } catch (const std::exception& e) {
+    std::cout << "caught: " << e.what() << std::endl;
+  }
+  ddp.prepare_forward();  // rank 0: finishes the step it left
+  for (const auto& p : net->parameters()) {
+    auto g = p.grad().clone(), max = g.clone();
+    pg->allreduce(max, ReduceOp::Max);
+    check(torch::equal(g, max), "step 1 gradients are the same averages on every rank");
+  }
+  net->zero_grad();
+  ddp.prepare_forward();
+  net->forward(rank_input(*pg, 2, 4), false).sum().backward();
+  auto want = net->l2->weight.grad().clone();
+  pg->allreduce(want, ReduceOp::Max);
+  check(torch::allclose(net->l2->weight.grad(), want), "step 2 gradients agree across ranks");
+  std::cout << "recovered" << std::endl;
+  return 0;
+}
+
 // Step 1: rank 0's backward throws after l2's hooks fired; both ranks must
 // get an error, and step 2 must be reduced correctly.
 int backward_throws(int argc, char** argv) {
@@ -723,6 +761,7 @@ int main(int argc, char** argv) {
     if (mode == "unused-one-rank") return unused_one_rank(argc, argv);
     if (mode == "hook-throw") return hook_throw(argc, argv);
     if (mode == "backward-throws") return backward_throws(argc, argv);
+    if (mode == "throws-after-reduction") return throws_after_reduction(argc, argv);
     if (mode == "unarmed") return unarmed(argc, argv);
     if (mode == "rank0-decides") return rank0_decides_mode(argc, argv);
     if (mode == "alloc-faults") return alloc_faults(argc, argv);
