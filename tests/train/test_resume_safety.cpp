@@ -4,6 +4,7 @@
 // back to the previous epoch, an unwritable directory fails before training,
 // and without a launcher ddp-train trains as one process. Real binary, real
 // data, 1 process and a few steps per run.
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -157,11 +158,13 @@ TEST_CASE("ddp-train's training steps reuse memory instead of faulting it in aga
 #endif
   if (!fs::exists("/usr/bin/time")) DDP_SKIP("GNU time (/usr/bin/time) is not installed");
   TempDir tmp;
+  int runs = 0;
   auto faults = [&](int steps) {
-    const std::string out = tmp.file("time-" + std::to_string(steps));
+    const std::string tag = std::to_string(steps) + "-" + std::to_string(++runs);
+    const std::string out = tmp.file("time-" + tag);
     const auto r = run({"/usr/bin/time", "-f", "%R", "-o", out, bin_path("ddp-train"), "--epochs=1",
                         "--max_steps=" + std::to_string(steps), "--num_threads=1", "--log_interval=1000",
-                        "--checkpoint_dir=" + tmp.file("ck-" + std::to_string(steps))},
+                        "--checkpoint_dir=" + tmp.file("ck-" + tag)},
                        {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "127.0.0.1"},
                         {"MASTER_PORT", std::to_string(free_port())}},
                        120);
@@ -169,10 +172,14 @@ TEST_CASE("ddp-train's training steps reuse memory instead of faulting it in aga
     REQUIRE(r.exit_code == 0);
     return std::stol(slurp(out));
   };
-  const long short_run = faults(2);
-  const long long_run = faults(22);
-  const long per_step = (long_run - short_run) / 20;
-  INFO("minor faults: " << short_run << " (2 steps), " << long_run << " (22 steps): " << per_step << " per step");
+  // The fewest of 3 runs each, and 100 steps apart: loading LibTorch 2.x (its
+  // CUDA libraries) faults a varying number of pages per process (seen:
+  // 81k-99k for the same 2 steps), which 20 steps apart swamped the steps'.
+  auto fewest = [&](int steps) { return std::min({faults(steps), faults(steps), faults(steps)}); };
+  const long short_run = fewest(2);
+  const long long_run = fewest(102);
+  const long per_step = (long_run - short_run) / 100;
+  INFO("minor faults: " << short_run << " (2 steps), " << long_run << " (102 steps): " << per_step << " per step");
   CHECK(per_step < 200);
   CHECK(short_run < 200000);
 }

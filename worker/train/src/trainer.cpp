@@ -237,6 +237,7 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
   const c10::Device device = pg.device();
   model->to(device);
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(o.learning_rate));
+  const std::vector<torch::Tensor> params = model->parameters();
 
   PlateauOptions plateau_opts;
   plateau_opts.factor = o.lr_factor;
@@ -316,7 +317,14 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
       auto x = batch_images(train, index).to(device);
       auto y = train.labels.index_select(0, index).to(device, torch::kLong);
 
-      optimizer.zero_grad();
+      // Zeroed in place, not set to none (LibTorch 2.x's zero_grad default):
+      // the gradients stay DDP's bucket views, so backward accumulates into
+      // the buckets and nothing is copied or allocated for them per step.
+      for (auto p : params)
+        if (p.grad().defined()) {
+          p.mutable_grad().detach_();
+          p.mutable_grad().zero_();
+        }
       auto loss = torch::nn::functional::cross_entropy(ddp.forward(x), y);
       loss.backward();  // DDP averages the gradients across ranks here
       optimizer.step();
