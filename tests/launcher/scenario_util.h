@@ -34,4 +34,13 @@ inline std::map<std::string, std::string> parse_env_dump(const std::string& text
   return env;
 }
 
+// The text after "<label> : " on the launcher's report line that has it.
+inline std::string report_value(const std::string& output, const std::string& label) {
+  const std::string key = label + " : ";
+  const auto at = output.find(key);
+  if (at == std::string::npos) return "";
+  const auto end = output.find('\n', at);
+  return output.substr(at + key.size(), end - at - key.size());
+}
+
 }  // namespace ddp::test

@@ -55,15 +55,6 @@ std::string logs_stdout(int rank) {
 }
 std::string logs_stderr(int rank) { return "err " + std::to_string(rank) + "\n"; }
 
-// The text after "<label> : " on the report line that has it.
-std::string report_value(const std::string& output, const std::string& label) {
-  const std::string key = label + " : ";
-  const auto at = output.find(key);
-  if (at == std::string::npos) return "";
-  const auto end = output.find('\n', at);
-  return output.substr(at + key.size(), end - at - key.size());
-}
-
 }  // namespace
 
 TEST_CASE("tee 3 with --log-dir: whole prefixed lines on the console, the exact bytes in torchrun's layout") {

@@ -79,15 +79,6 @@ bool all_gone_within(const std::vector<pid_t>& pids, double timeout_s) {
       timeout_s);
 }
 
-// The text after "<label> : " on the report line that has it.
-std::string report_value(const std::string& output, const std::string& label) {
-  const std::string key = label + " : ";
-  const auto at = output.find(key);
-  if (at == std::string::npos) return "";
-  const auto end = output.find('\n', at);
-  return output.substr(at + key.size(), end - at - key.size());
-}
-
 }  // namespace
 
 TEST_CASE("three workers get torchrun's environment") {
