@@ -192,27 +192,20 @@ TEST_CASE("sbatch: one ddp-launch per rank and per node under a real Slurm") {
                                                   {"MASTER_PORT", "\x01unset"},
                                                   {"MASTER_ADDR", "\x01unset"}};
 
-  {  // srun per rank: 2 tasks, each one rank
-    Job j = submit(cluster, dir.path(), "per_rank.sbatch", env);
+  // Both ranks of the job print their variables and arguments; the master
+  // port is derived from the job id.
+  auto check_ranks = [&](const std::string& script, const std::string& tag) {
+    Job j = submit(cluster, dir.path(), script, env);
     INFO("job output:\n" << j.output);
     CHECK(j.exit_code == 0);
     const std::string master = "master=" + host + ":" + std::to_string(10000 + j.id % 20000);
     for (int r = 0; r < 2; ++r)
       CHECK_THAT(j.output, Catch::Contains("worker rank=" + std::to_string(r) + " local_rank=" + std::to_string(r) +
                                            " world_size=2 local_world_size=2 group_rank=0 " + master +
-                                           " args=--local_rank=" + std::to_string(r) + " --tag per-rank"));
-  }
-
-  {  // one ddp-launch per node with 2 workers
-    Job j = submit(cluster, dir.path(), "per_node.sbatch", env);
-    INFO("job output:\n" << j.output);
-    CHECK(j.exit_code == 0);
-    const std::string master = "master=" + host + ":" + std::to_string(10000 + j.id % 20000);
-    for (int r = 0; r < 2; ++r)
-      CHECK_THAT(j.output, Catch::Contains("worker rank=" + std::to_string(r) + " local_rank=" + std::to_string(r) +
-                                           " world_size=2 local_world_size=2 group_rank=0 " + master +
-                                           " args=--local_rank=" + std::to_string(r) + " --tag per-node"));
-  }
+                                           " args=--local_rank=" + std::to_string(r) + " --tag " + tag));
+  };
+  check_ranks("per_rank.sbatch", "per-rank");  // srun per rank: 2 tasks, each one rank
+  check_ranks("per_node.sbatch", "per-node");  // one ddp-launch per node with 2 workers
 
   // srun per rank: the two ranks meet at MASTER_ADDR:MASTER_PORT (gloo allreduce).
   if (auto py = reference_python(); !py) {
