@@ -51,7 +51,8 @@ int main(int argc, char** argv) {
     cfg.nproc = resolve_nproc(cfg.opts.nproc_spec, host);
     cfg.command = resolve_command(cfg.opts, env);
     resolve_slurm(cfg, env);
-    if (!cfg.opts.standalone && cfg.opts.node_rank == 0) reserve_check_port(cfg.opts.master_port);
+    if (!cfg.opts.standalone && !cfg.opts.rdzv.elastic() && cfg.opts.node_rank == 0)
+      reserve_check_port(cfg.opts.master_port);
     check_summary_path(cfg.opts.summary_json, cfg.opts.summary_json_source);
     if (cfg.opts.logs.needs_dir()) {
       auto tmp = env.find("TMPDIR");

@@ -63,7 +63,7 @@ WorkerCommand resolve_command(const LaunchOptions& opts, const EnvMap& env) {
   cmd.legacy_local_rank = !opts.use_env;
   cmd.local_rank_dash = opts.local_rank_dash;
   const std::string path_env = env_or(env, "PATH", "/usr/local/bin:/usr/bin:/bin");
-  const bool python = opts.module || (!opts.no_python && ends_with(opts.program, ".py"));
+  const bool python = opts.module || opts.run_path || (!opts.no_python && ends_with(opts.program, ".py"));
 
   if (python) {
     const std::string interp = env_or(env, "PYTHON_EXEC", "python3");

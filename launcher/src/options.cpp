@@ -32,8 +32,20 @@ po::options_description supported_options() {
       ("version", "show the version and exit")
       ("nproc_per_node", po::value<std::string>()->value_name("N|cpu|gpu|auto"),
        "workers on this node (default 1, at most 65536); cpu = CPU count, gpu = NVIDIA GPU count, auto = gpu if any else cpu")
-      ("nnodes", po::value<std::string>()->value_name("N"), "number of nodes (default 1; N:N also accepted)")
-      ("node_rank", po::value<std::string>()->value_name("R"), "rank of this node, 0..nnodes-1 (default 0)")
+      ("nnodes", po::value<std::string>()->value_name("N|MIN:MAX"),
+       "number of nodes (default 1); MIN:MAX with --rdzv_backend c10d: the job runs while at least MIN take part")
+      ("node_rank", po::value<std::string>()->value_name("R"), "rank of this node, 0..nnodes-1 (default 0; static rendezvous)")
+      ("rdzv_backend", po::value<std::string>()->value_name("static|c10d"),
+       "static (default): --node_rank and --master_addr/--master_port fix the ranks; c10d: nodes meet at "
+       "--rdzv_endpoint, node ranks come from the rendezvous, nodes may leave and join")
+      ("rdzv_endpoint", po::value<std::string>()->value_name("HOST[:PORT]"),
+       "c10d: the node that hosts the rendezvous store (port default 29400; IPv6 as [ADDR]:PORT); "
+       "static: the same as --master_addr/--master_port")
+      ("rdzv_conf", po::value<std::string>()->value_name("K=V,..."),
+       "c10d settings: join_timeout (600), last_call_timeout (30), close_timeout (30), read_timeout (60), "
+       "keep_alive_interval (5), keep_alive_max_attempt (3), is_host")
+      ("local_addr", po::value<std::string>()->value_name("ADDR"),
+       "c10d: this node's address for the other nodes (default: the address that reaches --rdzv_endpoint)")
       ("master_addr", po::value<std::string>()->value_name("HOST"), "address of rank 0's node (default 127.0.0.1)")
       ("master_port", po::value<std::string>()->value_name("PORT"), "port of the rendezvous store (default 29500)")
       ("standalone", "single node on a free port (like torchrun --standalone)")
@@ -61,50 +73,18 @@ po::options_description supported_options() {
        "prefix of tee'd lines from ${role_name}, ${rank}, ${local_rank} (default [${role_name}${local_rank}]:; "
        "also TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE)")
       ("summary_json", po::value<std::string>()->value_name("PATH"),
-       "write the run summary (every rank's exit, wall and CPU time, peak RSS) as JSON to PATH");
-  return d;
-}
-
-// torchrun options ddp-launch does not have (yet): accepted when given their
-// default (no effect in torchrun either), otherwise a usage error that says
-// what to do instead. Never silently ignored, on the command line or as PET_*.
-struct Unsupported {
-  const char* name;      // underscore spelling
-  const char* short_name;  // "r" for -r, "" when none
-  bool flag;
-  std::vector<std::string> defaults;  // values that change nothing
-  const char* instead;   // what to use instead
-};
-
-const std::vector<Unsupported>& unsupported_options() {
-  static const std::vector<Unsupported> table = {
-      {"rdzv_backend", "", false, {"static", ""},
-       "elastic rendezvous is not supported yet; use static rendezvous: --nnodes N --node_rank R "
-       "--master_addr HOST --master_port PORT, or --standalone on one node"},
-      {"rdzv_endpoint", "", false, {""}, "give rank 0's node as --master_addr HOST --master_port PORT"},
-      {"rdzv_conf", "", false, {""}, "elastic rendezvous settings are not supported yet; use --master_addr/--master_port"},
-      {"run_path", "", true, {}, "give the script itself as PROGRAM"},
-      {"start_method", "", false, {"spawn", ""}, "workers are always new processes (like 'spawn'); drop the option"},
-      {"monitor_interval", "", false, {},
-       "ddp-launch sees a worker's exit at once instead of polling; drop the option"},
-      {"local_addr", "", false, {""}, "drop the option; static rendezvous needs only --master_addr"},
-  };
-  return table;
-}
-
-po::options_description unsupported_description() {
-  po::options_description d("torchrun options not supported yet (an error unless given their default)");
-  for (const Unsupported& u : unsupported_options()) {
-    std::string names = std::string(u.name) + (*u.short_name ? std::string(",") + u.short_name : "");
-    if (u.flag) d.add_options()(names.c_str(), u.instead);
-    else d.add_options()(names.c_str(), po::value<std::string>()->value_name("V"), u.instead);
-  }
+       "write the run summary (every rank's exit, wall and CPU time, peak RSS) as JSON to PATH")
+      ("run_path", "run PROGRAM through python whatever its name (torchrun runs it with runpy.run_path)")
+      ("start_method", po::value<std::string>()->value_name("spawn|fork|forkserver"),
+       "accepted for torchrun scripts: workers are always new processes (torchrun too for a script)")
+      ("monitor_interval", po::value<std::string>()->value_name("SECONDS"),
+       "accepted for torchrun scripts: ddp-launch sees a worker's exit at once instead of polling");
   return d;
 }
 
 po::options_description make_description() {
   po::options_description d;
-  d.add(supported_options()).add(unsupported_description());
+  d.add(supported_options());
   return d;
 }
 
@@ -217,24 +197,21 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
     return false;
   };
   auto source = [&](const std::string& name) { return vm.count(name) ? spelling[name] : "--" + name; };
+  // Where a value came from, as the user wrote it: "--log-dir /x" or "PET_LOG_DIR=/x".
+  auto given_as = [&](const std::string& name, const std::pair<std::string, std::string>& v) {
+    return vm.count(name) ? v.second + " " + v.first : v.second + "=" + v.first;
+  };
 
   o.help = vm.count("help") > 0;
   o.version = vm.count("version") > 0;
   if (o.help || o.version) return o;
 
-  for (const Unsupported& u : unsupported_options()) {
-    if (u.flag) {
-      if (flag(u.name)) {
-        const std::string where = vm.count(u.name) ? spelling[u.name] : "PET_" + upper(u.name) + "=" + env.at("PET_" + upper(u.name));
-        throw UsageError(where + ": not supported yet; " + u.instead);
-      }
-      continue;
-    }
-    auto v = value(u.name);
-    if (!v || std::find(u.defaults.begin(), u.defaults.end(), v->first) != u.defaults.end()) continue;
-    const std::string where = vm.count(u.name) ? v->second + " " + v->first : v->second + "=" + v->first;
-    throw UsageError(where + ": not supported yet; " + u.instead);
-  }
+  // torchrun options that change nothing here, checked like theirs.
+  if (auto v = value("start_method"); v && v->first != "spawn" && v->first != "fork" && v->first != "forkserver")
+    throw UsageError(given_as("start_method", *v) + ": not a start method; use spawn, fork or forkserver");
+  if (auto v = value("monitor_interval"))
+    checked([&] { return parse_seconds(v->first, v->second); });
+  o.run_path = flag("run_path");
 
   if (auto v = value("nproc_per_node")) {
     o.nproc_spec = v->first;
@@ -247,19 +224,46 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
       }
     }
   }
+  if (auto v = value("rdzv_backend")) {
+    if (v->first == "c10d" || v->first == "static") {
+      o.rdzv.backend = v->first;
+    } else if (v->first == "etcd" || v->first == "etcd-v2") {
+      throw UsageError(given_as("rdzv_backend", *v) +
+                       ": etcd rendezvous is not supported; use --rdzv_backend c10d, which needs no etcd server "
+                       "(the node at --rdzv_endpoint hosts the store)");
+    } else {
+      throw UsageError(given_as("rdzv_backend", *v) + ": unknown rendezvous backend; use static or c10d");
+    }
+  }
   if (auto v = value("nnodes")) {
     std::string text = v->first;
     if (auto colon = text.find(':'); colon != std::string::npos) {
-      std::string lo = text.substr(0, colon), hi = text.substr(colon + 1);
-      if (lo != hi)
-        throw UsageError(v->second + " " + text + ": elastic node ranges are not supported yet; give a fixed node count such as " +
-                         v->second + " " + hi);
-      text = lo;
+      const std::string lo = text.substr(0, colon), hi = text.substr(colon + 1);
+      o.rdzv.min_nodes = static_cast<int>(checked([&] { return parse_int(lo, v->second + " MIN", 1, 1 << 20); }));
+      o.rdzv.max_nodes = static_cast<int>(checked([&] { return parse_int(hi, v->second + " MAX", 1, 1 << 20); }));
+      if (o.rdzv.min_nodes > o.rdzv.max_nodes)
+        throw UsageError(given_as("nnodes", *v) + ": MIN is above MAX; write MIN:MAX, e.g. " + hi + ":" + lo);
+      if (o.rdzv.min_nodes != o.rdzv.max_nodes && !o.rdzv.elastic())
+        throw UsageError(given_as("nnodes", *v) + ": a node range needs --rdzv_backend c10d (static rendezvous "
+                         "has a fixed node count; give --nnodes " + hi + " or add --rdzv_backend c10d "
+                         "--rdzv_endpoint HOST:PORT)");
+      text = hi;
     }
     o.nnodes = static_cast<int>(checked([&] { return parse_int(text, v->second, 1, 1 << 20); }));
+    if (text == v->first) o.rdzv.min_nodes = o.rdzv.max_nodes = o.nnodes;
   }
+  if (auto v = value("rdzv_endpoint"); v && !v->first.empty()) parse_rdzv_endpoint(v->first, v->second, o.rdzv);
+  if (auto v = value("rdzv_conf"); v && !v->first.empty()) parse_rdzv_conf(v->first, v->second, o.rdzv);
+  if (auto v = value("local_addr"); v && !v->first.empty()) o.rdzv.local_addr = v->first;
+  o.standalone = flag("standalone");
+  if (o.rdzv.elastic() && o.rdzv.host.empty() && !o.standalone)
+    throw UsageError("--rdzv_backend c10d needs --rdzv_endpoint HOST[:PORT], the node that hosts the rendezvous "
+                     "store (any one node of the job, the same on every node)");
   if (auto v = value("node_rank"))
     o.node_rank = static_cast<int>(checked([&] { return parse_int(v->first, v->second, 0, 1 << 20); }));
+  // c10d: node ranks come from the rendezvous; torchrun ignores --node_rank
+  // there too, so scripts that pass it anyway keep working.
+  if (o.rdzv.elastic()) o.node_rank = 0;
   if (o.node_rank >= o.nnodes)
     throw UsageError(source("node_rank") + " " + std::to_string(o.node_rank) + " must be below " + source("nnodes") +
                      " " + std::to_string(o.nnodes) + " (node ranks are 0.." + std::to_string(o.nnodes - 1) + ")");
@@ -269,8 +273,20 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
   }
   if (auto v = value("master_port"))
     o.master_port = static_cast<int>(checked([&] { return parse_int(v->first, v->second, 1, 65535); }));
-  o.standalone = flag("standalone");
+  // Static rendezvous at --rdzv_endpoint: torchrun's other spelling of
+  // --master_addr/--master_port (it wins over them there too).
+  if (!o.rdzv.elastic() && !o.rdzv.host.empty()) {
+    if (!o.rdzv.port_given)
+      throw UsageError(source("rdzv_endpoint") + " " + o.rdzv.host +
+                       ": static rendezvous needs the port too; write HOST:PORT (rank 0's node and its free port)");
+    o.master_addr = o.rdzv.host;
+    o.master_port = o.rdzv.port;
+  }
   if (o.standalone) {
+    if (o.rdzv.elastic() && o.given.count("rdzv_endpoint"))
+      throw UsageError(source("standalone") + " picks its own endpoint on this node; drop " + source("rdzv_endpoint") +
+                       " or " + source("standalone"));
+    o.rdzv = RdzvOptions{};  // one node: nobody to meet, a free port per restart (as torchrun's)
     if (o.nnodes != 1)
       throw UsageError(source("standalone") + " runs one node, but " + source("nnodes") + " is " + std::to_string(o.nnodes));
     o.master_addr = "127.0.0.1";
@@ -289,6 +305,9 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
   if (o.no_python && o.module)
     throw UsageError(source("no_python") + " and " + source("module") +
                      " exclude each other: a module runs through python");
+  if (o.run_path && (o.no_python || o.module))
+    throw UsageError(source("run_path") + " runs a script file through python; drop it, or drop " +
+                     source(o.no_python ? "no_python" : "module"));
   o.slurm_tasks = flag("slurm_tasks");
   if (auto v = value("role")) {
     if (v->first.empty()) throw UsageError(v->second + ": empty role name");
@@ -300,10 +319,6 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
   if (auto v = value("shutdown_timeout"))
     o.shutdown_timeout_s = checked([&] { return parse_seconds(v->first, v->second); });
 
-  // Where a value came from, as the user wrote it: "--log-dir /x" or "PET_LOG_DIR=/x".
-  auto given_as = [&](const std::string& name, const std::pair<std::string, std::string>& v) {
-    return vm.count(name) ? v.second + " " + v.first : v.second + "=" + v.first;
-  };
   if (auto v = value("log_dir")) {  // "" (torchrun's default): none
     o.logs.dir = v->first;
     o.logs.dir_source = given_as("log_dir", *v);
@@ -377,7 +392,6 @@ std::string usage_text() {
        "called as 'torchrun' (the link beside ddp-launch), --use_env is implied, as in torchrun 2.x.\n"
        "Every run ends with a summary table per rank (exit, wall and CPU time, peak RSS).\n\n"
     << supported_options() << "\n"
-    << unsupported_description() << "\n"
     << "Environment:\n"
        "  PYTHON_EXEC         interpreter for .py scripts and -m (default: python3 on PATH)\n"
        "  PET_<OPTION>        any option above, e.g. PET_NPROC_PER_NODE=4 (the command line wins)\n"

@@ -23,6 +23,7 @@ std::optional<WorkerExit> earliest_failure(const std::vector<WorkerExit>& exits)
 int AttemptResult::exit_code() const {
   if (root_cause) return root_cause->shell_code();
   if (launcher_signal) return 128 + launcher_signal;
+  if (!rdzv_stop.empty()) return 1;
   return 0;
 }
 
@@ -101,6 +102,9 @@ std::string format_failure_report(const std::vector<AttemptResult>& attempts, co
   if (last.launcher_signal) {
     s << "ddp-launch: stopped by " << signal_name(last.launcher_signal) << " (attempt " << last.attempt
       << "); forwarded it to every worker\n";
+  } else if (!last.root_cause && !last.rdzv_stop.empty()) {
+    s << "ddp-launch: the rendezvous stopped this node's workers (attempt " << last.attempt << ", max_restarts "
+      << max_restarts << "): " << last.rdzv_stop << "\n";
   } else {
     s << "ddp-launch: worker group FAILED (attempt " << last.attempt << ", max_restarts " << max_restarts
       << ")\n";

@@ -5,6 +5,7 @@
 #include "ddp/launcher/log_dir.h"
 #include "ddp/launcher/log_spec.h"
 #include "ddp/launcher/output_tee.h"
+#include "ddp/launcher/rdzv_agent.h"
 #include "ddp/launcher/run_dir.h"
 #include "ddp/launcher/signals.h"
 #include "ddp/launcher/spawn.h"
@@ -13,6 +14,7 @@
 #include "ddp/launcher/worker_group.h"
 #include "ddp/launcher/worker_env.h"
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
 #include <chrono>
@@ -91,21 +93,35 @@ struct Live {
   Clock::time_point start;
 };
 
+// What an attempt's workers are told of their place: static rendezvous
+// fills it from the options, a c10d round from the rendezvous.
+struct AttemptSetup {
+  int port = 0;
+  int restart_count = 0;
+  std::optional<NodePlacement> placement;
+  RdzvAgent* agent = nullptr;  // c10d: told of a local failure, may stop the workers
+  std::string node;            // "node n1 (host h)" in messages to other nodes
+};
+
 // One attempt of the group: spawn, supervise, tear down, and wait until no
 // process of its groups is left.
 class Attempt {
  public:
   Attempt(const SupervisorConfig& cfg, RunDirectory& dir, SignalChannel& signals, Watchdog& watchdog, int attempt,
-          int port, bool stdin_to_rank0, std::ostream& log)
+          AttemptSetup setup, bool stdin_to_rank0, std::ostream& log)
       : cfg_(cfg),
         dir_(dir),
         signals_(signals),
         group_(signals.original_mask(), &watchdog),
-        port_(port),
+        setup_(std::move(setup)),
+        base_rank_(setup_.placement ? setup_.placement->base_rank : cfg.opts.node_rank * cfg.nproc),
         stdin_to_rank0_(stdin_to_rank0),
         log_(log) {
     result_.attempt = attempt;
   }
+
+  // c10d: whether this node told the rendezvous of its own failure.
+  bool told_failure() const { return told_failure_; }
 
   ~Attempt() {
     if (devnull_w_ >= 0) ::close(devnull_w_);
@@ -139,8 +155,9 @@ class Attempt {
     GroupSpec spec;
     spec.opts = &cfg_.opts;
     spec.nproc = cfg_.nproc;
-    spec.master_port = port_;
-    spec.restart_count = result_.attempt;
+    spec.master_port = setup_.port;
+    spec.restart_count = setup_.restart_count;
+    spec.placement = setup_.placement;
     spec.omp_threads = cfg_.omp_threads;
     std::string attempt_log_dir;
     for (int lr = 0; lr < cfg_.nproc && !stopping_; ++lr) {
@@ -199,7 +216,7 @@ class Attempt {
         case StreamTarget::Tee: {
           log_path = path;
           if (!tee_) tee_.emplace();
-          const int rank = cfg_.opts.node_rank * cfg_.nproc + lr;
+          const int rank = base_rank_ + lr;
           const int fd = tee_->add(open_log_file(path), path, console_fd,
                                    expand_prefix(cfg_.opts.logs.prefix_template, cfg_.opts.role, rank, lr));
           close_after.push_back(fd);
@@ -220,7 +237,7 @@ class Attempt {
   void spawn_failed(int lr, const SpawnError& e) {
     WorkerExit w;
     w.local_rank = lr;
-    w.rank = cfg_.opts.node_rank * cfg_.nproc + lr;
+    w.rank = base_rank_ + lr;
     w.code = e.shell_code();
     w.time = std::chrono::system_clock::now();
     if (e.fork_failed) {
@@ -237,6 +254,7 @@ class Attempt {
     result_.spawn_failed = true;
     spawn_failure_ = w;
     failure_seen_ = true;
+    tell_failure(w);
     begin_stop(SIGTERM);
   }
 
@@ -282,11 +300,15 @@ class Attempt {
   // output. Returns false when the time ran out with nothing to do.
   bool handle_events(int timeout_ms) {
     polls_.assign(1, pollfd{signals_.fd(), POLLIN, 0});
+    const bool agent = setup_.agent && !setup_.agent->gone();
+    if (agent) polls_.push_back(pollfd{setup_.agent->fd(), POLLIN, 0});
     if (tee_)
       for (int fd : tee_->fds()) polls_.push_back(pollfd{fd, POLLIN, 0});
     int r = ::poll(polls_.data(), polls_.size(), timeout_ms);
     if (r < 0 && errno != EINTR) throw std::runtime_error(std::string("poll failed: ") + std::strerror(errno));
     if (r == 0) return false;
+    if (agent && polls_[1].revents != 0)
+      for (const RdzvEvent& e : setup_.agent->read()) on_rdzv(e);
     if (tee_) {
       tee_->pump();
       warn_tee();
@@ -300,6 +322,29 @@ class Attempt {
     }
     reap();
     return true;
+  }
+
+  // c10d: a reason from the rendezvous to stop this node's workers. A local
+  // failure seen first stays the root cause; the reason is kept either way.
+  void on_rdzv(const RdzvEvent& e) {
+    if (e.kind != RdzvEvent::Restart && e.kind != RdzvEvent::Abort && e.kind != RdzvEvent::Error) return;
+    if (!result_.rdzv_stop.empty()) return;
+    result_.rdzv_stop = e.text;
+    result_.rdzv_counted = e.kind != RdzvEvent::Restart || e.counted;
+    result_.rdzv_abort = e.kind != RdzvEvent::Restart;
+    if (!stopping_) {
+      log_ << "ddp-launch: stopping this node's workers: " << e.text << std::endl;
+      begin_stop(SIGTERM);
+    }
+  }
+
+  // c10d: the other nodes stop their workers as soon as this node's fail.
+  void tell_failure(const WorkerExit& w) {
+    if (!setup_.agent || told_failure_ || !result_.rdzv_stop.empty()) return;
+    told_failure_ = true;
+    std::string what = w.spawn_error.empty() ? w.status_text() : w.spawn_error;
+    setup_.agent->send("fail rank " + std::to_string(w.rank) + " (local_rank " + std::to_string(w.local_rank) +
+                       (w.pid > 0 ? ", pid " + std::to_string(w.pid) : "") + ") on " + setup_.node + " failed: " + what);
   }
 
   void on_signal(int sig) {
@@ -323,7 +368,7 @@ class Attempt {
       if (!e.is_worker) continue;  // an orphaned descendant we adopted as subreaper
       auto it = live_.find(e.pid);
       if (it == live_.end()) continue;
-      const int rank = cfg_.opts.node_rank * cfg_.nproc + it->second.local_rank;
+      const int rank = base_rank_ + it->second.local_rank;
       if (e.kind == WorkerGroup::Event::Stopped) {
         log_ << "ddp-launch: rank " << rank << " (local_rank " << it->second.local_rank << ", pid " << e.pid
              << ") is stopped by " << signal_name(WSTOPSIG(e.status))
@@ -354,6 +399,7 @@ class Attempt {
       result_.exits.push_back(w);
       if (w.failed() && !stopping_) {
         failure_seen_ = true;
+        tell_failure(w);
         begin_stop(SIGTERM);
       }
     }
@@ -363,7 +409,9 @@ class Attempt {
   RunDirectory& dir_;
   SignalChannel& signals_;
   WorkerGroup group_;
-  int port_;
+  AttemptSetup setup_;
+  int base_rank_;
+  bool told_failure_ = false;
   bool stdin_to_rank0_;
   std::ostream& log_;
   AttemptResult result_;
@@ -428,6 +476,141 @@ std::vector<AttemptResult> without_files_in(std::vector<AttemptResult> attempts,
 
 }  // namespace
 
+namespace {
+
+// c10d: rounds of rendezvous and attempts until the job ends on this node.
+//  - every attempt starts with a round (node rank, world, the workers'
+//    MASTER_ADDR:PORT and restart count come from it);
+//  - a local failure is told to the rendezvous at once (Attempt), a reason
+//    from it stops healthy workers; either way the round's reason decides:
+//    a counted one with restarts left, or an uncounted one (a node waiting
+//    to join), rejoins; no restarts left ends the job on every node (abort);
+//  - workers that succeed wait at the exit barrier for the round's others.
+struct ElasticRun {
+  const SupervisorConfig& cfg;
+  RunDirectory& dir;
+  SignalChannel& signals;
+  Watchdog& watchdog;
+  bool stdin_to_rank0;
+  const std::string& host;
+  std::ostream& log;
+  std::vector<AttemptResult>& attempts;
+  std::string error;  // the job ended here because the rendezvous failed
+  int signal = 0;     // a launcher signal while waiting on the rendezvous
+
+  // Waits for the helper's next event of one of `kinds`, serving signals
+  // meanwhile. nullopt when a signal ended the wait (`signal` says which).
+  std::optional<RdzvEvent> await(RdzvAgent& agent, std::initializer_list<RdzvEvent::Kind> kinds) {
+    while (true) {
+      pollfd p[2] = {{signals.fd(), POLLIN, 0}, {agent.fd(), POLLIN, 0}};
+      const int r = ::poll(p, agent.gone() ? 1 : 2, -1);
+      if (r < 0 && errno != EINTR) throw std::runtime_error(std::string("poll failed: ") + std::strerror(errno));
+      if (p[0].revents != 0)
+        for (int sig : signals.drain())
+          if (SignalChannel::is_forwarded(sig)) {
+            signal = sig;
+            return std::nullopt;
+          }
+      if (agent.gone()) {
+        RdzvEvent e;
+        e.text = "the rendezvous helper (ddp-rdzv) exited";
+        return e;
+      }
+      if (p[1].revents == 0) continue;
+      for (const RdzvEvent& e : agent.read())
+        if (e.kind == RdzvEvent::Error || std::find(kinds.begin(), kinds.end(), e.kind) != kinds.end()) return e;
+    }
+  }
+
+  void run() {
+    RdzvAgent agent(cfg.opts, cfg.nproc, signals.original_mask());
+    const int max_restarts = cfg.opts.max_restarts;
+    for (int attempt = 0;; ++attempt) {
+      log << "ddp-launch: joining the rendezvous at " << endpoint() << " (rdzv_id " << cfg.opts.run_id << ", "
+          << nodes_text() << ")" << std::endl;
+      agent.send("join");
+      const std::optional<RdzvEvent> round = await(agent, {RdzvEvent::Round});
+      if (!round) return;
+      if (round->kind == RdzvEvent::Error) {
+        error = round->text;
+        return;
+      }
+      const NodePlacement& p = round->placement;
+      AttemptSetup setup;
+      setup.port = round->master_port;
+      setup.restart_count = round->restart_count;
+      setup.placement = p;
+      setup.agent = &agent;
+      setup.node = "node n" + std::to_string(p.group_rank) + " (pid " + std::to_string(::getpid()) + ", host " +
+                   host + ")";
+      log << "ddp-launch: round " << round->round << ": this is node " << p.group_rank << " of "
+          << p.group_world_size << ", ranks " << p.base_rank << ".." << p.base_rank + cfg.nproc - 1 << " of "
+          << p.world_size << ", workers' store at " << p.master_addr << ":" << round->master_port
+          << ", restart count " << round->restart_count << std::endl;
+      Attempt a(cfg, dir, signals, watchdog, attempt, setup, stdin_to_rank0, log);
+      attempts.push_back(a.run());
+      AttemptResult& last = attempts.back();
+      if (last.succeeded()) {
+        agent.send("done");
+        const auto fin = await(agent, {RdzvEvent::Finished});
+        if (fin && !fin->text.empty())
+          log << "ddp-launch: warning: this node's workers succeeded; the exit barrier ended early: " << fin->text
+              << std::endl;
+        return;
+      }
+      if (last.launcher_signal || last.signal_during_teardown) {
+        const int sig = last.launcher_signal ? last.launcher_signal : last.signal_during_teardown;
+        agent.send("abort the launcher of " + setup.node + " got " + signal_name(sig));
+        await(agent, {RdzvEvent::Aborted});
+        return;
+      }
+      // The round's reason: ours was sent at the failure (Attempt); the
+      // answer may name another node's, which came first.
+      if (last.rdzv_stop.empty() && a.told_failure()) {
+        const auto answer = await(agent, {RdzvEvent::Restart, RdzvEvent::Abort});
+        if (!answer) return;
+        last.rdzv_counted = answer->kind != RdzvEvent::Restart || answer->counted;
+        last.rdzv_abort = answer->kind != RdzvEvent::Restart;
+        if (answer->kind == RdzvEvent::Error) error = answer->text;
+        if (!last.root_cause) last.rdzv_stop = answer->text;
+      }
+      if (last.rdzv_abort) {
+        if (error.empty() && !last.rdzv_stop.empty() && !last.root_cause) error = "the job was ended: " + last.rdzv_stop;
+        return;
+      }
+      if (last.spawn_failed || (last.rdzv_counted && round->restart_count >= max_restarts)) {
+        const std::string why = last.root_cause ? "rank " + std::to_string(last.root_cause->rank) + " " +
+                                                      last.root_cause->status_text()
+                                                : last.rdzv_stop;
+        agent.send("abort " + setup.node + " has no restarts left (max_restarts " + std::to_string(max_restarts) +
+                   ") after: " + why);
+        await(agent, {RdzvEvent::Aborted});
+        return;
+      }
+      log << "ddp-launch: round " << round->round << " ended ("
+          << (last.root_cause ? "rank " + std::to_string(last.root_cause->rank) + " " +
+                                    last.root_cause->status_text() + "; " : "")
+          << (last.rdzv_stop.empty() ? "" : last.rdzv_stop + "; ")
+          << (last.rdzv_counted ? "restart " + std::to_string(round->restart_count + 1) + " of " +
+                                      std::to_string(max_restarts)
+                                : "not counted as a restart")
+          << "); rejoining the rendezvous" << std::endl;
+    }
+  }
+
+  std::string endpoint() const {
+    const RdzvOptions& r = cfg.opts.rdzv;
+    return (r.host.find(':') != std::string::npos ? "[" + r.host + "]" : r.host) + ":" + std::to_string(r.port);
+  }
+  std::string nodes_text() const {
+    const RdzvOptions& r = cfg.opts.rdzv;
+    return r.min_nodes == r.max_nodes ? std::to_string(r.min_nodes) + " nodes"
+                                      : std::to_string(r.min_nodes) + " to " + std::to_string(r.max_nodes) + " nodes";
+  }
+};
+
+}  // namespace
+
 int Supervisor::run() {
   const Clock::time_point started = Clock::now();
   // Adopt orphaned grandchildren so they are reaped here, not left as zombies.
@@ -449,23 +632,38 @@ int Supervisor::run() {
     raise_fd_limit_for(cfg_.opts, cfg_.nproc);
   }
 
-  for (int attempt = 0;; ++attempt) {
-    const int port = cfg_.opts.standalone ? reserve_check_port(0) : cfg_.opts.master_port;
-    attempts_.push_back(Attempt(cfg_, dir, signals, *watchdog, attempt, port, stdin_to_rank0, log_).run());
-    const AttemptResult& a = attempts_.back();
-    if (a.succeeded()) break;
-    if (!a.restartable() || attempt >= cfg_.opts.max_restarts) break;
-    log_ << format_restart_line(a, cfg_.opts.max_restarts) << std::endl;
+  std::string rdzv_error;  // c10d: the rendezvous failed (the job's end on this node)
+  int rdzv_signal = 0;     // c10d: a signal while waiting on the rendezvous
+  if (cfg_.opts.rdzv.elastic()) {
+    ElasticRun run{cfg_, dir, signals, *watchdog, stdin_to_rank0, host, log_, attempts_, {}, 0};
+    run.run();
+    rdzv_error = run.error;
+    rdzv_signal = run.signal;
+  } else {
+    for (int attempt = 0;; ++attempt) {
+      AttemptSetup setup;
+      setup.port = cfg_.opts.standalone ? reserve_check_port(0) : cfg_.opts.master_port;
+      setup.restart_count = attempt;
+      attempts_.push_back(Attempt(cfg_, dir, signals, *watchdog, attempt, setup, stdin_to_rank0, log_).run());
+      const AttemptResult& a = attempts_.back();
+      if (a.succeeded()) break;
+      if (!a.restartable() || attempt >= cfg_.opts.max_restarts) break;
+      log_ << format_restart_line(a, cfg_.opts.max_restarts) << std::endl;
+    }
   }
 
   RunTotals totals;
-  totals.exit_code = attempts_.back().exit_code();
+  totals.exit_code = attempts_.empty() ? 0 : attempts_.back().exit_code();
+  if (!rdzv_error.empty() && totals.exit_code == 0) totals.exit_code = 1;
+  if (rdzv_signal) totals.exit_code = 128 + rdzv_signal;
   totals.wall_s = std::chrono::duration<double>(Clock::now() - started).count();
   totals.host = host;
   totals.log_dir = cfg_.run_log_dir;
-  log_ << format_run_summary(attempts_, totals);
-  const bool failed = !attempts_.back().succeeded();
+  if (!attempts_.empty()) log_ << format_run_summary(attempts_, totals);
+  const bool failed = totals.exit_code != 0;
   if (failed) log_ << format_failure_report(attempts_, host, cfg_.opts.max_restarts);
+  if (!rdzv_error.empty()) log_ << "ddp-launch: error: " << rdzv_error << "\n";
+  if (rdzv_signal) log_ << "ddp-launch: stopped by " << signal_name(rdzv_signal) << " while in the rendezvous\n";
   // The report just printed these paths: they must outlive the launcher
   // (the run directory is otherwise removed at exit, by us and the watchdog).
   // Only then: a job that succeeded after a restart leaves nothing behind.

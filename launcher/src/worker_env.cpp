@@ -10,11 +10,22 @@ std::optional<int> default_omp_threads(const EnvMap& parent, int cpus, int nproc
   return std::max(1, cpus / std::max(1, nproc));
 }
 
+NodePlacement static_placement(const LaunchOptions& o, int nproc) {
+  NodePlacement p;
+  p.group_rank = o.node_rank;
+  p.group_world_size = o.nnodes;
+  p.base_rank = o.node_rank * nproc;
+  p.world_size = o.nnodes * nproc;
+  p.master_addr = o.master_addr;
+  return p;
+}
+
 EnvMap worker_environment(const EnvMap& parent, const GroupSpec& g, int local_rank,
                           const std::string& error_file) {
   const LaunchOptions& o = *g.opts;
-  const int world = g.nproc * o.nnodes;
-  const int rank = o.node_rank * g.nproc + local_rank;
+  const NodePlacement p = g.placement ? *g.placement : static_placement(o, g.nproc);
+  const int world = p.world_size;
+  const int rank = p.base_rank + local_rank;
   EnvMap env = parent;
   auto set = [&](const char* k, const std::string& v) { env[k] = v; };
   auto seti = [&](const char* k, long long v) { env[k] = std::to_string(v); };
@@ -22,17 +33,20 @@ EnvMap worker_environment(const EnvMap& parent, const GroupSpec& g, int local_ra
   seti("LOCAL_RANK", local_rank);
   seti("WORLD_SIZE", world);
   seti("LOCAL_WORLD_SIZE", g.nproc);
-  seti("GROUP_RANK", o.node_rank);
-  seti("GROUP_WORLD_SIZE", o.nnodes);
+  seti("GROUP_RANK", p.group_rank);
+  seti("GROUP_WORLD_SIZE", p.group_world_size);
   seti("ROLE_RANK", rank);
   set("ROLE_NAME", o.role);
   seti("ROLE_WORLD_SIZE", world);
-  set("MASTER_ADDR", o.master_addr);
+  set("MASTER_ADDR", p.master_addr);
   seti("MASTER_PORT", g.master_port);
   seti("TORCHELASTIC_RESTART_COUNT", g.restart_count);
   seti("TORCHELASTIC_MAX_RESTARTS", o.max_restarts);
   set("TORCHELASTIC_RUN_ID", o.run_id);
   // No agent store: the workers' rank 0 hosts the TCPStore at MASTER_ADDR:PORT.
+  // With c10d too (torchrun 2.x says True there and shares its agents'
+  // store): the agents' store lives in ddp-rdzv, and a fresh workers' store
+  // per round keeps ranks of different rounds apart by construction.
   set("TORCHELASTIC_USE_AGENT_STORE", "False");
   set("TORCHELASTIC_ERROR_FILE", error_file);
   if (!parent.count("TORCH_NCCL_ASYNC_ERROR_HANDLING")) set("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");

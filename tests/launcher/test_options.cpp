@@ -106,7 +106,7 @@ TEST_CASE("bad input names the value") {
       {{"--nproc_per_node=-2", "x"}, "'-2'"},
       {{"--nproc_per_node=many", "x"}, "'many'"},
       {{"--nnodes=0", "x"}, "--nnodes: 0 is out of range"},
-      {{"--nnodes=1:4", "x"}, "--nnodes 1:4: elastic node ranges are not supported yet; give a fixed node count such as --nnodes 4"},
+      {{"--nnodes=1:4", "x"}, "--nnodes 1:4: a node range needs --rdzv_backend c10d (static rendezvous has a fixed node count; give --nnodes 4"},
       {{"--nnodes=2", "--node_rank=2", "x"}, "--node_rank 2 must be below --nnodes 2"},
       {{"--node_rank=-1", "x"}, "--node_rank: -1"},
       {{"--master_port=0", "x"}, "--master_port: 0 is out of range"},
@@ -155,38 +155,98 @@ TEST_CASE("messages name an option as the user spelled it") {
   CHECK_THAT(usage_message({"--nproc-per-node"}), Catch::Contains("'--nproc-per-node'"));
 }
 
-TEST_CASE("torchrun options ddp-launch lacks: not supported yet, and what to use instead") {
+TEST_CASE("every torchrun option is accepted; the ones that change nothing are still checked") {
+  CHECK(parse({"--rdzv_backend=static", "--tee", "0", "-r", "0", "--start_method=fork", "--monitor-interval=0.1", "x"})
+            .program == "x");
+  CHECK(parse({"--tee", "0", "train.py", "--tee", "3"}).program_args == std::vector<std::string>{"--tee", "3"});
+  CHECK(parse({"--run-path", "x"}).run_path);
+  CHECK_THAT(usage_message({"--start-method=thread", "x"}),
+             Catch::StartsWith("--start-method thread: not a start method; use spawn, fork or forkserver"));
+  CHECK_THAT(usage_message({"--monitor_interval=-1", "x"}), Catch::StartsWith("--monitor_interval"));
+  CHECK_THAT(usage_message({"--run_path", "--no_python", "x"}),
+             Catch::StartsWith("--run_path runs a script file through python; drop it, or drop --no_python"));
+  CHECK_THAT(usage_message({"x"}, {{"PET_START_METHOD", "thread"}}),
+             Catch::StartsWith("PET_START_METHOD=thread: not a start method"));
+}
+
+TEST_CASE("c10d rendezvous options: endpoint, node range, rdzv_conf, as torchrun reads them") {
+  LaunchOptions o = parse({"--rdzv-backend=c10d", "--rdzv-endpoint=n1:1234", "--nnodes=1:3", "--node_rank=5",
+                           "--rdzv_conf=join_timeout=5,last_call_timeout=0,keep_alive_interval=0.5,"
+                           "keep_alive_max_attempt=2,timeout=7,close_timeout=3,is_host=false",
+                           "--local-addr=10.0.0.9", "x"});
+  CHECK(o.rdzv.elastic());
+  CHECK(o.rdzv.host == "n1");
+  CHECK(o.rdzv.port == 1234);
+  CHECK(o.rdzv.min_nodes == 1);
+  CHECK(o.rdzv.max_nodes == 3);
+  CHECK(o.node_rank == 0);  // ignored: node ranks come from the rendezvous
+  CHECK(o.rdzv.join_timeout_s == 5);
+  CHECK(o.rdzv.last_call_timeout_s == 0);
+  CHECK(o.rdzv.keep_alive_interval_s == 0.5);
+  CHECK(o.rdzv.keep_alive_max_attempt == 2);
+  CHECK(o.rdzv.read_timeout_s == 7);
+  CHECK(o.rdzv.close_timeout_s == 3);
+  CHECK(o.rdzv.is_host == "0");
+  CHECK(o.rdzv.local_addr == "10.0.0.9");
+  // Endpoint spellings: default port 29400, IPv6 in brackets or bare.
+  auto endpoint = [](const std::string& e) {
+    const LaunchOptions p = parse({"--rdzv_backend=c10d", "--rdzv_endpoint=" + e, "x"});
+    return p.rdzv.host + " " + std::to_string(p.rdzv.port);
+  };
+  CHECK(endpoint("head") == "head 29400");
+  CHECK(endpoint("[::1]:29401") == "::1 29401");
+  CHECK(endpoint("[fe80::1]") == "fe80::1 29400");
+  CHECK(endpoint("fe80::1") == "fe80::1 29400");
+  // Kubernetes elastic PyTorchJobs set the PET_ spellings.
+  o = parse({"x"}, {{"PET_RDZV_BACKEND", "c10d"}, {"PET_RDZV_ENDPOINT", "job-master:29400"}, {"PET_NNODES", "2:4"}});
+  CHECK(o.rdzv.elastic());
+  CHECK(o.rdzv.host == "job-master");
+  CHECK(o.rdzv.min_nodes == 2);
+  CHECK(o.rdzv.max_nodes == 4);
+  // Static rendezvous at --rdzv_endpoint is torchrun's other spelling of --master_addr/--master_port.
+  o = parse({"--rdzv_endpoint=h0:2345", "--nnodes=2", "--node_rank=1", "x"});
+  CHECK(!o.rdzv.elastic());
+  CHECK(o.master_addr == "h0");
+  CHECK(o.master_port == 2345);
+  // --standalone is one node on a free port whatever the backend says.
+  o = parse({"--standalone", "--rdzv_backend=c10d", "x"});
+  CHECK(!o.rdzv.elastic());
+  CHECK(o.master_port == 0);
+}
+
+TEST_CASE("bad rendezvous options: one line naming the value and what to do") {
   struct Case {
     std::vector<std::string> args;
     std::string expect;
   };
   std::vector<Case> cases = {
-      {{"--rdzv_backend", "c10d", "x"}, "--rdzv_backend c10d: not supported yet; elastic rendezvous"},
-      {{"--rdzv-backend=etcd", "x"}, "--rdzv-backend etcd: not supported yet"},
-      {{"--rdzv-endpoint", "h:29400", "x"}, "--rdzv-endpoint h:29400: not supported yet; give rank 0's node as --master_addr"},
-      {{"--nnodes", "1:2", "x"}, "--nnodes 1:2: elastic node ranges are not supported yet"},
-      {{"--run-path", "x"}, "--run-path: not supported yet; give the script itself as PROGRAM"},
-      {{"--monitor-interval", "1", "x"}, "--monitor-interval 1: not supported yet"},
+      {{"--rdzv_backend", "c10d", "x"}, "--rdzv_backend c10d needs --rdzv_endpoint HOST[:PORT]"},
+      {{"--rdzv-backend=etcd", "x"}, "--rdzv-backend etcd: etcd rendezvous is not supported; use --rdzv_backend c10d"},
+      {{"--rdzv-backend=zk", "x"}, "--rdzv-backend zk: unknown rendezvous backend; use static or c10d"},
+      {{"--rdzv-endpoint", "h", "x"}, "--rdzv-endpoint h: static rendezvous needs the port too"},
+      {{"--rdzv_backend=c10d", "--rdzv_endpoint=[::1", "x"}, "--rdzv_endpoint [::1: no ']' after the IPv6 address"},
+      {{"--rdzv_backend=c10d", "--rdzv_endpoint=h:99999", "x"}, "--rdzv_endpoint port: 99999 is out of range"},
+      {{"--rdzv_backend=c10d", "--rdzv_endpoint=:29400", "x"}, "--rdzv_endpoint :29400: no host"},
+      {{"--rdzv_backend=c10d", "--rdzv_endpoint=h", "--rdzv_conf=join_timeout=0", "x"},
+       "--rdzv_conf join_timeout=0: must be more than 0 seconds"},
+      {{"--rdzv_backend=c10d", "--rdzv_endpoint=h", "--rdzv_conf=bogus=1", "x"}, "--rdzv_conf: unknown key 'bogus'"},
+      {{"--rdzv_backend=c10d", "--rdzv_endpoint=h", "--rdzv_conf=join_timeout", "x"},
+       "--rdzv_conf: 'join_timeout' is not KEY=VALUE"},
+      {{"--rdzv_backend=c10d", "--rdzv_endpoint=h", "--rdzv_conf=is_host=maybe", "x"}, "--rdzv_conf is_host"},
+      {{"--nnodes", "1:2", "x"}, "--nnodes 1:2: a node range needs --rdzv_backend c10d"},
+      {{"--nnodes", "3:2", "--rdzv_backend=c10d", "--rdzv_endpoint=h", "x"}, "--nnodes 3:2: MIN is above MAX"},
+      {{"--nnodes", "0:2", "--rdzv_backend=c10d", "--rdzv_endpoint=h", "x"}, "--nnodes MIN: 0 is out of range"},
+      {{"--standalone", "--rdzv_backend=c10d", "--rdzv_endpoint=h", "x"}, "--standalone picks its own endpoint"},
   };
   for (const auto& c : cases) {
     INFO("args: " << Catch::Detail::stringify(c.args));
     CHECK_THAT(usage_message(c.args), Catch::StartsWith(c.expect));
   }
-  // Their defaults change nothing in torchrun either: accepted.
-  CHECK(parse({"--rdzv_backend=static", "--tee", "0", "-r", "0", "--start_method=spawn", "x"}).program == "x");
-  CHECK(parse({"--tee", "0", "train.py", "--tee", "3"}).program_args == std::vector<std::string>{"--tee", "3"});
+  CHECK_THAT(usage_message({"x"}, {{"PET_RDZV_BACKEND", "c10d"}}), Catch::StartsWith("--rdzv_backend c10d needs"));
 }
 
-TEST_CASE("PET_ variables of unsupported options are errors too, never ignored") {
-  CHECK_THAT(usage_message({"x"}, {{"PET_RDZV_BACKEND", "c10d"}}), Catch::StartsWith("PET_RDZV_BACKEND=c10d: not supported yet"));
-  CHECK_THAT(usage_message({"x"}, {{"PET_RDZV_ENDPOINT", "h:1"}}), Catch::StartsWith("PET_RDZV_ENDPOINT=h:1: not supported yet"));
-  CHECK_THAT(usage_message({"x"}, {{"PET_LOCAL_ADDR", "n1"}}), Catch::StartsWith("PET_LOCAL_ADDR=n1: not supported yet"));
-  CHECK_THAT(usage_message({"x"}, {{"PET_RUN_PATH", "1"}}), Catch::StartsWith("PET_RUN_PATH=1: not supported yet"));
-  CHECK(parse({"x"}, {{"PET_RDZV_BACKEND", "static"}, {"PET_START_METHOD", "spawn"}}).program == "x");
-}
-
-TEST_CASE("help text names PYTHON_EXEC, the PET_ variables and the unsupported options") {
+TEST_CASE("help text names PYTHON_EXEC, the PET_ variables and the rendezvous options") {
   CHECK_THAT(usage_text(), Catch::Contains("PYTHON_EXEC") && Catch::Contains("PET_") &&
-                               Catch::Contains("not supported yet") && Catch::Contains("--rdzv_backend") &&
+                               Catch::Contains("--rdzv_conf") && Catch::Contains("--rdzv_backend") &&
                                Catch::Contains("stdin goes to local rank 0"));
 }

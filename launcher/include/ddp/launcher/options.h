@@ -3,10 +3,10 @@
 // from the command line and PET_* variables by parse_launch_options(). Nothing
 // else in the launcher reads argv. Both spellings of every multi-word option
 // are accepted (--nproc_per_node and --nproc-per-node); the command line wins
-// over PET_<NAME>; messages name an option as the user spelled it. torchrun
-// options that ddp-launch lacks are errors that say what to use instead
-// (unless given their default), never silently ignored. Everything from the
-// program on is passed to the workers untouched.
+// over PET_<NAME>; messages name an option as the user spelled it. Every
+// torchrun option is accepted; the few that change nothing here
+// (--start_method, --monitor_interval) are still checked as torchrun checks
+// them. Everything from the program on is passed to the workers untouched.
 
 #include "ddp/launcher/log_spec.h"
 
@@ -33,6 +33,33 @@ struct TaskRank {
   int group_world_size = 1;  // SLURM_NNODES
 };
 
+// --rdzv_backend c10d and its settings (rdzv_options.cpp). With the static
+// backend only `host`/`port` may be set (--rdzv_endpoint, torchrun's other
+// spelling of --master_addr/--master_port).
+struct RdzvOptions {
+  std::string backend = "static";  // static | c10d
+  std::string host;                // --rdzv_endpoint's host, "" when not given
+  int port = 29400;                // its port (torchrun's default)
+  bool port_given = false;
+  int min_nodes = 1;               // --nnodes MIN:MAX (N is N:N)
+  int max_nodes = 1;
+  std::string local_addr;          // --local_addr, "" = the address that reaches the endpoint
+  // --rdzv_conf, torchrun's keys and defaults.
+  double join_timeout_s = 600;
+  double last_call_timeout_s = 30;
+  double close_timeout_s = 30;
+  double read_timeout_s = 60;      // `read_timeout` (or `timeout`): one store operation
+  double keep_alive_interval_s = 5;
+  int keep_alive_max_attempt = 3;
+  std::string is_host = "auto";    // auto | 1 | 0: whether this node hosts the store
+  bool elastic() const { return backend == "c10d"; }
+};
+
+// "host", "host:port", "[v6]:port", "[v6]" or a bare IPv6 address. Throws UsageError.
+void parse_rdzv_endpoint(const std::string& text, const std::string& given_as, RdzvOptions& r);
+// "k=v,k=v" into r. Throws UsageError naming an unknown key or a bad value.
+void parse_rdzv_conf(const std::string& text, const std::string& given_as, RdzvOptions& r);
+
 struct LaunchOptions {
   std::string nproc_spec = "1";   // as given (checked): integer, cpu, gpu or auto; see resolve_nproc()
   int nnodes = 1;
@@ -44,9 +71,11 @@ struct LaunchOptions {
   bool local_rank_dash = false;   // --local_rank_style dash: --local-rank=N (torch.distributed.launch 2.x)
   bool no_python = false;
   bool module = false;
+  bool run_path = false;          // --run_path: PROGRAM runs through python whatever its name
   std::string role = "default";
   std::string run_id = "none";
   int max_restarts = 0;
+  RdzvOptions rdzv;                // --rdzv_backend, --rdzv_endpoint, --rdzv_conf, --nnodes MIN:MAX, --local_addr
   double shutdown_timeout_s = 30.0;
   LogOptions logs;                 // --log_dir, --redirects, --tee, --local_ranks_filter, prefix
   std::string summary_json;        // --summary_json PATH, "" none

@@ -56,8 +56,13 @@ struct AttemptResult {
   // ends the job (no restart), but the root cause keeps its exit code.
   int signal_during_teardown = 0;
   bool spawn_failed = false;             // a worker could not be started: no restart
+  // c10d: why the rendezvous stopped this node's healthy workers (another
+  // node failed, left, or waits to join; the job was ended), "" if it did not.
+  std::string rdzv_stop;
+  bool rdzv_counted = true;              // that restart counts against --max_restarts
+  bool rdzv_abort = false;               // the job was ended: no restart
 
-  bool succeeded() const { return !root_cause && launcher_signal == 0; }
+  bool succeeded() const { return !root_cause && launcher_signal == 0 && rdzv_stop.empty(); }
   bool restartable() const { return root_cause && !launcher_signal && !signal_during_teardown && !spawn_failed; }
   // The launcher's exit code for this attempt.
   int exit_code() const;

@@ -10,12 +10,25 @@
 
 namespace ddp::launcher {
 
+// Where this node's workers sit in the job. Static rendezvous derives it from
+// --node_rank/--nnodes (every node runs the same nproc); a c10d round gives it
+// (nodes may run different counts; ranks follow the node ranks).
+struct NodePlacement {
+  int group_rank = 0;          // GROUP_RANK: this node's rank
+  int group_world_size = 1;    // GROUP_WORLD_SIZE: nodes in the job
+  int base_rank = 0;           // RANK of this node's local rank 0
+  int world_size = 1;          // WORLD_SIZE
+  std::string master_addr;     // MASTER_ADDR (MASTER_PORT is GroupSpec::master_port)
+};
+NodePlacement static_placement(const LaunchOptions& opts, int nproc);
+
 struct GroupSpec {
   const LaunchOptions* opts = nullptr;
   int nproc = 1;             // resolved --nproc_per_node
   int master_port = 29500;   // resolved (free port with --standalone)
   int restart_count = 0;     // attempt number, 0 first
   int omp_threads = 0;       // 0: leave OMP_NUM_THREADS alone
+  std::optional<NodePlacement> placement;  // a c10d round's; static_placement(*opts, nproc) when unset
 };
 
 // The one place the OMP_NUM_THREADS default is computed (main prints it,

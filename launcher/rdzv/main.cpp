@@ -1,0 +1,288 @@
+// ddp-rdzv: the c10d rendezvous of one ddp-launch agent, in a process of its
+// own so that the launcher never loads LibTorch (only a c10d run starts this).
+// The launcher talks to it over stdin/stdout, one line each way:
+//   join          -> round <round> <restart_count> <group_rank> <group_world_size>
+//                          <base_rank> <world_size> <master_addr> <master_port>
+//                    | error <message>
+//   fail <reason> -> restart <counted 0|1> <reason>      (the round's first reason)
+//   abort <reason>-> aborted
+//   done          -> finished [<what cut the exit barrier short>]
+// and, unasked while the workers run: restart <counted> <reason> | abort <reason>.
+// A store that stops answering is `error <message>` and the end of this
+// process. EOF on stdin (the launcher is gone) ends it too; so does the
+// launcher's death (PR_SET_PDEATHSIG).
+//   ddp-rdzv --host=H --port=P --id=ID --min=N --max=M --nproc=K [--local_addr=A]
+//            [--is_host=auto|1|0] [--join_timeout=S] [--last_call_timeout=S]
+//            [--close_timeout=S] [--read_timeout=S] [--keep_alive_interval=S]
+//            [--keep_alive_max_attempt=N]
+#include "rendezvous.h"
+
+#include "ddp/worker/compat.h"
+
+#include <arpa/inet.h>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+using ddp::rdzv::Clock;
+
+namespace {
+
+std::string what_of(const std::exception& e) {
+  if (auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
+  return e.what();
+}
+
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
+void say(const std::string& line) { std::cout << one_line(line) << std::endl; }
+
+// Reads stdin lines without blocking the rendezvous: poll with a timeout.
+class Commands {
+ public:
+  // Waits up to ms for input; false at EOF.
+  bool wait(int ms) {
+    if (eof_) return false;
+    pollfd p{0, POLLIN, 0};
+    if (::poll(&p, 1, ms) <= 0) return true;
+    char buf[4096];
+    const ssize_t n = ::read(0, buf, sizeof(buf));
+    if (n <= 0) {
+      eof_ = n == 0 || errno != EINTR;
+      return !eof_;
+    }
+    pending_.append(buf, static_cast<std::size_t>(n));
+    return true;
+  }
+  std::optional<std::string> next() {
+    const auto nl = pending_.find('\n');
+    if (nl == std::string::npos) return std::nullopt;
+    std::string line = pending_.substr(0, nl);
+    pending_.erase(0, nl + 1);
+    return line;
+  }
+  bool eof() const { return eof_ && pending_.find('\n') == std::string::npos; }
+
+ private:
+  std::string pending_;
+  bool eof_ = false;
+};
+
+std::vector<sockaddr_storage> resolve(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  std::vector<sockaddr_storage> out;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return out;
+  for (addrinfo* a = res; a; a = a->ai_next) {
+    sockaddr_storage s{};
+    std::memcpy(&s, a->ai_addr, a->ai_addrlen);
+    out.push_back(s);
+  }
+  ::freeaddrinfo(res);
+  return out;
+}
+
+socklen_t len_of(const sockaddr_storage& s) {
+  return s.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+}
+
+// Whether this node should host the store: host names one of its addresses
+// and nobody listens on the port yet (another launcher on this machine may
+// host it already; then this one is a client, as torchrun's agents are).
+bool can_host(const std::string& host, int port) {
+  for (sockaddr_storage s : resolve(host, port)) {
+    const int fd = ::socket(s.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&s), len_of(s)) == 0;
+    ::close(fd);
+    if (ok) return true;
+  }
+  return false;
+}
+
+std::string numeric(const sockaddr_storage& s) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (s.ss_family == AF_INET6)
+    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(s).sin6_addr, buf, sizeof(buf));
+  else
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(s).sin_addr, buf, sizeof(buf));
+  return buf;
+}
+
+// The address this node reaches the endpoint from: what the other nodes can
+// reach this node's workers at (a UDP connect sends nothing).
+std::string route_address(const std::string& host, int port) {
+  for (sockaddr_storage s : resolve(host, port)) {
+    const int fd = ::socket(s.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    sockaddr_storage mine{};
+    socklen_t len = sizeof(mine);
+    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&s), len_of(s)) == 0 &&
+                    ::getsockname(fd, reinterpret_cast<sockaddr*>(&mine), &len) == 0;
+    ::close(fd);
+    if (ok) return numeric(mine);
+  }
+  return "";
+}
+
+int free_port() {
+  const int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const bool v6 = fd >= 0;
+  const int s = v6 ? fd : ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_storage a{};
+  if (v6) {
+    reinterpret_cast<sockaddr_in6&>(a).sin6_family = AF_INET6;
+  } else {
+    reinterpret_cast<sockaddr_in&>(a).sin_family = AF_INET;
+  }
+  if (::bind(s, reinterpret_cast<sockaddr*>(&a), len_of(a)) != 0) {
+    ::close(s);
+    throw std::runtime_error(std::string("cannot find a free port for the workers' store: ") + std::strerror(errno));
+  }
+  socklen_t len = sizeof(a);
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(s);
+  return ntohs(v6 ? reinterpret_cast<sockaddr_in6&>(a).sin6_port : reinterpret_cast<sockaddr_in&>(a).sin_port);
+}
+
+std::chrono::milliseconds ms(double s) { return std::chrono::milliseconds(static_cast<long long>(s * 1000)); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() == 1) return 1;
+  std::map<std::string, std::string> a;
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    const auto eq = s.find('=');
+    if (s.rfind("--", 0) != 0 || eq == std::string::npos) {
+      std::cerr << "ddp-rdzv: bad argument '" << s << "' (ddp-launch starts this program; see its --help)" << std::endl;
+      return 2;
+    }
+    a[s.substr(2, eq - 2)] = s.substr(eq + 1);
+  }
+  auto get = [&](const char* k, const std::string& d) { return a.count(k) ? a[k] : d; };
+  ddp::rdzv::Config cfg;
+  const std::string host = get("host", "localhost");
+  const int port = std::stoi(get("port", "29400"));
+  cfg.endpoint = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+  cfg.run_id = get("id", "none");
+  cfg.min_nodes = std::stoi(get("min", "1"));
+  cfg.max_nodes = std::stoi(get("max", "1"));
+  cfg.nproc = std::stoi(get("nproc", "1"));
+  cfg.join_timeout_s = std::stod(get("join_timeout", "600"));
+  cfg.last_call_timeout_s = std::stod(get("last_call_timeout", "30"));
+  cfg.close_timeout_s = std::stod(get("close_timeout", "30"));
+  cfg.keep_alive_interval_s = std::stod(get("keep_alive_interval", "5"));
+  cfg.keep_alive_max_attempt = std::stoi(get("keep_alive_max_attempt", "3"));
+  const double read_timeout_s = std::stod(get("read_timeout", "60"));
+  char hn[256] = {};
+  ::gethostname(hn, sizeof(hn) - 1);
+  cfg.hostname = hn;
+  cfg.local_addr = get("local_addr", "");
+  if (cfg.local_addr.empty()) cfg.local_addr = route_address(host, port);
+  if (cfg.local_addr.empty()) cfg.local_addr = cfg.hostname;
+
+  Commands in;
+  auto idle = [&](int ms_) { return in.wait(ms_); };
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  bool hosting = false;
+  try {
+    const std::string is_host = get("is_host", "auto");
+    if (is_host == "1" || (is_host == "auto" && can_host(host, port))) {
+      try {
+        store = c10::make_intrusive<c10d::TCPStore>(
+            host, ddp::worker::compat::tcp_store_options(static_cast<std::uint16_t>(port), true, std::nullopt, false,
+                                                         ms(read_timeout_s)));
+        hosting = true;
+      } catch (const std::exception&) {
+        // Another agent on this machine hosts it (several launchers on one
+        // host): be its client, as torchrun's agents are.
+      }
+    }
+    if (!store) {
+      store = c10::make_intrusive<c10d::TCPStore>(
+          host, ddp::worker::compat::tcp_store_options(static_cast<std::uint16_t>(port), false, std::nullopt, false,
+                                                       ms(cfg.join_timeout_s)));
+      store->setTimeout(ms(read_timeout_s));
+    }
+  } catch (const std::exception& e) {
+    say("error rendezvous at " + cfg.endpoint + " (rdzv_id " + cfg.run_id + "): no store could be reached within " +
+        get("join_timeout", "600") + " s (join_timeout); check that --rdzv_endpoint names a node that runs ddp-launch "
+        "and that its port is open: " + what_of(e));
+    return 1;
+  }
+
+  ddp::rdzv::Rendezvous rz(*store, cfg, free_port);
+  bool running = false;
+  auto report = [&](const ddp::rdzv::Stop& s) {
+    if (s.kind == ddp::rdzv::Stop::Abort) say("abort " + s.reason);
+    else say(std::string("restart ") + (s.counted ? "1 " : "0 ") + s.reason);
+    running = false;
+  };
+  Clock::time_point next_tick = Clock::now();
+  try {
+    while (true) {
+      int wait_ms = -1;
+      if (running)
+        wait_ms = static_cast<int>(std::max<long long>(
+            0, std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - Clock::now()).count()));
+      while (auto line = in.next()) {
+        const std::string cmd = line->substr(0, line->find(' '));
+        const std::string arg = line->size() > cmd.size() ? line->substr(cmd.size() + 1) : "";
+        if (cmd == "join") {
+          try {
+            const ddp::rdzv::Round r = rz.join(idle);
+            say("round " + std::to_string(r.round) + " " + std::to_string(r.restart_count) + " " +
+                std::to_string(r.group_rank) + " " + std::to_string(r.group_world_size) + " " +
+                std::to_string(r.base_rank) + " " + std::to_string(r.world_size) + " " + r.master_addr + " " +
+                std::to_string(r.master_port));
+            running = true;
+            next_tick = Clock::now() + std::chrono::milliseconds(rz.tick_ms());
+          } catch (const ddp::rdzv::RendezvousError& e) {
+            say(std::string("error ") + e.what());
+          }
+        } else if (cmd == "fail") {
+          report(rz.fail(arg));
+        } else if (cmd == "abort") {
+          rz.abort(arg);
+          running = false;
+          say("aborted");
+        } else if (cmd == "done") {
+          running = false;
+          say("finished " + rz.done(idle, hosting));
+        } else if (cmd == "quit") {
+          return 0;
+        }
+      }
+      if (in.eof()) return 0;
+      if (running && Clock::now() >= next_tick) {
+        if (auto s = rz.tick()) report(*s);
+        next_tick = Clock::now() + std::chrono::milliseconds(rz.tick_ms());
+        continue;
+      }
+      in.wait(wait_ms);
+    }
+  } catch (const std::exception& e) {
+    say("error the rendezvous store at " + cfg.endpoint + " stopped answering (" +
+        (hosting ? std::string("this node hosts it") : "the launcher of the node that hosts it has likely exited") +
+        "): " + what_of(e));
+    return 1;
+  }
+}
