@@ -239,10 +239,6 @@ int main(int argc, char** argv) {
   Clock::time_point next_tick = Clock::now();
   try {
     while (true) {
-      int wait_ms = -1;
-      if (running)
-        wait_ms = static_cast<int>(std::max<long long>(
-            0, std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - Clock::now()).count()));
       while (auto line = in.next()) {
         const std::string cmd = line->substr(0, line->find(' '));
         const std::string arg = line->size() > cmd.size() ? line->substr(cmd.size() + 1) : "";
@@ -261,7 +257,7 @@ int main(int argc, char** argv) {
         } else if (cmd == "fail") {
           report(rz.fail(arg));
         } else if (cmd == "abort") {
-          rz.abort(arg);
+          rz.abort(arg, idle, hosting);
           running = false;
           say("aborted");
         } else if (cmd == "done") {
@@ -277,6 +273,10 @@ int main(int argc, char** argv) {
         next_tick = Clock::now() + std::chrono::milliseconds(rz.tick_ms());
         continue;
       }
+      int wait_ms = -1;
+      if (running)
+        wait_ms = static_cast<int>(std::max<long long>(
+            0, std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - Clock::now()).count()));
       in.wait(wait_ms);
     }
   } catch (const std::exception& e) {

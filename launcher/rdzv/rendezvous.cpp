@@ -93,7 +93,8 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
   // The run's newest round, or the one after this node's last.
   int R = std::stoi(text(store_.compareSet(key("round"), {}, bytes("0"))));
   R = std::max(R, round_ + 1);
-  const std::string self = cfg_.hostname + " " + std::to_string(::getpid()) + " " + cfg_.local_addr + " " +
+  // The launcher's pid (this helper's parent): the one users see and kill.
+  const std::string self = cfg_.hostname + " " + std::to_string(::getppid()) + " " + cfg_.local_addr + " " +
                            std::to_string(cfg_.nproc);
   while (true) {
     // Make R the run's newest round (someone may be further on already).
@@ -105,7 +106,10 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
     store_.set(rkey(R, "node/" + std::to_string(n - 1)), bytes(self));
     std::optional<Clock::time_point> min_seen;
     while (!store_.check({rkey(R, "closed")})) {
-      if (auto a = value(key("abort"))) throw RendezvousError("the job was ended: " + *a);
+      if (auto a = value(key("abort"))) {
+        saw_abort();
+        throw RendezvousError("the job was ended: " + *a);
+      }
       if (R > 0) {
         const std::string prev_done = rkey(R - 1, "done_count");
         const auto prev_closed = value(rkey(R - 1, "closed"));
@@ -175,7 +179,10 @@ void Rendezvous::heartbeat() {
 }
 
 std::optional<Stop> Rendezvous::pending_stop() {
-  if (auto a = value(key("abort"))) return Stop{Stop::Abort, true, *a};
+  if (auto a = value(key("abort"))) {
+    saw_abort();
+    return Stop{Stop::Abort, true, *a};
+  }
   if (auto r = value(rkey(round_, "restart"))) return Stop{Stop::Restart, r->rfind("1 ", 0) == 0, r->substr(2)};
   return std::nullopt;
 }
@@ -221,7 +228,22 @@ Stop Rendezvous::fail(const std::string& reason) {
   return *pending_stop();
 }
 
-void Rendezvous::abort(const std::string& reason) { store_.compareSet(key("abort"), {}, bytes(reason)); }
+void Rendezvous::saw_abort() {
+  if (abort_seen_) return;
+  abort_seen_ = true;
+  store_.add(key("abort_seen"), 1);
+}
+
+void Rendezvous::abort(const std::string& reason, const std::function<bool(int)>& idle, bool hosting) {
+  store_.compareSet(key("abort"), {}, bytes(reason));
+  saw_abort();
+  // The store lives in this process: keep it up until the round's other
+  // nodes have read why the job ends (or a while, for nodes that are gone).
+  const long long others = static_cast<long long>(members_.size());
+  const auto until = Clock::now() + seconds(std::min(cfg_.close_timeout_s, 10.0));
+  while (hosting && counter(key("abort_seen")) < others && Clock::now() < until)
+    if (!idle(50)) break;
+}
 
 std::string Rendezvous::done(const std::function<bool(int)>& idle, bool hosting) {
   const int K = current_.group_world_size;

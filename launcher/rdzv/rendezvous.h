@@ -93,8 +93,9 @@ class Rendezvous {
   // came first, and returns the round's reason (which may be the other's).
   Stop fail(const std::string& reason);
 
-  // Ends the job on every node.
-  void abort(const std::string& reason);
+  // Ends the job on every node. The host keeps the store up until the
+  // round's other nodes have seen it (bounded by close_timeout, 10 s at most).
+  void abort(const std::string& reason, const std::function<bool(int)>& idle, bool hosting);
 
   // This node's workers succeeded: waits for the round's other nodes (exit
   // barrier). Returns "" when all finished, else what cut the wait short.
@@ -112,6 +113,7 @@ class Rendezvous {
   std::optional<std::string> lost_node();
   std::string node_name(int rank) const;
   void heartbeat();
+  void saw_abort();
   std::string timeout_message(int round, double waited_s);
 
   c10d::Store& store_;
@@ -124,6 +126,7 @@ class Rendezvous {
   std::vector<long long> beats_;
   std::vector<Clock::time_point> beat_seen_;
   Clock::time_point last_beat_sent_;
+  bool abort_seen_ = false;
 };
 
 }  // namespace ddp::rdzv

@@ -566,6 +566,7 @@ struct ElasticRun {
       }
       // The round's reason: ours was sent at the failure (Attempt); the
       // answer may name another node's, which came first.
+      std::string reason = last.rdzv_stop;
       if (last.rdzv_stop.empty() && a.told_failure()) {
         const auto answer = await(agent, {RdzvEvent::Restart, RdzvEvent::Abort});
         if (!answer) return;
@@ -573,17 +574,15 @@ struct ElasticRun {
         last.rdzv_abort = answer->kind != RdzvEvent::Restart;
         if (answer->kind == RdzvEvent::Error) error = answer->text;
         if (!last.root_cause) last.rdzv_stop = answer->text;
+        reason = answer->text;
       }
       if (last.rdzv_abort) {
         if (error.empty() && !last.rdzv_stop.empty() && !last.root_cause) error = "the job was ended: " + last.rdzv_stop;
         return;
       }
       if (last.spawn_failed || (last.rdzv_counted && round->restart_count >= max_restarts)) {
-        const std::string why = last.root_cause ? "rank " + std::to_string(last.root_cause->rank) + " " +
-                                                      last.root_cause->status_text()
-                                                : last.rdzv_stop;
-        agent.send("abort " + setup.node + " has no restarts left (max_restarts " + std::to_string(max_restarts) +
-                   ") after: " + why);
+        agent.send("abort " + reason + "; " + setup.node + " has no restarts left (max_restarts " +
+                   std::to_string(max_restarts) + ")");
         await(agent, {RdzvEvent::Aborted});
         return;
       }

@@ -367,7 +367,7 @@ TEST_CASE("bad input: one line naming the value, exit 2, no worker started") {
       {{"--max_restarts=x", kWorker}, "'x'"},
       {{"--nproc_per_node=gpu", kWorker}, "no NVIDIA GPU is visible"},
       {{"--tee", "3:", kWorker}, "--tee: '3:'"},
-      {{"--rdzv-backend=c10d", kWorker}, "--rdzv-backend c10d: not supported yet"},
+      {{"--rdzv-backend=c10d", kWorker}, "--rdzv_backend c10d needs --rdzv_endpoint HOST[:PORT]"},
       {{out.path()}, "is a directory"},
   };
   for (const auto& c : cases) {
@@ -380,9 +380,14 @@ TEST_CASE("bad input: one line naming the value, exit 2, no worker started") {
                              Catch::Contains("ddp-launch --help"));
     CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
   }
-  auto pet = run({launcher(), kWorker}, scenario_env(out, "sleep", {{"PET_RDZV_ENDPOINT", "node0:29400"}}), 30);
+  auto pet = run({launcher(), kWorker},
+                 scenario_env(out, "sleep",
+                              {{"PET_RDZV_BACKEND", "c10d"},
+                               {"PET_RDZV_ENDPOINT", "node0:29400"},
+                               {"PET_RDZV_CONF", "join_timeout=soon"}}),
+                 30);
   CHECK(pet.exit_code == 2);
-  CHECK_THAT(pet.output, Catch::StartsWith("ddp-launch: error: PET_RDZV_ENDPOINT=node0:29400: not supported yet"));
+  CHECK_THAT(pet.output, Catch::StartsWith("ddp-launch: error: PET_RDZV_CONF join_timeout: 'soon'"));
   CHECK_FALSE(fs::exists(out.file("pid.0")));  // no worker ever started
 }
 

@@ -138,5 +138,19 @@ case "$SCENARIO" in
     printf 'tail %s' "$rank"
     if [ "$rank" = "${FAIL_RANK:-}" ]; then exit 3; fi
     exit 0 ;;
+  until_world)  # c10d: dump the environment; done once the world has WANT_WORLD ranks, else wait for SIGTERM
+    env > "$OUT/env.$rank.tmp"; mv "$OUT/env.$rank.tmp" "$OUT/env.$rank"
+    if [ "$WORLD_SIZE" = "$WANT_WORLD" ]; then exit 0; fi
+    trap 'exit 143' TERM; idle ;;
+  fail_first)   # rank FAIL_RANK exits 4 in the first attempt once every rank is up; all exit 0 after
+    note attempt "$TORCHELASTIC_RESTART_COUNT"
+    if [ "$TORCHELASTIC_RESTART_COUNT" != 0 ]; then exit 0; fi
+    trap 'exit 143' TERM
+    note ready 1
+    if [ "$rank" = "$FAIL_RANK" ]; then
+      while [ "$(ls "$OUT" | grep -c '^ready\.')" -lt "$WORLD_SIZE" ]; do sleep 0.01; done
+      exit 4
+    fi
+    idle ;;
   *) echo "unknown SCENARIO '$SCENARIO'" >&2; exit 99 ;;
 esac

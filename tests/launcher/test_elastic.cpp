@@ -1,0 +1,210 @@
+// c10d rendezvous with real launchers on one machine: several ddp-launch
+// processes meet at one endpoint on 127.0.0.1 (the first hosts the store, the
+// others are its clients), with the shell worker. Short timeouts keep each
+// case to seconds. Across network namespaces, with ddp-train and Python, see
+// tests/worker/test_multinode.cpp.
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <csignal>
+#include <memory>
+#include <netinet/in.h>
+#include <set>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "scenario_util.h"
+#include "test_skip.h"
+
+using namespace ddp::test;
+
+namespace {
+
+struct Job {
+  TempDir out;
+  int port = free_port();
+  std::string id = "job" + std::to_string(::getpid()) + "-" + std::to_string(port);
+  std::vector<std::unique_ptr<Proc>> nodes;
+
+  Job() {
+    if (::access(bin_path("ddp-rdzv").c_str(), X_OK) != 0)
+      DDP_SKIP("ddp-rdzv was not built (it needs LibTorch): c10d rendezvous is unavailable in this build");
+  }
+
+  // Starts one launcher; the first started hosts the store.
+  Proc& start(const std::string& nnodes, const std::string& scenario, std::vector<std::string> extra = {},
+              std::map<std::string, std::string> env = {}, const std::string& conf = "") {
+    std::vector<std::string> argv = {launcher(), "--use_env", "--nnodes=" + nnodes, "--nproc_per_node=2",
+                                     "--rdzv_backend=c10d", "--rdzv_endpoint=127.0.0.1:" + std::to_string(port),
+                                     "--rdzv_id=" + id, "--shutdown_timeout=5",
+                                     "--rdzv_conf=join_timeout=30,last_call_timeout=0.5,keep_alive_interval=0.2,"
+                                     "keep_alive_max_attempt=3" + conf};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    argv.push_back(scenario_worker());
+    nodes.push_back(std::make_unique<Proc>(argv, scenario_env(out, scenario, env)));
+    return *nodes.back();
+  }
+
+  // Waits until the store is up (so the node started first is its host).
+  void wait_for_store() const {
+    const bool up = wait_until(
+        [&] {
+          const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+          sockaddr_in a{};
+          a.sin_family = AF_INET;
+          a.sin_port = htons(static_cast<uint16_t>(port));
+          a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+          const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+          ::close(fd);
+          return ok;
+        },
+        30);
+    REQUIRE(up);
+  }
+
+  std::map<std::string, std::string> env_of(int rank) const {
+    return parse_env_dump(read_file(out.path() + "/env." + std::to_string(rank)));
+  }
+
+  // Waits until every one of `ranks` has dumped an environment with WORLD_SIZE == world.
+  bool wait_world(int ranks, const std::string& world) const {
+    return wait_until(
+        [&] {
+          for (int r = 0; r < ranks; ++r)
+            if (env_of(r)["WORLD_SIZE"] != world) return false;
+          return true;
+        },
+        60);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("c10d: two launchers meet at the endpoint; node ranks come from the rendezvous, every rank once") {
+  Job job;
+  Proc& a = job.start("2", "env");
+  job.wait_for_store();
+  Proc& b = job.start("2", "env");
+  CHECK(a.wait(60) == std::optional<int>(0));
+  CHECK(b.wait(60) == std::optional<int>(0));
+  INFO(a.output() << "\n---\n" << b.output());
+  std::set<std::string> groups, masters;
+  for (int r = 0; r < 4; ++r) {
+    auto env = job.env_of(r);
+    INFO("rank " << r);
+    CHECK(env["RANK"] == std::to_string(r));
+    CHECK(env["WORLD_SIZE"] == "4");
+    CHECK(env["LOCAL_RANK"] == std::to_string(r % 2));
+    CHECK(env["GROUP_RANK"] == std::to_string(r / 2));
+    CHECK(env["GROUP_WORLD_SIZE"] == "2");
+    CHECK(env["TORCHELASTIC_RUN_ID"] == job.id);
+    CHECK(env["TORCHELASTIC_RESTART_COUNT"] == "0");
+    masters.insert(env["MASTER_ADDR"] + ":" + env["MASTER_PORT"]);
+  }
+  // One workers' store for the round, not the rendezvous' own port.
+  REQUIRE(masters.size() == 1);
+  CHECK(*masters.begin() != "127.0.0.1:" + std::to_string(job.port));
+  CHECK_THAT(a.output(), Catch::Contains("round 0: this is node 0 of 2, ranks 0..1 of 4"));
+  CHECK_THAT(b.output(), Catch::Contains("round 0: this is node 1 of 2, ranks 2..3 of 4"));
+}
+
+TEST_CASE("c10d: a worker failure on one node restarts the workers on both nodes with TORCHELASTIC_RESTART_COUNT + 1") {
+  Job job;
+  Proc& a = job.start("2", "fail_first", {"--max_restarts=1"}, {{"FAIL_RANK", "3"}});
+  job.wait_for_store();
+  Proc& b = job.start("2", "fail_first", {"--max_restarts=1"}, {{"FAIL_RANK", "3"}});
+  CHECK(a.wait(60) == std::optional<int>(0));
+  CHECK(b.wait(60) == std::optional<int>(0));
+  INFO(a.output() << "\n---\n" << b.output());
+  for (int r = 0; r < 4; ++r) CHECK(read_file(job.out.path() + "/attempt." + std::to_string(r)) == "1\n");
+  // Node 0's healthy workers were stopped for node 1's failure, and both say so.
+  CHECK_THAT(a.output(), Catch::Contains("stopping this node's workers: rank 3 (local_rank 1") &&
+                             Catch::Contains("on node n1 (pid " + std::to_string(b.pid())) &&
+                             Catch::Contains("failed: exit code 4"));
+  CHECK_THAT(b.output(), Catch::Contains("round 0 ended (rank 3 exit code 4; restart 1 of 1)"));
+  CHECK_THAT(a.output(), Catch::Contains("restart count 1"));
+}
+
+TEST_CASE("c10d: with no restarts left, one node's failure ends the job on every node") {
+  Job job;
+  Proc& a = job.start("2", "fail_first", {}, {{"FAIL_RANK", "1"}});
+  job.wait_for_store();
+  Proc& b = job.start("2", "fail_first", {}, {{"FAIL_RANK", "1"}});
+  CHECK(a.wait(60) == std::optional<int>(4));
+  CHECK(b.wait(60) == std::optional<int>(1));
+  INFO(a.output() << "\n---\n" << b.output());
+  CHECK_THAT(b.output(), Catch::Contains("stopping this node's workers: rank 1 (local_rank 1, pid") &&
+                             Catch::Contains("on node n0 (pid " + std::to_string(a.pid())) &&
+                             Catch::Contains("failed: exit code 4; node n0") &&
+                             Catch::Contains("has no restarts left (max_restarts 0)"));
+  CHECK_THAT(b.output(), Catch::Contains("the rendezvous stopped this node's workers"));
+}
+
+TEST_CASE("c10d --nnodes 1:2: a node that arrives late joins at the next round, which does not count as a restart") {
+  Job job;
+  Proc& a = job.start("1:2", "until_world", {}, {{"WANT_WORLD", "4"}});
+  REQUIRE(job.wait_world(2, "2"));  // node 0 runs alone
+  Proc& b = job.start("1:2", "until_world", {}, {{"WANT_WORLD", "4"}});
+  CHECK(a.wait(60) == std::optional<int>(0));
+  CHECK(b.wait(60) == std::optional<int>(0));
+  INFO(a.output() << "\n---\n" << b.output());
+  for (int r = 0; r < 4; ++r) {
+    auto env = job.env_of(r);
+    CHECK(env["WORLD_SIZE"] == "4");
+    CHECK(env["TORCHELASTIC_RESTART_COUNT"] == "0");
+  }
+  CHECK_THAT(a.output(), Catch::Contains("is waiting to join") && Catch::Contains("not counted as a restart") &&
+                             Catch::Contains("round 1: this is node"));
+}
+
+TEST_CASE("c10d: a node that never arrives: the rendezvous times out and says how many joined") {
+  Job job;
+  Proc& a = job.start("2", "env", {}, {}, ",join_timeout=2");
+  CHECK(a.wait(60) == std::optional<int>(1));
+  CHECK_THAT(a.output(), Catch::Contains("ddp-launch: error: rendezvous at 127.0.0.1:" + std::to_string(job.port) +
+                                         " (rdzv_id " + job.id + "): 1/2 nodes joined after 2 s"));
+}
+
+TEST_CASE("c10d --nnodes 1:2 --max_restarts 1: the other node's launcher SIGKILLed mid-run, this node goes on alone") {
+  Job job;
+  Proc& a = job.start("1:2", "until_world", {"--max_restarts=1"}, {{"WANT_WORLD", "2"}});
+  job.wait_for_store();
+  Proc& b = job.start("1:2", "until_world", {"--max_restarts=1"}, {{"WANT_WORLD", "2"}});
+  REQUIRE(job.wait_world(4, "4"));
+  b.signal(SIGKILL);
+  CHECK(a.wait(60) == std::optional<int>(0));
+  INFO(a.output());
+  CHECK_THAT(a.output(), Catch::Contains("node n1 (pid " + std::to_string(b.pid())) &&
+                             Catch::Contains("left during round 0") && Catch::Contains("restart 1 of 1"));
+  auto env = job.env_of(0);
+  CHECK(env["WORLD_SIZE"] == "2");
+  CHECK(env["TORCHELASTIC_RESTART_COUNT"] == "1");
+}
+
+TEST_CASE("c10d --nnodes 2: a lost node fails the job within the timeouts, and the survivor names it") {
+  Job job;
+  Proc& a = job.start("2", "until_world", {"--max_restarts=1"}, {{"WANT_WORLD", "2"}}, ",join_timeout=3");
+  job.wait_for_store();
+  Proc& b = job.start("2", "until_world", {"--max_restarts=1"}, {{"WANT_WORLD", "2"}}, ",join_timeout=3");
+  REQUIRE(job.wait_world(4, "4"));
+  b.signal(SIGKILL);
+  CHECK(a.wait(60) == std::optional<int>(1));
+  INFO(a.output());
+  const std::string lost = "node n1 (pid " + std::to_string(b.pid());
+  CHECK_THAT(a.output(), Catch::Contains(lost) && Catch::Contains("left during round 0"));
+  CHECK_THAT(a.output(), Catch::Contains("1/2 nodes joined after 3 s") && Catch::Contains(lost) &&
+                             Catch::Contains("of round 0 did not come back"));
+}
+
+TEST_CASE("c10d: the node hosting the store lost: the other node stops and says the store is gone") {
+  Job job;
+  Proc& a = job.start("2", "until_world", {}, {{"WANT_WORLD", "2"}});
+  job.wait_for_store();
+  Proc& b = job.start("2", "until_world", {}, {{"WANT_WORLD", "2"}});
+  REQUIRE(job.wait_world(4, "4"));
+  a.signal(SIGKILL);
+  CHECK(b.wait(60) == std::optional<int>(1));
+  INFO(b.output());
+  CHECK_THAT(b.output(), Catch::Contains("the rendezvous store at 127.0.0.1:" + std::to_string(job.port) +
+                                         " stopped answering"));
+}
