@@ -22,15 +22,17 @@ std::string seconds_text(double s) {
   return o.str();
 }
 
-// "host pid addr nproc"
+// "host pid addr nproc last_rank" (last_rank: the node's rank in the last
+// round it took part in, -1 for none).
 struct Descriptor {
   std::string host, pid, addr;
   int nproc = 1;
+  int last_rank = -1;
 };
 Descriptor parse_descriptor(const std::string& s) {
   Descriptor d;
   std::istringstream in(s);
-  in >> d.host >> d.pid >> d.addr >> d.nproc;
+  in >> d.host >> d.pid >> d.addr >> d.nproc >> d.last_rank;
   return d;
 }
 
@@ -95,7 +97,8 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
   R = std::max(R, round_ + 1);
   // The launcher's pid (this helper's parent): the one users see and kill.
   const std::string self = cfg_.hostname + " " + std::to_string(::getppid()) + " " + cfg_.local_addr + " " +
-                           std::to_string(cfg_.nproc);
+                           std::to_string(cfg_.nproc) + " " + std::to_string(round_ >= 0 ? current_.group_rank : -1);
+  long long slot = 0;  // this node's join position in the round it takes part in (1-based)
   while (true) {
     // Make R the run's newest round (someone may be further on already).
     int cur = std::stoi(text(store_.get(key("round"))));
@@ -134,18 +137,31 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
     }
     const int K = std::stoi(text(store_.get(rkey(R, "closed"))));
     if (n <= K) {
+      slot = n;
       round_ = R;
       current_ = Round{};
       current_.round = R;
-      current_.group_rank = static_cast<int>(n - 1);
       current_.group_world_size = K;
       break;
     }
     ++R;  // late: wait for the next round
   }
-  // The round's nodes, in join order: node ranks and global rank offsets.
+  // Node ranks: the nodes of earlier rounds keep their order (rank 0 stays
+  // where its checkpoints are), newcomers follow in join order. Every node
+  // computes the same from the same descriptors.
+  std::vector<std::string> slots;
   for (int i = 0; i < current_.group_world_size; ++i)
-    members_.push_back(text(store_.get(rkey(R, "node/" + std::to_string(i)))));
+    slots.push_back(text(store_.get(rkey(R, "node/" + std::to_string(i)))));
+  std::vector<int> order(slots.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    const int ra = parse_descriptor(slots[a]).last_rank, rb = parse_descriptor(slots[b]).last_rank;
+    return (ra < 0 ? 1 << 30 : ra) < (rb < 0 ? 1 << 30 : rb);
+  });
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    members_.push_back(slots[order[i]]);
+    if (order[i] == slot - 1) current_.group_rank = static_cast<int>(i);
+  }
   current_.world_size = 0;
   for (int i = 0; i < current_.group_world_size; ++i) {
     const int np = parse_descriptor(members_[i]).nproc;

@@ -4,11 +4,15 @@
 // where namespaces cannot be made.
 #include <catch2/catch.hpp>
 
+#include <csignal>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <regex>
 #include <set>
 
 #include "netns.h"
+#include "reference_python.h"
 #include "test_skip.h"
 #include "test_support.h"
 #include "worker_test_util.h"
@@ -84,4 +88,165 @@ TEST_CASE("multi-node: a Kubernetes PyTorchJob's variables alone start ddp-launc
   // The manifest's command (docs/kubernetes.md): no option but --use_env,
   // which torchrun implies.
   run_two_nodes(nodes, {{bin_path("ddp-launch"), "--use_env"}, {bin_path("ddp-launch"), "--use_env"}}, env);
+}
+
+// c10d rendezvous across the namespaces: one ddp-launch per node, node 0's
+// address as --rdzv_endpoint (its launcher hosts the store), node ranks from
+// the rendezvous, real training programs.
+namespace {
+
+bool have_data() { return std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"); }
+
+// ddp-launch with c10d for node i of `nodes`, running program args...
+std::vector<std::string> c10d_launch(const NetNodes& nodes, const std::string& nnodes, std::vector<std::string> extra,
+                                     const std::vector<std::string>& program, const std::string& join_timeout) {
+  std::vector<std::string> argv = {bin_path("ddp-launch"), "--nnodes=" + nnodes, "--nproc_per_node=2",
+                                   "--rdzv_backend=c10d", "--rdzv_endpoint=" + nodes.address(0) + ":29400",
+                                   "--rdzv_id=netns-job", "--shutdown_timeout=10",
+                                   "--rdzv_conf=join_timeout=" + join_timeout + ",last_call_timeout=1,keep_alive_interval=0.5"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  argv.insert(argv.end(), program.begin(), program.end());
+  return argv;
+}
+
+std::map<std::string, std::string> node_env(std::map<std::string, std::string> extra = {}) {
+  extra["GLOO_SOCKET_IFNAME"] = "eth0";
+  extra["DDP_TIMEOUT_S"] = "60";
+  extra["OMP_NUM_THREADS"] = "1";
+  return extra;
+}
+
+std::vector<std::string> lines_of(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+// Starts node 0, waits for its store, then node 1 (so node 0 is node rank 0).
+std::vector<std::unique_ptr<Proc>> start_two(const NetNodes& nodes, const std::string& nnodes,
+                                             const std::vector<std::string>& extra,
+                                             const std::vector<std::string>& program,
+                                             const std::map<std::string, std::string>& env,
+                                             const std::string& join_timeout = "60") {
+  std::vector<std::unique_ptr<Proc>> procs;
+  procs.push_back(
+      std::make_unique<Proc>(nodes.exec(0, c10d_launch(nodes, nnodes, extra, program, join_timeout)), env));
+  const bool up = wait_until([&] { return procs[0]->output().find("joining the rendezvous") != std::string::npos; }, 60);
+  REQUIRE(up);
+  procs.push_back(
+      std::make_unique<Proc>(nodes.exec(1, c10d_launch(nodes, nnodes, extra, program, join_timeout)), env));
+  return procs;
+}
+
+}  // namespace
+
+TEST_CASE("multi-node c10d: ddp-train, 2 nodes x 2 processes, meets at node 0's endpoint and trains as one world") {
+  if (auto why = NetNodes::unavailable_reason()) DDP_SKIP(*why);
+  if (!have_data()) DDP_SKIP("dataset-fashion-mnist is not installed");
+  NetNodes nodes(2);
+  TempDir tmp;
+  auto procs = start_two(nodes, "2", {},
+                         {bin_path("ddp-train"), "--epochs=1", "--max_steps=5", "--batch_size=32",
+                          "--checkpoint_dir=" + tmp.file("ck")},
+                         node_env());
+  for (int i = 0; i < 2; ++i) {
+    INFO("node " << i << ":\n" << procs[i]->output());
+    CHECK(procs[i]->wait(180) == std::optional<int>(0));
+  }
+  CHECK_THAT(procs[0]->output(), Catch::Contains("round 0: this is node 0 of 2, ranks 0..1 of 4") &&
+                                     Catch::Contains("ddp-train: world size 4"));
+  CHECK_THAT(procs[1]->output(), Catch::Contains("round 0: this is node 1 of 2, ranks 2..3 of 4"));
+  const auto metrics = lines_of(tmp.file("ck/metrics.jsonl"));
+  REQUIRE(metrics.size() == 1);
+  CHECK_THAT(metrics[0], Catch::Contains("\"world_size\": 4"));
+}
+
+TEST_CASE("multi-node c10d: the seeds-style Python DDP script runs unchanged, 2 nodes x 2 processes") {
+  if (auto why = NetNodes::unavailable_reason()) DDP_SKIP(*why);
+  if (!have_data()) DDP_SKIP("dataset-fashion-mnist is not installed");
+  DDP_REFERENCE_PYTHON_OR_SKIP(python);
+  NetNodes nodes(2);
+  TempDir tmp;
+  // torch.distributed.launch style: --local_rank=N in argv, env:// init.
+  auto procs = start_two(nodes, "2", {},
+                         {source_path("bench/train/python_ddp.py"), "--epochs=1", "--max_steps=5",
+                          "--batch_size=32", "--checkpoint_dir=" + tmp.file("ck")},
+                         node_env({{"PYTHON_EXEC", python}}));
+  for (int i = 0; i < 2; ++i) {
+    INFO("node " << i << ":\n" << procs[i]->output());
+    CHECK(procs[i]->wait(240) == std::optional<int>(0));
+  }
+  const auto metrics = lines_of(tmp.file("ck/metrics.jsonl"));
+  REQUIRE(metrics.size() == 1);
+  CHECK_THAT(metrics[0], Catch::Contains("\"world_size\": 4"));
+}
+
+TEST_CASE("multi-node c10d --nnodes 1:2 --max_restarts 1: a node's launcher SIGKILLed mid-training, the other "
+          "re-rendezvouses and finishes alone from the last checkpoint") {
+  if (auto why = NetNodes::unavailable_reason()) DDP_SKIP(*why);
+  if (!have_data()) DDP_SKIP("dataset-fashion-mnist is not installed");
+  NetNodes nodes(2);
+  TempDir tmp;
+  auto procs = start_two(nodes, "1:2", {"--max_restarts=1"},
+                         {bin_path("ddp-train"), "--epochs=3", "--max_steps=10", "--batch_size=32",
+                          "--checkpoint_dir=" + tmp.file("ck")},
+                         node_env());
+  // Mid-training: once epoch 1's checkpoint is written.
+  REQUIRE(wait_until([&] { return std::filesystem::exists(tmp.file("ck/epoch_1.pt")); }, 180));
+  procs[1]->signal(SIGKILL);
+  const auto code = procs[0]->wait(240);
+  const std::string out = procs[0]->output();
+  INFO(out);
+  CHECK(code == std::optional<int>(0));
+  // Its workers saw the peer vanish (or its heartbeat stop): a counted restart, then a round alone.
+  CHECK_THAT(out, Catch::Contains("restart 1 of 1") && Catch::Contains("round 1: this is node 0 of 1, ranks 0..1 of 2") &&
+                      Catch::Contains("resumed from " + tmp.file("ck/epoch_")));
+  const auto metrics = lines_of(tmp.file("ck/metrics.jsonl"));
+  REQUIRE(metrics.size() == 3);
+  CHECK_THAT(metrics[2], Catch::Contains("\"epoch\": 3") && Catch::Contains("\"world_size\": 2"));
+}
+
+TEST_CASE("multi-node c10d: a worker failure on one node restarts the workers on both nodes, which resume together") {
+  if (auto why = NetNodes::unavailable_reason()) DDP_SKIP(*why);
+  if (!have_data()) DDP_SKIP("dataset-fashion-mnist is not installed");
+  NetNodes nodes(2);
+  TempDir tmp;
+  // Rank 3 (node 1) SIGKILLs itself before global step 14 on the first attempt.
+  auto procs = start_two(nodes, "2", {"--max_restarts=1"},
+                         {bin_path("ddp-train"), "--epochs=3", "--max_steps=6", "--batch_size=32",
+                          "--checkpoint_dir=" + tmp.file("ck")},
+                         node_env({{"DDP_TRAIN_TEST_DIE_AT", "3:14"}}));
+  for (int i = 0; i < 2; ++i) {
+    INFO("node " << i << ":\n" << procs[i]->output());
+    CHECK(procs[i]->wait(240) == std::optional<int>(0));
+    // Node ranks are kept across rounds: rank 0 stays with its checkpoints.
+    CHECK_THAT(procs[i]->output(), Catch::Contains("round 1: this is node " + std::to_string(i) + " of 2") &&
+                                       Catch::Contains("restart count 1"));
+  }
+  CHECK_THAT(procs[0]->output(), Catch::Contains("stopping this node's workers: rank 3 (local_rank 1") &&
+                                     Catch::Contains("resumed from " + tmp.file("ck/epoch_2.pt")));
+  CHECK(lines_of(tmp.file("ck/metrics.jsonl")).size() == 3);
+}
+
+TEST_CASE("multi-node c10d --nnodes 2: a lost node fails the job within the timeouts; the survivor names it") {
+  if (auto why = NetNodes::unavailable_reason()) DDP_SKIP(*why);
+  NetNodes nodes(2);
+  for (int lost : {1, 0}) {
+    INFO("lost node " << lost);
+    auto procs = start_two(nodes, "2", {"--max_restarts=1", "--use_env"}, {"/bin/sleep", "600"}, node_env(), "5");
+    REQUIRE(wait_until([&] { return procs[1]->output().find("round 0:") != std::string::npos; }, 60));
+    procs[lost]->signal(SIGKILL);
+    const int other = 1 - lost;
+    const auto code = procs[other]->wait(120);
+    const std::string out = procs[other]->output();
+    INFO(out);
+    CHECK(code == std::optional<int>(1));
+    if (lost == 1) {
+      CHECK_THAT(out, Catch::Contains("node n1 (pid") && Catch::Contains("left during round 0") &&
+                          Catch::Contains("1/2 nodes joined after 5 s") && Catch::Contains("did not come back"));
+    } else {
+      CHECK_THAT(out, Catch::Contains("the rendezvous store at " + nodes.address(0) + ":29400 stopped answering"));
+    }
+  }
 }
