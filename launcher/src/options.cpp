@@ -275,7 +275,7 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
     o.master_port = static_cast<int>(checked([&] { return parse_int(v->first, v->second, 1, 65535); }));
   // Static rendezvous at --rdzv_endpoint: torchrun's other spelling of
   // --master_addr/--master_port (it wins over them there too).
-  if (!o.rdzv.elastic() && !o.rdzv.host.empty()) {
+  if (!o.rdzv.elastic() && !o.rdzv.host.empty() && !o.standalone) {
     if (!o.rdzv.port_given)
       throw UsageError(source("rdzv_endpoint") + " " + o.rdzv.host +
                        ": static rendezvous needs the port too; write HOST:PORT (rank 0's node and its free port)");
@@ -283,10 +283,10 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
     o.master_port = o.rdzv.port;
   }
   if (o.standalone) {
-    if (o.rdzv.elastic() && o.given.count("rdzv_endpoint"))
-      throw UsageError(source("standalone") + " picks its own endpoint on this node; drop " + source("rdzv_endpoint") +
-                       " or " + source("standalone"));
-    o.rdzv = RdzvOptions{};  // one node: nobody to meet, a free port per restart (as torchrun's)
+    // torchrun: "--rdzv-backend, --rdzv-endpoint, --rdzv-id are auto-assigned
+    // and any explicitly set values are ignored". One node has nobody to
+    // meet: a free port per restart, no rendezvous helper.
+    o.rdzv = RdzvOptions{};
     if (o.nnodes != 1)
       throw UsageError(source("standalone") + " runs one node, but " + source("nnodes") + " is " + std::to_string(o.nnodes));
     o.master_addr = "127.0.0.1";
