@@ -586,14 +586,13 @@ struct ElasticRun {
         await(agent, {RdzvEvent::Aborted});
         return;
       }
-      log << "ddp-launch: round " << round->round << " ended ("
-          << (last.root_cause ? "rank " + std::to_string(last.root_cause->rank) + " " +
-                                    last.root_cause->status_text() + "; " : "")
-          << (last.rdzv_stop.empty() ? "" : last.rdzv_stop + "; ")
+      // The round's one reason (every node prints the same), whether it was
+      // this node's failure or another's.
+      log << "ddp-launch: round " << round->round << " ended: " << reason << "; "
           << (last.rdzv_counted ? "restart " + std::to_string(round->restart_count + 1) + " of " +
                                       std::to_string(max_restarts)
                                 : "not counted as a restart")
-          << "); rejoining the rendezvous" << std::endl;
+          << "; rejoining the rendezvous" << std::endl;
     }
   }
 

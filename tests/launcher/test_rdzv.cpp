@@ -9,7 +9,7 @@
 
 using namespace ddp::launcher;
 
-TEST_CASE("the rendezvous helper's lines parse into events; anything else is an error that quotes it") {
+TEST_CASE("the rendezvous helper's lines parse into events, and anything else is an error that quotes it") {
   RdzvEvent r = parse_rdzv_line("round 3 1 2 3 5 9 10.0.0.7 41234");
   REQUIRE(r.kind == RdzvEvent::Round);
   CHECK(r.round == 3);
@@ -40,7 +40,7 @@ TEST_CASE("the rendezvous helper's lines parse into events; anything else is an 
   }
 }
 
-TEST_CASE("a c10d round's placement sets the ranks, group and master; nodes may run different counts") {
+TEST_CASE("a c10d round's placement sets the ranks, group and master, and nodes may run different counts") {
   LaunchOptions o;
   o.nnodes = 3;  // the options' own node count and rank are not used
   o.node_rank = 0;

@@ -229,7 +229,7 @@ TEST_CASE("multi-node c10d: a worker failure on one node restarts the workers on
   CHECK(lines_of(tmp.file("ck/metrics.jsonl")).size() == 3);
 }
 
-TEST_CASE("multi-node c10d --nnodes 2: a lost node fails the job within the timeouts; the survivor names it") {
+TEST_CASE("multi-node c10d --nnodes 2: a lost node fails the job within the timeouts, and the survivor names it") {
   if (auto why = NetNodes::unavailable_reason()) DDP_SKIP(*why);
   NetNodes nodes(2);
   for (int lost : {1, 0}) {
@@ -249,4 +249,43 @@ TEST_CASE("multi-node c10d --nnodes 2: a lost node fails the job within the time
       CHECK_THAT(out, Catch::Contains("the rendezvous store at " + nodes.address(0) + ":29400 stopped answering"));
     }
   }
+}
+
+TEST_CASE("multi-node c10d --nnodes 1:2: a node that arrives late joins at the next round and the ranks then talk "
+          "across both nodes") {
+  if (auto why = NetNodes::unavailable_reason()) DDP_SKIP(*why);
+  NetNodes nodes(2);
+  // Alone (world 2), the workers wait to be stopped; in a world of 4 they run the collectives.
+  const std::vector<std::string> program = {
+      "/bin/sh", "-c", "if [ \"$WORLD_SIZE\" = 4 ]; then exec \"$0\" collectives; fi; exec sleep 600", helper_path()};
+  std::vector<std::unique_ptr<Proc>> procs;
+  procs.push_back(std::make_unique<Proc>(nodes.exec(0, c10d_launch(nodes, "1:2", {"--use_env"}, program, "60")),
+                                         node_env()));
+  REQUIRE(wait_until([&] { return procs[0]->output().find("round 0: this is node 0 of 1") != std::string::npos; },
+                     60));
+  procs.push_back(std::make_unique<Proc>(nodes.exec(1, c10d_launch(nodes, "1:2", {"--use_env"}, program, "60")),
+                                         node_env()));
+  std::set<int> ranks;
+  for (int i = 0; i < 2; ++i) {
+    const auto code = procs[i]->wait(120);
+    const std::string out = procs[i]->output();
+    INFO("node " << i << ":\n" << out);
+    CHECK(code == std::optional<int>(0));
+    CHECK_THAT(out, Catch::Contains("round 1: this is node " + std::to_string(i) + " of 2"));
+    const std::regex ok("collectives ok on rank (\\d+)");
+    for (std::sregex_iterator it(out.begin(), out.end(), ok), end; it != end; ++it) ranks.insert(std::stoi((*it)[1]));
+  }
+  CHECK(ranks == std::set<int>{0, 1, 2, 3});
+  CHECK_THAT(procs[0]->output(), Catch::Contains("is waiting to join") && Catch::Contains("not counted as a restart"));
+}
+
+TEST_CASE("multi-node c10d: a node that never arrives ends the rendezvous with a clear error after join_timeout") {
+  if (auto why = NetNodes::unavailable_reason()) DDP_SKIP(*why);
+  NetNodes nodes(2);
+  Proc p(nodes.exec(0, c10d_launch(nodes, "2", {"--use_env"}, {"/bin/true"}, "3")), node_env());
+  const auto code = p.wait(60);
+  INFO(p.output());
+  CHECK(code == std::optional<int>(1));
+  CHECK_THAT(p.output(), Catch::Contains("ddp-launch: error: rendezvous at " + nodes.address(0) +
+                                         ":29400 (rdzv_id netns-job): 1/2 nodes joined after 3 s"));
 }
