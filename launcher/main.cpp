@@ -51,8 +51,15 @@ int main(int argc, char** argv) {
     cfg.nproc = resolve_nproc(cfg.opts.nproc_spec, host);
     cfg.command = resolve_command(cfg.opts, env);
     resolve_slurm(cfg, env);
+    if (cfg.opts.virtual_local_rank)  // every local rank needs its GPU before any worker starts
+      virtual_visible_device(env, cfg.opts.task ? cfg.opts.task->local_rank : cfg.nproc - 1,
+                             cfg.opts.task ? cfg.opts.task->local_rank + 1 : cfg.nproc);
     if (!cfg.opts.standalone && !cfg.opts.rdzv.elastic() && cfg.opts.node_rank == 0)
       reserve_check_port(cfg.opts.master_port);
+    if (!cfg.opts.numa_binding.empty())
+      throw UsageError("--numa_binding " + cfg.opts.numa_binding + ": this build cannot bind workers to NUMA nodes; "
+                       "drop the option, or start the workers under numactl");
+    std::cerr << duplicate_filters_warning(cfg.opts.logs, cfg.nproc);
     check_summary_path(cfg.opts.summary_json, cfg.opts.summary_json_source);
     if (cfg.opts.logs.needs_dir()) {
       auto tmp = env.find("TMPDIR");

@@ -171,7 +171,10 @@ class Attempt {
         if (cfg_.run_log_dir.empty()) {
           live.error_file = dir_.error_file(result_.attempt, lr);
         } else {
-          if (attempt_log_dir.empty()) attempt_log_dir = make_attempt_log_dir(cfg_.run_log_dir, result_.attempt);
+          if (attempt_log_dir.empty()) {
+            attempt_log_dir = make_attempt_log_dir(cfg_.run_log_dir, result_.attempt);
+            open_duplicates(attempt_log_dir);
+          }
           const RankLogPaths paths = make_rank_log_dir(attempt_log_dir, lr);
           live.error_file = paths.error_file;
           route_output(lr, paths, s, live, close_after);
@@ -194,6 +197,20 @@ class Attempt {
       // failures are handled as they come, not after the last spawn.
       handle_events(0);
     }
+  }
+
+  // --duplicate_std{out,err}_filters: <attempt>/filtered_std{out,err}.log,
+  // fed by the tee, made only when some rank's stream is tee'd to the console.
+  void open_duplicates(const std::string& attempt_log_dir) {
+    const LogOptions& logs = cfg_.opts.logs;
+    auto open = [&](int bit, int console_fd, const std::vector<std::string>& filters, const char* name) {
+      if (filters.empty() || !tees_to_console(logs, cfg_.nproc, bit)) return;
+      if (!tee_) tee_.emplace();
+      const std::string path = attempt_log_dir + "/" + name;
+      tee_->duplicate(console_fd, open_log_file(path), path, filters);
+    };
+    open(kStdOut, 1, logs.dup_stdout_filters, "filtered_stdout.log");
+    open(kStdErr, 2, logs.dup_stderr_filters, "filtered_stderr.log");
   }
 
   // Points the worker's stdout and stderr where the log options say.
@@ -614,7 +631,7 @@ int Supervisor::run() {
   const Clock::time_point started = Clock::now();
   // Adopt orphaned grandchildren so they are reaped here, not left as zombies.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  SignalChannel signals;
+  SignalChannel signals(cfg_.opts.signals_to_handle);
   RunDirectory dir;
   std::optional<Watchdog> watchdog;
   try {

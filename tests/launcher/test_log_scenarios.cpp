@@ -88,6 +88,38 @@ TEST_CASE("tee 3 with --log-dir: whole prefixed lines on the console, the exact 
   CHECK_THAT(r.output, Catch::Contains("worker logs and error files in " + rdir.string()));
 }
 
+TEST_CASE("--duplicate_stdout_filters: matching tee'd lines of every rank, prefixed, in attempt_0/filtered_stdout.log") {
+  TempDir out, logs;
+  auto r = run({launcher(), "--nproc_per_node=2", port_arg(), "--rdzv_id=dup", "--tee", "3", "--log-dir",
+                logs.file("base"), "--duplicate-stdout-filters", "out ,tail,,", "--duplicate_stderr_filters=err 1",
+                kWorker},
+               scenario_env(out, "logs"), 60);
+  INFO(r.output.substr(0, 2000));
+  REQUIRE(r.exit_code == 0);
+  const fs::path attempt = run_dir_in(logs.file("base"), "dup") / "attempt_0";
+  const std::string filtered = read_file(attempt / "filtered_stdout.log");
+  // "tail,," is the one filter "tail,", which no line has; the last lines ("tail N", no newline) end with the stream.
+  std::vector<std::string> got = lines_of(filtered);
+  std::sort(got.begin(), got.end());
+  CHECK(got == std::vector<std::string>{"[default0]:out 0", "[default1]:out 1"});
+  CHECK(read_file(attempt / "filtered_stderr.log") == "[default1]:err 1\n");
+  CHECK(mode_of(attempt / "filtered_stdout.log") == 0600);
+  // The per-rank files and the console are as without the filters.
+  CHECK(read_file(attempt / "0" / "stdout.log") == logs_stdout(0));
+  CHECK_THAT(r.output, Catch::Contains("[default1]:tail 1\n"));
+}
+
+TEST_CASE("--duplicate_stdout_filters without --tee: a warning, no file, the job runs") {
+  TempDir out, logs;
+  auto r = run({launcher(), "--nproc_per_node=1", port_arg(), "--redirects=3", "--log_dir", logs.file("base"),
+                "--duplicate_stdout_filters=out", kWorker},
+               scenario_env(out, "logs"), 60);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("warning: --duplicate_stdout_filters copies tee'd stdout lines, but no rank's "
+                                       "stdout is tee'd to the console"));
+  CHECK_FALSE(fs::exists(run_dir_in(logs.file("base"), "none") / "attempt_0" / "filtered_stdout.log"));
+}
+
 TEST_CASE("redirects write the files only, and --local_ranks_filter hides the other ranks on the console") {
   TempDir out, logs;
   // stdout to the files; stderr on the console for rank 0 only (rank 1's goes nowhere, as in torchrun).

@@ -251,6 +251,39 @@ TEST_CASE("signals to the launcher are forwarded to every worker") {
   CHECK_THAT(p.output(), Catch::Contains("stopped by SIG" + name));
 }
 
+TEST_CASE("--signals_to_handle SIGUSR1: forwarded to every worker with the option, not caught without it") {
+  {
+    TempDir out;
+    Proc p({launcher(), "--nproc_per_node=2", "--signals-to-handle=SIGTERM,SIGINT,SIGUSR1",
+            "--master_port=" + std::to_string(free_port()), kWorker},
+           scenario_env(out, "record"));
+    REQUIRE(wait_until([&] { return files_exist(out, "ready", 2); }, 30));
+    p.signal(SIGUSR1);
+    auto code = p.wait(30);
+    REQUIRE(code);
+    CHECK(*code == 128 + SIGUSR1);
+    CHECK(read_file(out.file("got.0")) == "USR1\n");
+    CHECK(read_file(out.file("got.1")) == "USR1\n");
+    CHECK_THAT(p.output(), Catch::Contains("stopped by SIGUSR1"));
+  }
+  {
+    // The default list: SIGUSR1's default action ends the launcher, and its
+    // workers die by their death signal without seeing SIGUSR1.
+    TempDir out;
+    Proc p({launcher(), "--nproc_per_node=2", "--master_port=" + std::to_string(free_port()), kWorker},
+           scenario_env(out, "record"));
+    REQUIRE(wait_until([&] { return files_exist(out, "ready", 2); }, 30));
+    const std::vector<pid_t> pids{pid_of(out, 0), pid_of(out, 1)};
+    p.signal(SIGUSR1);
+    auto code = p.wait(30);
+    REQUIRE(code);
+    CHECK(*code == 128 + SIGUSR1);
+    CHECK(all_gone_within(pids, 10));
+    CHECK_FALSE(fs::exists(out.file("got.0")));
+    CHECK_FALSE(fs::exists(out.file("got.1")));
+  }
+}
+
 TEST_CASE("a second SIGINT kills at once") {
   TempDir out;
   Proc p({launcher(), "--nproc_per_node=2", "--shutdown_timeout=300", "--master_port=" + std::to_string(free_port()),
