@@ -120,6 +120,35 @@ TEST_CASE("--duplicate_stdout_filters without --tee: a warning, no file, the job
   CHECK_FALSE(fs::exists(run_dir_in(logs.file("base"), "none") / "attempt_0" / "filtered_stdout.log"));
 }
 
+TEST_CASE("--event_log_handler console: torchrun's START, FAILED/TERMINATED and agent events; null prints none") {
+  TempDir out;
+  auto r = run({launcher(), "--nproc_per_node=3", port_arg(), "--event-log-handler", "console", "--rdzv_id=ev", kWorker},
+               scenario_env(out, "fail", {{"FAIL_RANK", "1"}, {"FAIL_CODE", "3"}}), 60);
+  INFO(r.output.substr(0, 4000));
+  CHECK(r.exit_code == 3);
+  std::vector<std::string> events;
+  for (const std::string& l : lines_of(r.output))
+    if (l.rfind("{\"name\": \"torchelastic.worker.status.", 0) == 0) events.push_back(l);
+  REQUIRE(events.size() == 7);  // 3 START, 3 at the end, the agent's
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string pid = std::to_string(std::stoi(read_file(out.file("pid." + std::to_string(rank)))));
+    CHECK_THAT(events[rank], Catch::StartsWith("{\"name\": \"torchelastic.worker.status.START\", \"source\": \"WORKER\""));
+    CHECK_THAT(events[rank], Catch::Contains("\"run_id\": \"ev\", \"global_rank\": " + std::to_string(rank) +
+                                             ", \"group_rank\": 0, \"worker_id\": \"" + pid + "\""));
+  }
+  // Rank 1 failed with 3; the others were stopped by SIGTERM (the worker's trap exits 143).
+  CHECK_THAT(events[4], Catch::Contains("torchelastic.worker.status.FAILED") &&
+                            Catch::Contains("\\\"exit_code\\\": [3], \\\"worker_pid\\\": [" +
+                                            std::to_string(std::stoi(read_file(out.file("pid.1")))) + "]"));
+  CHECK_THAT(events[3], Catch::Contains("\\\"exit_code\\\": [143]"));
+  CHECK_THAT(events[6], Catch::StartsWith("{\"name\": \"torchelastic.worker.status.SUCCEEDED\", \"source\": \"AGENT\""));
+
+  TempDir out2;
+  auto quiet = run({launcher(), "--nproc_per_node=1", port_arg(), kWorker}, scenario_env(out2, "restart"), 60);
+  CHECK(quiet.exit_code == 0);
+  CHECK_THAT(quiet.output, !Catch::Contains("torchelastic.worker.status"));
+}
+
 TEST_CASE("redirects write the files only, and --local_ranks_filter hides the other ranks on the console") {
   TempDir out, logs;
   // stdout to the files; stderr on the console for rank 0 only (rank 1's goes nowhere, as in torchrun).
