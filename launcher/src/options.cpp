@@ -378,6 +378,7 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
       throw UsageError(given_as("numa_binding", *v) + ": not a NUMA binding mode; use node, socket, exclusive or "
                        "core-complex");
     o.numa_binding = v->first;
+    o.numa_binding_source = given_as("numa_binding", *v);
   }
   if (auto v = value("summary_json")) {
     if (v->first.empty()) throw UsageError(v->second + ": empty path; give the file to write the summary to");

@@ -233,6 +233,7 @@ class Attempt {
       SpawnSpec s;
       s.exe = cfg_.command.exe;
       s.args = cfg_.command.argv_for(lr);
+      if (!cfg_.cpu_binding.empty()) s.cpus = cfg_.cpu_binding[static_cast<size_t>(lr)];
       Live live;
       live.local_rank = lr;
       std::vector<int> close_after;  // the child's ends of its log files and pipes

@@ -614,3 +614,59 @@ TEST_CASE("a successful job's leftovers get SIGTERM, and a signal while they lin
   REQUIRE(code);
   CHECK(*code == 0);  // every worker succeeded
 }
+
+namespace {
+
+// "0-3,8" -> {0, 1, 2, 3, 8}, as sysfs and /proc write CPU lists.
+std::set<int> cpu_list(const std::string& text) {
+  std::set<int> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (item.find_first_of("0123456789") == std::string::npos) continue;
+    const auto dash = item.find('-');
+    const int lo = std::stoi(item), hi = dash == std::string::npos ? lo : std::stoi(item.substr(dash + 1));
+    for (int c = lo; c <= hi; ++c) out.insert(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("--numa_binding without a visible GPU: one line naming the option, exit 2, no worker started") {
+  TempDir out;
+  auto r = run({launcher(), "--numa-binding", "node", "--master_port=" + std::to_string(free_port()), kWorker},
+               scenario_env(out, "affinity", {{"CUDA_VISIBLE_DEVICES", ""}}), 60);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("ddp-launch: error: --numa-binding node: no NVIDIA GPU is visible"));
+  CHECK_FALSE(fs::exists(out.file("pid.0")));
+}
+
+TEST_CASE("--numa_binding node on a GPU machine: each worker runs on its GPU's NUMA node's CPUs") {
+  // GPUs in PCI order (CUDA_DEVICE_ORDER=PCI_BUS_ID below), as the driver lists them.
+  std::vector<std::string> gpus;
+  if (fs::exists("/proc/driver/nvidia/gpus"))
+    for (const auto& e : fs::directory_iterator("/proc/driver/nvidia/gpus")) gpus.push_back(e.path().filename());
+  if (gpus.empty()) DDP_SKIP("no NVIDIA GPU here (/proc/driver/nvidia/gpus)");
+  std::sort(gpus.begin(), gpus.end());
+  const int n = static_cast<int>(std::min<size_t>(gpus.size(), 2));
+  TempDir out;
+  auto r = run({launcher(), "--numa-binding=node", "--nproc_per_node=" + std::to_string(n),
+                "--master_port=" + std::to_string(free_port()), kWorker},
+               scenario_env(out, "affinity", {{"CUDA_DEVICE_ORDER", "PCI_BUS_ID"}, {"CUDA_VISIBLE_DEVICES", "\x01unset"}}),
+               120);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  sched_getaffinity(0, sizeof(mine), &mine);
+  for (int lr = 0; lr < n; ++lr) {
+    std::string id = gpus[static_cast<size_t>(lr)];
+    std::transform(id.begin(), id.end(), id.begin(), [](unsigned char c) { return std::tolower(c); });
+    const int node = std::max(0, std::stoi(read_file("/sys/bus/pci/devices/" + id + "/numa_node")));
+    std::set<int> expect;
+    for (int c : cpu_list(read_file("/sys/devices/system/node/node" + std::to_string(node) + "/cpulist")))
+      if (CPU_ISSET(c, &mine)) expect.insert(c);
+    INFO("local rank " << lr << ", GPU " << id << ", NUMA node " << node);
+    CHECK(cpu_list(read_file(out.file("cpus." + std::to_string(lr)))) == expect);
+  }
+}

@@ -152,5 +152,8 @@ case "$SCENARIO" in
       exit 4
     fi
     idle ;;
+  affinity)     # the CPUs it may run on (--numa_binding)
+    note cpus "$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)"
+    exit 0 ;;
   *) echo "unknown SCENARIO '$SCENARIO'" >&2; exit 99 ;;
 esac

@@ -83,6 +83,7 @@ struct LaunchOptions {
   bool virtual_local_rank = false; // --virtual_local_rank: LOCAL_RANK=0, one GPU per worker (worker_env.h)
   std::string event_log_handler = "null";  // --event_log_handler: null or console (event_log.h)
   std::string numa_binding;        // --numa_binding: "" none, node, socket, exclusive, core-complex (numa_binding.h)
+  std::string numa_binding_source; // how it was given, for messages
   std::string summary_json;        // --summary_json PATH, "" none
   std::string summary_json_source; // how it was given, for messages
   bool help = false;

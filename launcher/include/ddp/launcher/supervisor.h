@@ -50,6 +50,9 @@ struct SupervisorConfig {
   // are given; "" otherwise (error files then live in the private run
   // directory and workers write straight to the launcher's stdout/stderr).
   std::string run_log_dir;
+  // --numa_binding: the CPUs of each worker of this launcher, by local rank
+  // (numa_binding.h); empty: workers keep the launcher's affinity.
+  std::vector<std::vector<int>> cpu_binding;
 };
 
 class Supervisor {
