@@ -154,7 +154,7 @@ TEST_CASE("OMP_NUM_THREADS default splits the cores, never below 1") {
   CHECK(default_omp_threads({{"OMP_NUM_THREADS", ""}}, 8, 2) == 4);  // empty is unset, as OpenMP reads it
 }
 
-TEST_CASE("--signals_to_handle: workers see the launcher's list in TORCHELASTIC_SIGNALS_TO_HANDLE") {
+TEST_CASE("signals_to_handle: workers see the launcher's list in TORCHELASTIC_SIGNALS_TO_HANDLE") {
   GroupSpec g;
   auto d = opts_for({"x"});
   g.opts = &d;
@@ -166,7 +166,7 @@ TEST_CASE("--signals_to_handle: workers see the launcher's list in TORCHELASTIC_
   CHECK(worker_environment({}, g, 0, "e")["TORCHELASTIC_SIGNALS_TO_HANDLE"] == "SIGTERM,SIGINT,SIGUSR1,SIGUSR2");
 }
 
-TEST_CASE("--virtual_local_rank: LOCAL_RANK 0 and only the worker's own GPU visible, as torchrun 2.x") {
+TEST_CASE("virtual_local_rank: LOCAL_RANK 0 and only the worker's own GPU visible, as torchrun 2.x") {
   auto o = opts_for({"--virtual-local-rank", "--nnodes=2", "--node_rank=1", "x"});
   GroupSpec g;
   g.opts = &o;
@@ -197,7 +197,7 @@ TEST_CASE("--virtual_local_rank: LOCAL_RANK 0 and only the worker's own GPU visi
   CHECK(env["CUDA_VISIBLE_DEVICES"] == "3, 5,GPU-8f1e,7");
 }
 
-TEST_CASE("--virtual_local_rank in launch mode: --local_rank=0, matching LOCAL_RANK") {
+TEST_CASE("virtual_local_rank in launch mode: --local_rank=0, matching LOCAL_RANK") {
   EnvMap env{{"PATH", "/usr/bin:/bin"}};
   CHECK(resolve_command(opts_for({"--virtual_local_rank", "/bin/echo", "a"}), env).argv_for(3) ==
         std::vector<std::string>{"--local_rank=0", "a"});

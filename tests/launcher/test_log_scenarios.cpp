@@ -88,7 +88,7 @@ TEST_CASE("tee 3 with --log-dir: whole prefixed lines on the console, the exact 
   CHECK_THAT(r.output, Catch::Contains("worker logs and error files in " + rdir.string()));
 }
 
-TEST_CASE("--duplicate_stdout_filters: matching tee'd lines of every rank, prefixed, in attempt_0/filtered_stdout.log") {
+TEST_CASE("duplicate_stdout_filters: matching tee'd lines of every rank, prefixed, in attempt_0/filtered_stdout.log") {
   TempDir out, logs;
   auto r = run({launcher(), "--nproc_per_node=2", port_arg(), "--rdzv_id=dup", "--tee", "3", "--log-dir",
                 logs.file("base"), "--duplicate-stdout-filters", "out ,tail,,", "--duplicate_stderr_filters=err 1",
@@ -109,7 +109,7 @@ TEST_CASE("--duplicate_stdout_filters: matching tee'd lines of every rank, prefi
   CHECK_THAT(r.output, Catch::Contains("[default1]:tail 1\n"));
 }
 
-TEST_CASE("--duplicate_stdout_filters without --tee: a warning, no file, the job runs") {
+TEST_CASE("duplicate_stdout_filters without --tee: a warning, no file, the job runs") {
   TempDir out, logs;
   auto r = run({launcher(), "--nproc_per_node=1", port_arg(), "--redirects=3", "--log_dir", logs.file("base"),
                 "--duplicate_stdout_filters=out", kWorker},
@@ -120,7 +120,7 @@ TEST_CASE("--duplicate_stdout_filters without --tee: a warning, no file, the job
   CHECK_FALSE(fs::exists(run_dir_in(logs.file("base"), "none") / "attempt_0" / "filtered_stdout.log"));
 }
 
-TEST_CASE("--event_log_handler console: torchrun's START, FAILED/TERMINATED and agent events; null prints none") {
+TEST_CASE("event_log_handler console: torchrun's START, FAILED/TERMINATED and agent events, and null prints none") {
   TempDir out;
   auto r = run({launcher(), "--nproc_per_node=3", port_arg(), "--event-log-handler", "console", "--rdzv_id=ev", kWorker},
                scenario_env(out, "fail", {{"FAIL_RANK", "1"}, {"FAIL_CODE", "3"}}), 60);

@@ -278,7 +278,7 @@ TEST_CASE("the torchrun name") {
   CHECK_FALSE(invoked_as_torchrun("/torchrun/ddp-launch"));
 }
 
-TEST_CASE("--duplicate_*_filters: torchrun's list syntax, ',,' for a comma") {
+TEST_CASE("duplicate_*_filters: torchrun's list syntax, ',,' for a comma") {
   CHECK(parse_filter_list("apple,orange", "f") == std::vector<std::string>{"apple", "orange"});
   CHECK(parse_filter_list("a,,b", "f") == std::vector<std::string>{"a,b"});
   CHECK(parse_filter_list("a,,,b", "f") == std::vector<std::string>{"a,", "b"});  // left to right, as Python's replace
@@ -288,7 +288,7 @@ TEST_CASE("--duplicate_*_filters: torchrun's list syntax, ',,' for a comma") {
                     Catch::StartsWith("--duplicate_stdout_filters 'a,': an empty filter would copy every line"));
 }
 
-TEST_CASE("--duplicate_*_filters copy tee'd console lines only, and say so when nothing is tee'd") {
+TEST_CASE("duplicate_*_filters copy tee'd console lines only, and say so when nothing is tee'd") {
   LogOptions logs;
   logs.dup_stdout_filters = {"loss"};
   CHECK_THAT(duplicate_filters_warning(logs, 2),

@@ -157,7 +157,7 @@ TEST_CASE("messages name an option as the user spelled it") {
   CHECK_THAT(usage_message({"--nproc-per-node"}), Catch::Contains("'--nproc-per-node'"));
 }
 
-TEST_CASE("every torchrun option is accepted; the ones that change nothing are still checked") {
+TEST_CASE("every torchrun option is accepted, and the ones that change nothing are still checked") {
   CHECK(parse({"--rdzv_backend=static", "--tee", "0", "-r", "0", "--start_method=fork", "--monitor-interval=0.1", "x"})
             .program == "x");
   CHECK(parse({"--tee", "0", "train.py", "--tee", "3"}).program_args == std::vector<std::string>{"--tee", "3"});

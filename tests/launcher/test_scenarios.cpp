@@ -251,7 +251,7 @@ TEST_CASE("signals to the launcher are forwarded to every worker") {
   CHECK_THAT(p.output(), Catch::Contains("stopped by SIG" + name));
 }
 
-TEST_CASE("--signals_to_handle SIGUSR1: forwarded to every worker with the option, not caught without it") {
+TEST_CASE("signals_to_handle SIGUSR1: forwarded to every worker with the option, not caught without it") {
   {
     TempDir out;
     Proc p({launcher(), "--nproc_per_node=2", "--signals-to-handle=SIGTERM,SIGINT,SIGUSR1",
@@ -632,7 +632,7 @@ std::set<int> cpu_list(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("--numa_binding without a visible GPU: one line naming the option, exit 2, no worker started") {
+TEST_CASE("numa_binding without a visible GPU: one line naming the option, exit 2, no worker started") {
   TempDir out;
   auto r = run({launcher(), "--numa-binding", "node", "--master_port=" + std::to_string(free_port()), kWorker},
                scenario_env(out, "affinity", {{"CUDA_VISIBLE_DEVICES", ""}}), 60);
@@ -641,7 +641,7 @@ TEST_CASE("--numa_binding without a visible GPU: one line naming the option, exi
   CHECK_FALSE(fs::exists(out.file("pid.0")));
 }
 
-TEST_CASE("--numa_binding node on a GPU machine: each worker runs on its GPU's NUMA node's CPUs") {
+TEST_CASE("numa_binding node on a GPU machine: each worker runs on its GPU's NUMA node's CPUs") {
   // GPUs in PCI order (CUDA_DEVICE_ORDER=PCI_BUS_ID below), as the driver lists them.
   std::vector<std::string> gpus;
   if (fs::exists("/proc/driver/nvidia/gpus"))
