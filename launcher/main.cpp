@@ -2,6 +2,7 @@
 #include "ddp/launcher/command.h"
 #include "ddp/launcher/invocation.h"
 #include "ddp/launcher/log_dir.h"
+#include "ddp/launcher/numa_binding.h"
 #include "ddp/launcher/options.h"
 #include "ddp/launcher/slurm.h"
 #include "ddp/launcher/supervisor.h"
@@ -51,8 +52,23 @@ int main(int argc, char** argv) {
     cfg.nproc = resolve_nproc(cfg.opts.nproc_spec, host);
     cfg.command = resolve_command(cfg.opts, env);
     resolve_slurm(cfg, env);
+    if (cfg.opts.virtual_local_rank)  // every local rank needs its GPU before any worker starts
+      virtual_visible_device(env, cfg.opts.task ? cfg.opts.task->local_rank : cfg.nproc - 1,
+                             cfg.opts.task ? cfg.opts.task->local_rank + 1 : cfg.nproc);
     if (!cfg.opts.standalone && !cfg.opts.rdzv.elastic() && cfg.opts.node_rank == 0)
       reserve_check_port(cfg.opts.master_port);
+    if (!cfg.opts.numa_binding.empty()) {
+      // srun-per-rank mode: the one worker uses the GPU of srun's local id.
+      std::vector<int> ranks;
+      for (int lr = 0; lr < cfg.nproc; ++lr) ranks.push_back(cfg.opts.task ? cfg.opts.task->local_rank : lr);
+      for (const std::set<int>& cpus : numa_cpu_bindings(cfg.opts.numa_binding, cfg.opts.numa_binding_source, ranks,
+                                                             probe_numa_inputs())) {
+        cfg.cpu_binding.emplace_back(cpus.begin(), cpus.end());
+        std::cerr << "ddp-launch: " << cfg.opts.numa_binding_source << ": local rank "
+                  << cfg.cpu_binding.size() - 1 << " on CPUs " << format_cpu_list(cpus) << std::endl;
+      }
+    }
+    std::cerr << duplicate_filters_warning(cfg.opts.logs, cfg.nproc);
     check_summary_path(cfg.opts.summary_json, cfg.opts.summary_json_source);
     if (cfg.opts.logs.needs_dir()) {
       auto tmp = env.find("TMPDIR");

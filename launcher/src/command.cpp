@@ -40,7 +40,8 @@ std::vector<std::string> WorkerCommand::argv_for(int local_rank) const {
   std::vector<std::string> out = args;
   if (legacy_local_rank)
     out.insert(out.begin() + static_cast<long>(local_rank_pos),
-               (local_rank_dash ? "--local-rank=" : "--local_rank=") + std::to_string(local_rank));
+               (local_rank_dash ? "--local-rank=" : "--local_rank=") +
+                   std::to_string(virtual_local_rank ? 0 : local_rank));
   return out;
 }
 
@@ -62,6 +63,7 @@ WorkerCommand resolve_command(const LaunchOptions& opts, const EnvMap& env) {
   WorkerCommand cmd;
   cmd.legacy_local_rank = !opts.use_env;
   cmd.local_rank_dash = opts.local_rank_dash;
+  cmd.virtual_local_rank = opts.virtual_local_rank;
   const std::string path_env = env_or(env, "PATH", "/usr/local/bin:/usr/bin:/bin");
   const bool python = opts.module || opts.run_path || (!opts.no_python && ends_with(opts.program, ".py"));
 

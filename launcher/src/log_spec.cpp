@@ -123,6 +123,32 @@ std::set<int> parse_rank_filter(const std::string& text, const std::string& what
   return out;
 }
 
+std::vector<std::string> parse_filter_list(const std::string& text, const std::string& what) {
+  std::vector<std::string> out;
+  if (text.empty()) return out;
+  std::string item;
+  auto end_item = [&] {
+    if (item.empty())
+      throw std::invalid_argument(what + " '" + text + "': an empty filter would copy every line; drop the extra "
+                                  "comma (write ',,' for a comma inside a filter)");
+    out.push_back(item);
+    item.clear();
+  };
+  // Left to right as Python's str.replace(",,", ...): "a,,,b" is "a," and "b".
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != ',') {
+      item += text[i];
+    } else if (i + 1 < text.size() && text[i + 1] == ',') {
+      item += ',';
+      ++i;
+    } else {
+      end_item();
+    }
+  }
+  end_item();
+  return out;
+}
+
 void check_prefix_template(const std::string& tmpl, const std::string& what) {
   walk_template(
       tmpl, [](const std::string&) {},
@@ -155,6 +181,31 @@ OutputPlan plan_output(const LogOptions& logs, int local_rank) {
     return shown ? StreamTarget::Console : StreamTarget::Null;
   };
   return {target(kStdOut), target(kStdErr)};
+}
+
+}  // namespace ddp::launcher
+
+namespace ddp::launcher {
+
+bool tees_to_console(const LogOptions& logs, int nproc, int bit) {
+  for (int lr = 0; lr < nproc; ++lr) {
+    const OutputPlan p = plan_output(logs, lr);
+    if ((bit == kStdOut ? p.out : p.err) == StreamTarget::Tee) return true;
+  }
+  return false;
+}
+
+std::string duplicate_filters_warning(const LogOptions& logs, int nproc) {
+  std::string out;
+  auto check = [&](const std::vector<std::string>& filters, int bit, const char* option, const char* stream,
+                   const char* tee) {
+    if (filters.empty() || tees_to_console(logs, nproc, bit)) return;
+    out += std::string("ddp-launch: warning: ") + option + " copies tee'd " + stream + " lines, but no rank's " +
+           stream + " is tee'd to the console (give --tee " + tee + " or 3); nothing is copied\n";
+  };
+  check(logs.dup_stdout_filters, kStdOut, "--duplicate_stdout_filters", "stdout", "1");
+  check(logs.dup_stderr_filters, kStdErr, "--duplicate_stderr_filters", "stderr", "2");
+  return out;
 }
 
 }  // namespace ddp::launcher

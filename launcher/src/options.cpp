@@ -72,6 +72,22 @@ po::options_description supported_options() {
       ("log_line_prefix_template", po::value<std::string>()->value_name("T"),
        "prefix of tee'd lines from ${role_name}, ${rank}, ${local_rank} (default [${role_name}${local_rank}]:; "
        "also TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE)")
+      ("duplicate_stdout_filters", po::value<std::string>()->value_name("F,F"),
+       "also copy tee'd stdout lines that contain any of these strings to <log dir>/attempt_N/filtered_stdout.log "
+       "(all ranks, prefixed; ',,' is a comma inside a filter)")
+      ("duplicate_stderr_filters", po::value<std::string>()->value_name("F,F"),
+       "the same for tee'd stderr lines, into filtered_stderr.log")
+      ("signals_to_handle", po::value<std::string>()->value_name("SIG,SIG"),
+       "signals forwarded to every worker before the grace period and SIGKILL (default SIGTERM,SIGINT,SIGHUP,SIGQUIT; "
+       "add SIGUSR1,SIGUSR2 for Slurm's warnings); workers see the list in TORCHELASTIC_SIGNALS_TO_HANDLE")
+      ("virtual_local_rank", "every worker gets LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES naming only its own GPU")
+      ("numa_binding", po::value<std::string>()->value_name("node|socket|exclusive|core-complex"),
+       "bind each worker to CPUs near its GPU (the GPU's NUMA node, its socket, an exclusive share of the node's "
+       "cores, or one L3 core complex)")
+      ("event_log_handler", po::value<std::string>()->value_name("null|console"),
+       "null (default): no events; console: torchrun's events (worker START, SUCCEEDED, FAILED, ...) as JSON lines on stderr")
+      ("logs_specs", po::value<std::string>()->value_name("default"),
+       "torchrun's log plugin name; only default, whose behaviour is the log options above")
       ("summary_json", po::value<std::string>()->value_name("PATH"),
        "write the run summary (every rank's exit, wall and CPU time, peak RSS) as JSON to PATH")
       ("run_path", "run PROGRAM through python whatever its name (torchrun runs it with runpy.run_path)")
@@ -335,6 +351,34 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
   if (prefix && !prefix->first.empty()) {
     checked([&] { check_prefix_template(prefix->first, prefix->second); return 0; });
     o.logs.prefix_template = prefix->first;
+  }
+  if (auto v = value("duplicate_stdout_filters"))
+    o.logs.dup_stdout_filters = checked([&] { return parse_filter_list(v->first, v->second); });
+  if (auto v = value("duplicate_stderr_filters"))
+    o.logs.dup_stderr_filters = checked([&] { return parse_filter_list(v->first, v->second); });
+  if (auto v = value("logs_specs"); v && !v->first.empty() && v->first != "default")
+    throw UsageError(given_as("logs_specs", *v) +
+                     ": torchrun loads this as a Python entry point (torchrun.logs_specs), which a native launcher "
+                     "cannot; drop it and use --log_dir, --redirects, --tee, --local_ranks_filter and "
+                     "--log_line_prefix_template (torchrun's default log spec)");
+  if (auto v = value("signals_to_handle"))
+    o.signals_to_handle = checked([&] { return parse_signal_list(v->first, v->second); });
+  o.virtual_local_rank = flag("virtual_local_rank");
+  if (auto v = value("event_log_handler")) {
+    // torchrun's registered handlers: dynamic_rendezvous is a null handler for the agent's events.
+    if (v->first == "null" || v->first == "dynamic_rendezvous" || v->first.empty()) o.event_log_handler = "null";
+    else if (v->first == "console") o.event_log_handler = "console";
+    else
+      throw UsageError(given_as("event_log_handler", *v) +
+                       ": not an event log handler; use null (the default) or console (one JSON line per event on "
+                       "stderr); handlers registered from Python cannot be loaded by a native launcher");
+  }
+  if (auto v = value("numa_binding"); v && !v->first.empty()) {
+    if (v->first != "node" && v->first != "socket" && v->first != "exclusive" && v->first != "core-complex")
+      throw UsageError(given_as("numa_binding", *v) + ": not a NUMA binding mode; use node, socket, exclusive or "
+                       "core-complex");
+    o.numa_binding = v->first;
+    o.numa_binding_source = given_as("numa_binding", *v);
   }
   if (auto v = value("summary_json")) {
     if (v->first.empty()) throw UsageError(v->second + ": empty path; give the file to write the summary to");

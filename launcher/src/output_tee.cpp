@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdexcept>
+#include <string_view>
 #include <unistd.h>
 
 namespace ddp::launcher {
@@ -40,6 +41,8 @@ OutputTee::OutputTee() {
 
 OutputTee::~OutputTee() {
   for (Stream& s : streams_) close_stream(s);
+  for (Duplicate& d : duplicates_)
+    if (d.file_fd >= 0) ::close(d.file_fd);
   drain_sigpipe();  // a pending one would kill the launcher once unblocked
   ::pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
 }
@@ -103,7 +106,14 @@ void OutputTee::read_stream(Stream& s, bool at_end) {
     to_file(s, buf.data(), static_cast<size_t>(n));
     if (s.console_fd < 0) continue;
     // Whole lines go out together, each with the prefix, in one write.
+    Duplicate* dup = duplicate_for(s.console_fd);
     std::string out;
+    std::vector<size_t> line_starts, body_starts;  // only with a duplicate
+    auto begin_line = [&] {
+      if (dup) line_starts.push_back(out.size());
+      out += s.prefix;
+      if (dup) body_starts.push_back(out.size());
+    };
     const char* p = buf.data();
     const char* end = p + n;
     while (p < end) {
@@ -112,26 +122,78 @@ void OutputTee::read_stream(Stream& s, bool at_end) {
         s.partial.append(p, end);
         break;
       }
-      out += s.prefix;
+      begin_line();
       out += s.partial;
       out.append(p, nl + 1);
       s.partial.clear();
       p = nl + 1;
     }
     while (s.partial.size() >= kMaxLine) {  // no newline in sight: pieces of kMaxLine
-      out += s.prefix;
+      begin_line();
       out.append(s.partial, 0, kMaxLine);
       out += '\n';
       s.partial.erase(0, kMaxLine);
     }
     if (!out.empty()) to_console(s.console_fd, out);
+    if (dup && !out.empty()) to_duplicate(dup, out, line_starts, body_starts);
   }
 }
 
 void OutputTee::flush_partial(Stream& s) {
   if (s.partial.empty() || s.console_fd < 0) return;
-  to_console(s.console_fd, s.prefix + s.partial + "\n");
+  const std::string line = s.prefix + s.partial + "\n";
+  to_console(s.console_fd, line);
+  if (Duplicate* dup = duplicate_for(s.console_fd)) to_duplicate(dup, line, {0}, {s.prefix.size()});
   s.partial.clear();
+}
+
+void OutputTee::duplicate(int console_fd, int file_fd, const std::string& path, std::vector<std::string> filters) {
+  Duplicate d;
+  d.console_fd = console_fd;
+  d.file_fd = file_fd;
+  d.path = path;
+  d.filters = std::move(filters);
+  duplicates_.push_back(std::move(d));
+}
+
+OutputTee::Duplicate* OutputTee::duplicate_for(int console_fd) {
+  for (Duplicate& d : duplicates_)
+    if (d.console_fd == console_fd && !d.failed) return &d;
+  return nullptr;
+}
+
+void OutputTee::to_duplicate(Duplicate* d, const std::string& lines, const std::vector<size_t>& line_starts,
+                             const std::vector<size_t>& body_starts) {
+  std::string copy;
+  for (size_t i = 0; i < line_starts.size(); ++i) {
+    const size_t next = i + 1 < line_starts.size() ? line_starts[i + 1] : lines.size();
+    // Matched against the worker's line, not the prefix (as torchrun's filter sees it).
+    const std::string_view body(lines.data() + body_starts[i], next - body_starts[i]);
+    for (const std::string& f : d->filters)
+      if (body.find(f) != std::string_view::npos) {
+        copy.append(lines, line_starts[i], next - line_starts[i]);
+        break;
+      }
+  }
+  if (copy.empty() || write_all(d->file_fd, copy.data(), copy.size())) return;
+  d->failed = true;
+  warning_ += std::string(warning_.empty() ? "" : "\n") + "ddp-launch: warning: cannot write " + d->path + ": " +
+              std::strerror(errno) + "; the console and the other log files go on";
+}
+
+bool OutputTee::write_all(int fd, const char* data, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, data, n);
+    if (w > 0) {
+      data += w;
+      n -= static_cast<size_t>(w);
+      continue;
+    }
+    if (w < 0 && errno == EINTR) continue;
+    if (w == 0) errno = EIO;
+    return false;
+  }
+  return true;
 }
 
 void OutputTee::close_stream(Stream& s) {

@@ -305,7 +305,7 @@ void resolve_slurm(SupervisorConfig& cfg, const EnvMap& env) {
   if (cfg.command.legacy_local_rank) {
     cfg.command.args.insert(cfg.command.args.begin() + static_cast<long>(cfg.command.local_rank_pos),
                             (cfg.command.local_rank_dash ? "--local-rank=" : "--local_rank=") +
-                                std::to_string(t.local_rank));
+                                std::to_string(cfg.opts.virtual_local_rank ? 0 : t.local_rank));
     cfg.command.legacy_local_rank = false;
   }
 }

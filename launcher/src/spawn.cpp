@@ -1,8 +1,10 @@
 #include "ddp/launcher/spawn.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -27,6 +29,35 @@ std::string process_limit_text(int err) {
   return out;
 }
 
+namespace {
+
+// A CPU set of any size (CPU_ALLOC), built before vfork; apply() is a bare
+// syscall, safe in the child. Empty: nothing to apply.
+class CpuSet {
+ public:
+  explicit CpuSet(const std::vector<int>& cpus) {
+    if (cpus.empty()) return;
+    const int max_cpu = *std::max_element(cpus.begin(), cpus.end());
+    size_ = CPU_ALLOC_SIZE(max_cpu + 1);
+    set_ = CPU_ALLOC(max_cpu + 1);
+    if (!set_) throw SpawnError("cannot allocate a CPU set for --numa_binding", ENOMEM, true);
+    CPU_ZERO_S(size_, set_);
+    for (int c : cpus) CPU_SET_S(c, size_, set_);
+  }
+  ~CpuSet() {
+    if (set_) CPU_FREE(set_);
+  }
+  CpuSet(const CpuSet&) = delete;
+  CpuSet& operator=(const CpuSet&) = delete;
+  bool apply() const { return !set_ || ::sched_setaffinity(0, size_, set_) == 0; }
+
+ private:
+  cpu_set_t* set_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace
+
 pid_t spawn_worker(const SpawnSpec& spec) {
   // Everything the child touches is built before vfork: it may not allocate.
   std::vector<std::string> env_strings;
@@ -43,6 +74,10 @@ pid_t spawn_worker(const SpawnSpec& spec) {
   sigset_t mask;
   if (spec.child_mask) mask = *spec.child_mask;
   else ::sigprocmask(SIG_SETMASK, nullptr, &mask);
+
+  // --numa_binding: the CPU set is allocated here, the child only applies it.
+  const CpuSet cpus(spec.cpus);
+  volatile bool affinity_failed = false;
 
   const pid_t launcher = ::getpid();
   // The vfork child shares our memory until exec: it reports a failed exec
@@ -63,6 +98,11 @@ pid_t spawn_worker(const SpawnSpec& spec) {
       exec_errno = errno;
       ::_exit(126);
     }
+    if (!cpus.apply()) {
+      exec_errno = errno;
+      affinity_failed = true;
+      ::_exit(126);
+    }
     ::sigprocmask(SIG_SETMASK, &mask, nullptr);
     ::execve(exe.c_str(), argv.data(), envp.data());
     exec_errno = errno;
@@ -77,7 +117,9 @@ pid_t spawn_worker(const SpawnSpec& spec) {
     int status;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    throw SpawnError(std::string("execve failed: ") + std::strerror(e), e, false);
+    throw SpawnError(std::string(affinity_failed ? "binding to CPUs (--numa_binding) failed: " : "execve failed: ") +
+                         std::strerror(e),
+                     e, false);
   }
   return pid;
 }

@@ -2,6 +2,7 @@
 
 #include "ddp/common/atomic_file.h"
 #include "ddp/common/error_file.h"
+#include "ddp/launcher/event_log.h"
 #include "ddp/launcher/log_dir.h"
 #include "ddp/launcher/log_spec.h"
 #include "ddp/launcher/output_tee.h"
@@ -69,6 +70,68 @@ std::string hostname() {
   return buf;
 }
 
+// --event_log_handler console: what every event of this run carries.
+StatusEvent run_event(const SupervisorConfig& cfg, const std::string& state, const AttemptResult& a) {
+  StatusEvent e;
+  e.state = state;
+  e.run_id = cfg.opts.run_id;
+  e.role = cfg.opts.role;
+  e.hostname = hostname();
+  e.rdzv_backend = cfg.opts.rdzv.backend;
+  const auto slash = cfg.command.exe.rfind('/');
+  e.entry_point = slash == std::string::npos ? cfg.command.exe : cfg.command.exe.substr(slash + 1);
+  e.group_rank = a.group_rank;
+  e.group_world_size = a.group_world_size;
+  e.agent_restarts = a.restart_count;
+  return e;
+}
+
+StatusEvent worker_event(const SupervisorConfig& cfg, const std::string& state, const AttemptResult& a, int local_rank,
+                         pid_t pid) {
+  StatusEvent e = run_event(cfg, state, a);
+  e.worker = true;
+  e.local_rank = local_rank;
+  e.global_rank = a.base_rank + local_rank;
+  e.role_world_size = a.world_size;
+  e.worker_id = pid;
+  return e;
+}
+
+// --event_log_handler console at the end of a run: each worker of the last
+// attempt (unless a signal stopped the launcher: torchrun then records only
+// its own failure), then the agent's outcome.
+std::string final_events(const SupervisorConfig& cfg, const std::vector<AttemptResult>& attempts,
+                         const std::string& rdzv_error, int rdzv_signal, double wall_s) {
+  AttemptResult none;
+  none.group_rank = cfg.opts.node_rank;
+  none.group_world_size = cfg.opts.nnodes;
+  const AttemptResult& last = attempts.empty() ? none : attempts.back();
+  const int sig = rdzv_signal ? rdzv_signal : last.launcher_signal ? last.launcher_signal : last.signal_during_teardown;
+  const long long run_time = static_cast<long long>(wall_s);
+  std::string out;
+  if (!attempts.empty() && !sig && rdzv_error.empty()) {
+    std::vector<WorkerExit> exits = last.exits;
+    std::sort(exits.begin(), exits.end(), [](const WorkerExit& a, const WorkerExit& b) { return a.local_rank < b.local_rank; });
+    for (const WorkerExit& w : exits) {
+      const std::string state = w.failed() ? "FAILED" : last.succeeded() ? "SUCCEEDED" : "TERMINATED";
+      StatusEvent e = worker_event(cfg, state, last, w.local_rank, w.pid);
+      e.global_rank = w.rank;
+      e.total_run_time = run_time;
+      if (w.failed()) {
+        e.raw_error = event_raw_error(w.error_file);
+        e.exit_code = w.signaled ? -w.code : w.code;  // Popen's returncode
+        e.worker_pid = w.pid;
+      }
+      out += format_status_event(e);
+    }
+  }
+  StatusEvent agent = run_event(cfg, sig || !rdzv_error.empty() ? "FAILED" : "SUCCEEDED", last);
+  agent.total_run_time = run_time;
+  if (sig) agent.raw_error = "SignalException: Process " + std::to_string(::getpid()) + " got signal: " + std::to_string(sig);
+  else if (!rdzv_error.empty()) agent.raw_error = rdzv_error;
+  return out + format_status_event(agent);
+}
+
 Clock::duration seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
@@ -118,6 +181,11 @@ class Attempt {
         stdin_to_rank0_(stdin_to_rank0),
         log_(log) {
     result_.attempt = attempt;
+    result_.restart_count = setup_.restart_count;
+    result_.group_rank = setup_.placement ? setup_.placement->group_rank : cfg.opts.node_rank;
+    result_.group_world_size = setup_.placement ? setup_.placement->group_world_size : cfg.opts.nnodes;
+    result_.world_size = setup_.placement ? setup_.placement->world_size : cfg.opts.nnodes * cfg.nproc;
+    result_.base_rank = base_rank_;
   }
 
   // c10d: whether this node told the rendezvous of its own failure.
@@ -129,6 +197,7 @@ class Attempt {
 
   AttemptResult run() {
     start_workers();
+    record_starts();
     while (!group_.empty()) {
       // Every worker is gone but its group is not (a DataLoader-style child,
       // a daemon): nothing of this attempt may outlive it. SIGTERM even when
@@ -164,6 +233,7 @@ class Attempt {
       SpawnSpec s;
       s.exe = cfg_.command.exe;
       s.args = cfg_.command.argv_for(lr);
+      if (!cfg_.cpu_binding.empty()) s.cpus = cfg_.cpu_binding[static_cast<size_t>(lr)];
       Live live;
       live.local_rank = lr;
       std::vector<int> close_after;  // the child's ends of its log files and pipes
@@ -171,7 +241,10 @@ class Attempt {
         if (cfg_.run_log_dir.empty()) {
           live.error_file = dir_.error_file(result_.attempt, lr);
         } else {
-          if (attempt_log_dir.empty()) attempt_log_dir = make_attempt_log_dir(cfg_.run_log_dir, result_.attempt);
+          if (attempt_log_dir.empty()) {
+            attempt_log_dir = make_attempt_log_dir(cfg_.run_log_dir, result_.attempt);
+            open_duplicates(attempt_log_dir);
+          }
           const RankLogPaths paths = make_rank_log_dir(attempt_log_dir, lr);
           live.error_file = paths.error_file;
           route_output(lr, paths, s, live, close_after);
@@ -181,6 +254,7 @@ class Attempt {
         const pid_t pid = group_.spawn(std::move(s), lr, lr == 0 && stdin_to_rank0_);
         for (int fd : close_after) ::close(fd);
         live_[pid] = live;
+        started_.push_back(pid);
       } catch (const SpawnError& e) {
         for (int fd : close_after) ::close(fd);
         spawn_failed(lr, e);
@@ -194,6 +268,30 @@ class Attempt {
       // failures are handled as they come, not after the last spawn.
       handle_events(0);
     }
+  }
+
+  // --event_log_handler console: START for each worker, once all are started (as torchrun).
+  void record_starts() {
+    if (cfg_.opts.event_log_handler != "console") return;
+    for (size_t lr = 0; lr < started_.size(); ++lr) {
+      StatusEvent e = worker_event(cfg_, "START", result_, static_cast<int>(lr), started_[lr]);
+      log_ << format_status_event(e);
+    }
+    log_ << std::flush;
+  }
+
+  // --duplicate_std{out,err}_filters: <attempt>/filtered_std{out,err}.log,
+  // fed by the tee, made only when some rank's stream is tee'd to the console.
+  void open_duplicates(const std::string& attempt_log_dir) {
+    const LogOptions& logs = cfg_.opts.logs;
+    auto open = [&](int bit, int console_fd, const std::vector<std::string>& filters, const char* name) {
+      if (filters.empty() || !tees_to_console(logs, cfg_.nproc, bit)) return;
+      if (!tee_) tee_.emplace();
+      const std::string path = attempt_log_dir + "/" + name;
+      tee_->duplicate(console_fd, open_log_file(path), path, filters);
+    };
+    open(kStdOut, 1, logs.dup_stdout_filters, "filtered_stdout.log");
+    open(kStdErr, 2, logs.dup_stderr_filters, "filtered_stderr.log");
   }
 
   // Points the worker's stdout and stderr where the log options say.
@@ -416,6 +514,7 @@ class Attempt {
   std::ostream& log_;
   AttemptResult result_;
   std::map<pid_t, Live> live_;
+  std::vector<pid_t> started_;    // by local rank
   std::optional<OutputTee> tee_;  // only when some stream is tee'd
   std::vector<pollfd> polls_;
   int devnull_w_ = -1;            // for ranks outside --local_ranks_filter
@@ -613,7 +712,7 @@ int Supervisor::run() {
   const Clock::time_point started = Clock::now();
   // Adopt orphaned grandchildren so they are reaped here, not left as zombies.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  SignalChannel signals;
+  SignalChannel signals(cfg_.opts.signals_to_handle);
   RunDirectory dir;
   std::optional<Watchdog> watchdog;
   try {
@@ -657,6 +756,8 @@ int Supervisor::run() {
   totals.wall_s = std::chrono::duration<double>(Clock::now() - started).count();
   totals.host = host;
   totals.log_dir = cfg_.run_log_dir;
+  if (cfg_.opts.event_log_handler == "console")
+    log_ << final_events(cfg_, attempts_, rdzv_error, rdzv_signal, totals.wall_s);
   if (!attempts_.empty()) log_ << format_run_summary(attempts_, totals);
   const bool failed = totals.exit_code != 0;
   if (failed) log_ << format_failure_report(attempts_, host, cfg_.opts.max_restarts);

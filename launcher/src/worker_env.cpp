@@ -1,6 +1,7 @@
 #include "ddp/launcher/worker_env.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace ddp::launcher {
 
@@ -18,6 +19,26 @@ NodePlacement static_placement(const LaunchOptions& o, int nproc) {
   p.world_size = o.nnodes * nproc;
   p.master_addr = o.master_addr;
   return p;
+}
+
+std::string virtual_visible_device(const EnvMap& parent, int local_rank, int nproc) {
+  auto it = parent.find("CUDA_VISIBLE_DEVICES");
+  if (it == parent.end()) return std::to_string(local_rank);  // no restriction: GPU N for local rank N
+  std::vector<std::string> gpus;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = it->second.find(',', start);
+    gpus.push_back(it->second.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (local_rank >= static_cast<int>(gpus.size()))
+    throw UsageError("--virtual_local_rank: local rank " + std::to_string(local_rank) + " has no GPU in CUDA_VISIBLE_DEVICES=" +
+                     it->second + " (" + std::to_string(gpus.size()) + " listed); give --nproc_per_node " +
+                     std::to_string(gpus.size()) + " or less, or list " + std::to_string(nproc) + " GPUs");
+  std::string& g = gpus[static_cast<size_t>(local_rank)];
+  const auto b = g.find_first_not_of(" \t\n");
+  return b == std::string::npos ? "" : g.substr(b, g.find_last_not_of(" \t\n") - b + 1);
 }
 
 EnvMap worker_environment(const EnvMap& parent, const GroupSpec& g, int local_rank,
@@ -54,15 +75,20 @@ EnvMap worker_environment(const EnvMap& parent, const GroupSpec& g, int local_ra
   // LibTorch reads the old name (torchrun 1.13 sets it; 2.x only warns that
   // it is deprecated, so it is left out of --use_env runs).
   if (!o.use_env && !parent.count("NCCL_ASYNC_ERROR_HANDLING")) set("NCCL_ASYNC_ERROR_HANDLING", "1");
-  // The signals the launcher forwards to its workers (signals.cpp), as
-  // torchrun 2.x tells its workers.
-  if (!parent.count("TORCHELASTIC_SIGNALS_TO_HANDLE")) set("TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
+  // The signals the launcher forwards to its workers (--signals_to_handle),
+  // as torchrun 2.x tells its workers: always its own list, never the parent's.
+  set("TORCHELASTIC_SIGNALS_TO_HANDLE", signal_list_text(o.signals_to_handle));
   if (g.omp_threads > 0) seti("OMP_NUM_THREADS", g.omp_threads);
   if (o.task) {  // srun-per-rank mode (slurm.h): RANK and WORLD_SIZE are right already
     seti("LOCAL_RANK", o.task->local_rank);
     seti("LOCAL_WORLD_SIZE", o.task->local_world_size);
     seti("GROUP_RANK", o.task->group_rank);
     seti("GROUP_WORLD_SIZE", o.task->group_world_size);
+  }
+  if (o.virtual_local_rank) {
+    const int lr = o.task ? o.task->local_rank : local_rank;
+    set("LOCAL_RANK", "0");
+    set("CUDA_VISIBLE_DEVICES", virtual_visible_device(parent, lr, o.task ? lr + 1 : g.nproc));
   }
   return env;
 }

@@ -153,3 +153,54 @@ TEST_CASE("OMP_NUM_THREADS default splits the cores, never below 1") {
   CHECK_FALSE(default_omp_threads({{"OMP_NUM_THREADS", "5"}}, 8, 2).has_value());
   CHECK(default_omp_threads({{"OMP_NUM_THREADS", ""}}, 8, 2) == 4);  // empty is unset, as OpenMP reads it
 }
+
+TEST_CASE("signals_to_handle: workers see the launcher's list in TORCHELASTIC_SIGNALS_TO_HANDLE") {
+  GroupSpec g;
+  auto d = opts_for({"x"});
+  g.opts = &d;
+  // torchrun 2.x sets its own list whatever the parent had.
+  CHECK(worker_environment({{"TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM"}}, g, 0, "e")["TORCHELASTIC_SIGNALS_TO_HANDLE"] ==
+        "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
+  auto o = opts_for({"--signals-to-handle", "SIGTERM, SIGINT,SIGUSR1 ,SIGUSR2", "x"});
+  g.opts = &o;
+  CHECK(worker_environment({}, g, 0, "e")["TORCHELASTIC_SIGNALS_TO_HANDLE"] == "SIGTERM,SIGINT,SIGUSR1,SIGUSR2");
+}
+
+TEST_CASE("virtual_local_rank: LOCAL_RANK 0 and only the worker's own GPU visible, as torchrun 2.x") {
+  auto o = opts_for({"--virtual-local-rank", "--nnodes=2", "--node_rank=1", "x"});
+  GroupSpec g;
+  g.opts = &o;
+  g.nproc = 4;
+  // No CUDA_VISIBLE_DEVICES in the parent: local rank N sees GPU N.
+  for (int lr = 0; lr < 4; ++lr) {
+    auto env = worker_environment({}, g, lr, "e");
+    CHECK(env["LOCAL_RANK"] == "0");
+    CHECK(env["CUDA_VISIBLE_DEVICES"] == std::to_string(lr));
+    CHECK(env["RANK"] == std::to_string(4 + lr));  // ranks are unchanged
+    CHECK(env["LOCAL_WORLD_SIZE"] == "4");
+  }
+  // The parent's list: local rank N gets its Nth entry, blanks stripped (UUIDs too).
+  EnvMap parent{{"CUDA_VISIBLE_DEVICES", "3, 5,GPU-8f1e,7"}};
+  CHECK(worker_environment(parent, g, 0, "e")["CUDA_VISIBLE_DEVICES"] == "3");
+  CHECK(worker_environment(parent, g, 1, "e")["CUDA_VISIBLE_DEVICES"] == "5");
+  CHECK(worker_environment(parent, g, 2, "e")["CUDA_VISIBLE_DEVICES"] == "GPU-8f1e");
+  // A list shorter than the workers: one line before any worker starts (main checks nproc - 1).
+  CHECK_THROWS_WITH(virtual_visible_device({{"CUDA_VISIBLE_DEVICES", "0,1"}}, 2, 4),
+                    Catch::StartsWith("--virtual_local_rank: local rank 2 has no GPU in CUDA_VISIBLE_DEVICES=0,1 (2 "
+                                      "listed); give --nproc_per_node 2 or less, or list 4 GPUs"));
+  CHECK_THROWS_AS(virtual_visible_device({{"CUDA_VISIBLE_DEVICES", "0,1"}}, 2, 4), UsageError);
+  // Without the option nothing changes.
+  auto plain = opts_for({"x"});
+  g.opts = &plain;
+  auto env = worker_environment(parent, g, 2, "e");
+  CHECK(env["LOCAL_RANK"] == "2");
+  CHECK(env["CUDA_VISIBLE_DEVICES"] == "3, 5,GPU-8f1e,7");
+}
+
+TEST_CASE("virtual_local_rank in launch mode: --local_rank=0, matching LOCAL_RANK") {
+  EnvMap env{{"PATH", "/usr/bin:/bin"}};
+  CHECK(resolve_command(opts_for({"--virtual_local_rank", "/bin/echo", "a"}), env).argv_for(3) ==
+        std::vector<std::string>{"--local_rank=0", "a"});
+  CHECK(resolve_command(opts_for({"--virtual_local_rank", "--local_rank_style=dash", "/bin/echo"}), env).argv_for(2) ==
+        std::vector<std::string>{"--local-rank=0"});
+}

@@ -88,6 +88,67 @@ TEST_CASE("tee 3 with --log-dir: whole prefixed lines on the console, the exact 
   CHECK_THAT(r.output, Catch::Contains("worker logs and error files in " + rdir.string()));
 }
 
+TEST_CASE("duplicate_stdout_filters: matching tee'd lines of every rank, prefixed, in attempt_0/filtered_stdout.log") {
+  TempDir out, logs;
+  auto r = run({launcher(), "--nproc_per_node=2", port_arg(), "--rdzv_id=dup", "--tee", "3", "--log-dir",
+                logs.file("base"), "--duplicate-stdout-filters", "out ,tail,,", "--duplicate_stderr_filters=err 1",
+                kWorker},
+               scenario_env(out, "logs"), 60);
+  INFO(r.output.substr(0, 2000));
+  REQUIRE(r.exit_code == 0);
+  const fs::path attempt = run_dir_in(logs.file("base"), "dup") / "attempt_0";
+  const std::string filtered = read_file(attempt / "filtered_stdout.log");
+  // "tail,," is the one filter "tail,", which no line has; the last lines ("tail N", no newline) end with the stream.
+  std::vector<std::string> got = lines_of(filtered);
+  std::sort(got.begin(), got.end());
+  CHECK(got == std::vector<std::string>{"[default0]:out 0", "[default1]:out 1"});
+  CHECK(read_file(attempt / "filtered_stderr.log") == "[default1]:err 1\n");
+  CHECK(mode_of(attempt / "filtered_stdout.log") == 0600);
+  // The per-rank files and the console are as without the filters.
+  CHECK(read_file(attempt / "0" / "stdout.log") == logs_stdout(0));
+  CHECK_THAT(r.output, Catch::Contains("[default1]:tail 1\n"));
+}
+
+TEST_CASE("duplicate_stdout_filters without --tee: a warning, no file, the job runs") {
+  TempDir out, logs;
+  auto r = run({launcher(), "--nproc_per_node=1", port_arg(), "--redirects=3", "--log_dir", logs.file("base"),
+                "--duplicate_stdout_filters=out", kWorker},
+               scenario_env(out, "logs"), 60);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("warning: --duplicate_stdout_filters copies tee'd stdout lines, but no rank's "
+                                       "stdout is tee'd to the console"));
+  CHECK_FALSE(fs::exists(run_dir_in(logs.file("base"), "none") / "attempt_0" / "filtered_stdout.log"));
+}
+
+TEST_CASE("event_log_handler console: torchrun's START, FAILED/TERMINATED and agent events, and null prints none") {
+  TempDir out;
+  auto r = run({launcher(), "--nproc_per_node=3", port_arg(), "--event-log-handler", "console", "--rdzv_id=ev", kWorker},
+               scenario_env(out, "fail", {{"FAIL_RANK", "1"}, {"FAIL_CODE", "3"}}), 60);
+  INFO(r.output.substr(0, 4000));
+  CHECK(r.exit_code == 3);
+  std::vector<std::string> events;
+  for (const std::string& l : lines_of(r.output))
+    if (l.rfind("{\"name\": \"torchelastic.worker.status.", 0) == 0) events.push_back(l);
+  REQUIRE(events.size() == 7);  // 3 START, 3 at the end, the agent's
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string pid = std::to_string(std::stoi(read_file(out.file("pid." + std::to_string(rank)))));
+    CHECK_THAT(events[rank], Catch::StartsWith("{\"name\": \"torchelastic.worker.status.START\", \"source\": \"WORKER\""));
+    CHECK_THAT(events[rank], Catch::Contains("\"run_id\": \"ev\", \"global_rank\": " + std::to_string(rank) +
+                                             ", \"group_rank\": 0, \"worker_id\": \"" + pid + "\""));
+  }
+  // Rank 1 failed with 3; the others were stopped by SIGTERM (the worker's trap exits 143).
+  CHECK_THAT(events[4], Catch::Contains("torchelastic.worker.status.FAILED") &&
+                            Catch::Contains("\\\"exit_code\\\": [3], \\\"worker_pid\\\": [" +
+                                            std::to_string(std::stoi(read_file(out.file("pid.1")))) + "]"));
+  CHECK_THAT(events[3], Catch::Contains("\\\"exit_code\\\": [143]"));
+  CHECK_THAT(events[6], Catch::StartsWith("{\"name\": \"torchelastic.worker.status.SUCCEEDED\", \"source\": \"AGENT\""));
+
+  TempDir out2;
+  auto quiet = run({launcher(), "--nproc_per_node=1", port_arg(), kWorker}, scenario_env(out2, "restart"), 60);
+  CHECK(quiet.exit_code == 0);
+  CHECK_THAT(quiet.output, !Catch::Contains("torchelastic.worker.status"));
+}
+
 TEST_CASE("redirects write the files only, and --local_ranks_filter hides the other ranks on the console") {
   TempDir out, logs;
   // stdout to the files; stderr on the console for rank 0 only (rank 1's goes nowhere, as in torchrun).

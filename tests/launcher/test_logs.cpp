@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include <csignal>
+#include <set>
 #include <fcntl.h>
 #include <string>
 #include <unistd.h>
@@ -275,4 +276,53 @@ TEST_CASE("the torchrun name") {
   CHECK_FALSE(invoked_as_torchrun("ddp-launch"));
   CHECK_FALSE(invoked_as_torchrun("/bin/torchrun2"));
   CHECK_FALSE(invoked_as_torchrun("/torchrun/ddp-launch"));
+}
+
+TEST_CASE("duplicate_*_filters: torchrun's list syntax, ',,' for a comma") {
+  CHECK(parse_filter_list("apple,orange", "f") == std::vector<std::string>{"apple", "orange"});
+  CHECK(parse_filter_list("a,,b", "f") == std::vector<std::string>{"a,b"});
+  CHECK(parse_filter_list("a,,,b", "f") == std::vector<std::string>{"a,", "b"});  // left to right, as Python's replace
+  CHECK(parse_filter_list("loss = ", "f") == std::vector<std::string>{"loss = "});
+  CHECK(parse_filter_list("", "f").empty());
+  CHECK_THROWS_WITH(parse_filter_list("a,", "--duplicate_stdout_filters"),
+                    Catch::StartsWith("--duplicate_stdout_filters 'a,': an empty filter would copy every line"));
+}
+
+TEST_CASE("duplicate_*_filters copy tee'd console lines only, and say so when nothing is tee'd") {
+  LogOptions logs;
+  logs.dup_stdout_filters = {"loss"};
+  CHECK_THAT(duplicate_filters_warning(logs, 2),
+             Catch::Equals("ddp-launch: warning: --duplicate_stdout_filters copies tee'd stdout lines, but no rank's "
+                           "stdout is tee'd to the console (give --tee 1 or 3); nothing is copied\n"));
+  logs.tee = parse_std_spec("1:1", "t");
+  CHECK(tees_to_console(logs, 2, kStdOut));
+  CHECK_FALSE(tees_to_console(logs, 1, kStdOut));  // rank 1 does not exist
+  CHECK_FALSE(tees_to_console(logs, 2, kStdErr));
+  CHECK(duplicate_filters_warning(logs, 2).empty());
+  logs.ranks_filter = std::set<int>{0};  // rank 1 tee'd but hidden: its lines go to its file only
+  CHECK_FALSE(tees_to_console(logs, 2, kStdOut));
+  logs.ranks_filter.reset();
+  logs.dup_stderr_filters = {"x"};
+  CHECK_THAT(duplicate_filters_warning(logs, 2), Catch::Contains("--duplicate_stderr_filters") &&
+                                                     Catch::Contains("(give --tee 2 or 3)"));
+}
+
+TEST_CASE("the tee: lines matching a duplicate filter also go, prefixed, to the filtered file") {
+  Pipe console, file0, file1, filtered;
+  OutputTee tee;
+  // "default1" is only in rank 1's prefix: filters see the worker's line, not the prefix.
+  tee.duplicate(console.w, ::dup(filtered.w), "/filtered_stdout.log", {"loss", "a,b", "default1"});
+  const int w0 = tee.add(::dup(file0.w), "/f0", console.w, "[default0]:");
+  const int w1 = tee.add(::dup(file1.w), "/f1", console.w, "[default1]:");
+  write_all(w0, "step 1\nloss 0.5\npartial lo");
+  write_all(w1, "a,b\nrank1 ok\n");
+  tee.pump();
+  write_all(w0, "ss\n");
+  write_all(w1, "last loss");  // no newline: ends with the stream
+  ::close(w0);
+  ::close(w1);
+  tee.finish();
+  CHECK(read_all(filtered.r) == "[default0]:loss 0.5\n[default1]:a,b\n[default0]:partial loss\n[default1]:last loss\n");
+  CHECK(read_all(file0.r) == "step 1\nloss 0.5\npartial loss\n");
+  CHECK(read_all(console.r).find("[default0]:step 1\n") != std::string::npos);
 }

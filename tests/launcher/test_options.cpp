@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <csignal>
+
 using namespace ddp::launcher;
 
 namespace {
@@ -251,4 +253,90 @@ TEST_CASE("help text names PYTHON_EXEC, the PET_ variables and the rendezvous op
   CHECK_THAT(usage_text(), Catch::Contains("PYTHON_EXEC") && Catch::Contains("PET_") &&
                                Catch::Contains("--rdzv_conf") && Catch::Contains("--rdzv_backend") &&
                                Catch::Contains("stdin goes to local rank 0"));
+}
+
+TEST_CASE("torchrun 2.x's newer options: both spellings, PET_ variables, defaults") {
+  LaunchOptions d = parse({"x"});
+  CHECK(d.signals_to_handle == std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT});
+  CHECK_FALSE(d.virtual_local_rank);
+  CHECK(d.event_log_handler == "null");
+  CHECK(d.numa_binding.empty());
+  CHECK(d.logs.dup_stdout_filters.empty());
+  CHECK(d.logs.dup_stderr_filters.empty());
+
+  for (const std::string spelling : {"--signals-to-handle", "--signals_to_handle"})
+    CHECK(parse({spelling, "SIGTERM, SIGUSR1,SIGUSR2,SIGTERM", "x"}).signals_to_handle ==
+          std::vector<int>{SIGTERM, SIGUSR1, SIGUSR2});
+  CHECK(parse({"x"}, {{"PET_SIGNALS_TO_HANDLE", "SIGINT"}}).signals_to_handle == std::vector<int>{SIGINT});
+  CHECK(parse({"--virtual-local-rank", "x"}).virtual_local_rank);
+  CHECK(parse({"--virtual_local_rank", "x"}).virtual_local_rank);
+  CHECK(parse({"x"}, {{"PET_VIRTUAL_LOCAL_RANK", "1"}}).virtual_local_rank);
+  CHECK(parse({"--duplicate-stdout-filters", "loss,,acc,step", "x"}).logs.dup_stdout_filters ==
+        std::vector<std::string>{"loss,acc", "step"});
+  CHECK(parse({"--duplicate_stderr_filters=NaN", "x"}).logs.dup_stderr_filters == std::vector<std::string>{"NaN"});
+  CHECK(parse({"x"}, {{"PET_DUPLICATE_STDERR_FILTERS", "a"}}).logs.dup_stderr_filters ==
+        std::vector<std::string>{"a"});
+  CHECK(parse({"--duplicate-stdout-filters", "", "x"}).logs.dup_stdout_filters.empty());
+  CHECK(parse({"--event-log-handler", "console", "x"}).event_log_handler == "console");
+  CHECK(parse({"--event_log_handler=dynamic_rendezvous", "x"}).event_log_handler == "null");
+  CHECK(parse({"x"}, {{"PET_EVENT_LOG_HANDLER", "console"}}).event_log_handler == "console");
+  CHECK(parse({"--logs-specs", "default", "x"}).program == "x");
+  CHECK(parse({"--logs_specs=default", "x"}).program == "x");
+  for (const std::string mode : {"node", "socket", "exclusive", "core-complex"}) {
+    CHECK(parse({"--numa-binding", mode, "x"}).numa_binding == mode);
+    CHECK(parse({"--numa_binding=" + mode, "x"}).numa_binding == mode);
+  }
+  CHECK(parse({"x"}, {{"PET_NUMA_BINDING", "socket"}}).numa_binding == "socket");
+}
+
+TEST_CASE("torchrun 2.x's newer options: bad values are one line naming the value") {
+  struct Case {
+    std::vector<std::string> args;
+    std::string expect;
+  };
+  std::vector<Case> cases = {
+      {{"--signals-to-handle", "SIGTERM,SIGFOO", "x"},
+       "--signals-to-handle 'SIGTERM,SIGFOO': 'SIGFOO' is not a signal name; write it as Python's signal module does"},
+      {{"--signals_to_handle=USR1", "x"}, "--signals_to_handle 'USR1': 'USR1' is not a signal name"},
+      {{"--signals_to_handle=SIGTERM,,SIGINT", "x"}, "--signals_to_handle 'SIGTERM,,SIGINT': empty signal name"},
+      {{"--signals_to_handle=SIGKILL", "x"}, "--signals_to_handle 'SIGKILL': SIGKILL cannot be caught by any process"},
+      {{"--signals_to_handle=SIGSTOP", "x"}, "--signals_to_handle 'SIGSTOP': SIGSTOP cannot be caught"},
+      {{"--signals_to_handle=SIGCHLD", "x"}, "--signals_to_handle 'SIGCHLD': SIGCHLD is the launcher's own"},
+      {{"--signals_to_handle=SIGPIPE", "x"}, "--signals_to_handle 'SIGPIPE': SIGPIPE is the launcher's own"},
+      {{"--duplicate-stdout-filters", "loss,", "x"},
+       "--duplicate-stdout-filters 'loss,': an empty filter would copy every line"},
+      {{"--duplicate_stderr_filters=,a", "x"}, "--duplicate_stderr_filters ',a': an empty filter"},
+      {{"--event-log-handler", "scuba", "x"},
+       "--event-log-handler scuba: not an event log handler; use null (the default) or console"},
+      {{"--logs-specs", "my_specs", "x"},
+       "--logs-specs my_specs: torchrun loads this as a Python entry point (torchrun.logs_specs), which a native "
+       "launcher cannot; drop it and use --log_dir, --redirects, --tee"},
+      {{"--numa-binding", "numa", "x"},
+       "--numa-binding numa: not a NUMA binding mode; use node, socket, exclusive or core-complex"},
+  };
+  for (const auto& c : cases) {
+    INFO("args: " << Catch::Detail::stringify(c.args));
+    CHECK_THAT(usage_message(c.args), Catch::StartsWith(c.expect));
+  }
+  CHECK_THAT(usage_message({"x"}, {{"PET_SIGNALS_TO_HANDLE", "SIGNOPE"}}),
+             Catch::StartsWith("PET_SIGNALS_TO_HANDLE 'SIGNOPE': 'SIGNOPE' is not a signal name"));
+  CHECK_THAT(usage_message({"x"}, {{"PET_EVENT_LOG_HANDLER", "x"}}),
+             Catch::StartsWith("PET_EVENT_LOG_HANDLER=x: not an event log handler"));
+}
+
+TEST_CASE("signal lists: Python's names and aliases, the text workers see") {
+  CHECK(parse_signal_list("SIGIOT,SIGPOLL,SIGABRT", "s") == std::vector<int>{SIGABRT, SIGIO});
+  CHECK(parse_signal_list(" SIGRTMIN ,SIGRTMAX", "s") == std::vector<int>{SIGRTMIN, SIGRTMAX});
+  CHECK(signal_list_text({SIGTERM, SIGUSR1, SIGRTMIN}) == "SIGTERM,SIGUSR1,SIGRTMIN");
+  CHECK(signal_list_text(default_handled_signals()) == kDefaultSignalsToHandle);
+  CHECK_THROWS_WITH(parse_signal_list("sigterm", "--signals_to_handle"),
+                    Catch::StartsWith("--signals_to_handle 'sigterm': 'sigterm' is not a signal name"));
+}
+
+TEST_CASE("help text has torchrun 2.x's newer options and no 'not supported'") {
+  const std::string help = usage_text();
+  for (const char* o : {"--signals_to_handle", "--virtual_local_rank", "--duplicate_stdout_filters",
+                        "--duplicate_stderr_filters", "--event_log_handler", "--logs_specs", "--numa_binding"})
+    CHECK_THAT(help, Catch::Contains(o));
+  CHECK_THAT(help, !Catch::Contains("not supported") && !Catch::Contains("not implemented"));
 }

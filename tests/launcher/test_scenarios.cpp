@@ -251,6 +251,39 @@ TEST_CASE("signals to the launcher are forwarded to every worker") {
   CHECK_THAT(p.output(), Catch::Contains("stopped by SIG" + name));
 }
 
+TEST_CASE("signals_to_handle SIGUSR1: forwarded to every worker with the option, not caught without it") {
+  {
+    TempDir out;
+    Proc p({launcher(), "--nproc_per_node=2", "--signals-to-handle=SIGTERM,SIGINT,SIGUSR1",
+            "--master_port=" + std::to_string(free_port()), kWorker},
+           scenario_env(out, "record"));
+    REQUIRE(wait_until([&] { return files_exist(out, "ready", 2); }, 30));
+    p.signal(SIGUSR1);
+    auto code = p.wait(30);
+    REQUIRE(code);
+    CHECK(*code == 128 + SIGUSR1);
+    CHECK(read_file(out.file("got.0")) == "USR1\n");
+    CHECK(read_file(out.file("got.1")) == "USR1\n");
+    CHECK_THAT(p.output(), Catch::Contains("stopped by SIGUSR1"));
+  }
+  {
+    // The default list: SIGUSR1's default action ends the launcher, and its
+    // workers die by their death signal without seeing SIGUSR1.
+    TempDir out;
+    Proc p({launcher(), "--nproc_per_node=2", "--master_port=" + std::to_string(free_port()), kWorker},
+           scenario_env(out, "record"));
+    REQUIRE(wait_until([&] { return files_exist(out, "ready", 2); }, 30));
+    const std::vector<pid_t> pids{pid_of(out, 0), pid_of(out, 1)};
+    p.signal(SIGUSR1);
+    auto code = p.wait(30);
+    REQUIRE(code);
+    CHECK(*code == 128 + SIGUSR1);
+    CHECK(all_gone_within(pids, 10));
+    CHECK_FALSE(fs::exists(out.file("got.0")));
+    CHECK_FALSE(fs::exists(out.file("got.1")));
+  }
+}
+
 TEST_CASE("a second SIGINT kills at once") {
   TempDir out;
   Proc p({launcher(), "--nproc_per_node=2", "--shutdown_timeout=300", "--master_port=" + std::to_string(free_port()),
@@ -580,4 +613,60 @@ TEST_CASE("a successful job's leftovers get SIGTERM, and a signal while they lin
   auto code = p.wait(60);
   REQUIRE(code);
   CHECK(*code == 0);  // every worker succeeded
+}
+
+namespace {
+
+// "0-3,8" -> {0, 1, 2, 3, 8}, as sysfs and /proc write CPU lists.
+std::set<int> cpu_list(const std::string& text) {
+  std::set<int> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (item.find_first_of("0123456789") == std::string::npos) continue;
+    const auto dash = item.find('-');
+    const int lo = std::stoi(item), hi = dash == std::string::npos ? lo : std::stoi(item.substr(dash + 1));
+    for (int c = lo; c <= hi; ++c) out.insert(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("numa_binding without a visible GPU: one line naming the option, exit 2, no worker started") {
+  TempDir out;
+  auto r = run({launcher(), "--numa-binding", "node", "--master_port=" + std::to_string(free_port()), kWorker},
+               scenario_env(out, "affinity", {{"CUDA_VISIBLE_DEVICES", ""}}), 60);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("ddp-launch: error: --numa-binding node: no NVIDIA GPU is visible"));
+  CHECK_FALSE(fs::exists(out.file("pid.0")));
+}
+
+TEST_CASE("numa_binding node on a GPU machine: each worker runs on its GPU's NUMA node's CPUs") {
+  // GPUs in PCI order (CUDA_DEVICE_ORDER=PCI_BUS_ID below), as the driver lists them.
+  std::vector<std::string> gpus;
+  if (fs::exists("/proc/driver/nvidia/gpus"))
+    for (const auto& e : fs::directory_iterator("/proc/driver/nvidia/gpus")) gpus.push_back(e.path().filename());
+  if (gpus.empty()) DDP_SKIP("no NVIDIA GPU here (/proc/driver/nvidia/gpus)");
+  std::sort(gpus.begin(), gpus.end());
+  const int n = static_cast<int>(std::min<size_t>(gpus.size(), 2));
+  TempDir out;
+  auto r = run({launcher(), "--numa-binding=node", "--nproc_per_node=" + std::to_string(n),
+                "--master_port=" + std::to_string(free_port()), kWorker},
+               scenario_env(out, "affinity", {{"CUDA_DEVICE_ORDER", "PCI_BUS_ID"}, {"CUDA_VISIBLE_DEVICES", "\x01unset"}}),
+               120);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  sched_getaffinity(0, sizeof(mine), &mine);
+  for (int lr = 0; lr < n; ++lr) {
+    std::string id = gpus[static_cast<size_t>(lr)];
+    std::transform(id.begin(), id.end(), id.begin(), [](unsigned char c) { return std::tolower(c); });
+    const int node = std::max(0, std::stoi(read_file("/sys/bus/pci/devices/" + id + "/numa_node")));
+    std::set<int> expect;
+    for (int c : cpu_list(read_file("/sys/devices/system/node/node" + std::to_string(node) + "/cpulist")))
+      if (CPU_ISSET(c, &mine)) expect.insert(c);
+    INFO("local rank " << lr << ", GPU " << id << ", NUMA node " << node);
+    CHECK(cpu_list(read_file(out.file("cpus." + std::to_string(lr)))) == expect);
+  }
 }

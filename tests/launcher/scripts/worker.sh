@@ -41,7 +41,7 @@ case "$SCENARIO" in
   alwaysfail)
     exit $((5 + TORCHELASTIC_RESTART_COUNT)) ;;
   record)     # record every forwarded signal, exit like a shell would
-    for s in TERM INT HUP QUIT; do trap "note got $s; exit 1" $s; done
+    for s in TERM INT HUP QUIT USR1; do trap "note got $s; exit 1" $s; done
     note ready 1; idle ;;
   record_int) # record SIGINT but keep running (for the second-Ctrl-C test)
     trap 'note got INT' INT; trap 'note got TERM' TERM
@@ -152,5 +152,8 @@ case "$SCENARIO" in
       exit 4
     fi
     idle ;;
+  affinity)     # the CPUs it may run on (--numa_binding)
+    note cpus "$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)"
+    exit 0 ;;
   *) echo "unknown SCENARIO '$SCENARIO'" >&2; exit 99 ;;
 esac

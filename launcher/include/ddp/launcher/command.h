@@ -20,6 +20,9 @@ struct WorkerCommand {
   size_t local_rank_pos = 0;      // where --local_rank=N goes (torch.distributed.launch order)
   bool legacy_local_rank = true;  // false with --use_env
   bool local_rank_dash = false;   // --local-rank=N (2.x) instead of --local_rank=N (1.x)
+  // --virtual_local_rank: every worker gets --local_rank=0, as LOCAL_RANK=0
+  // (torchrun passes the real one, which names a GPU the worker cannot see).
+  bool virtual_local_rank = false;
 
   // Full argv (without argv[0]) for one worker.
   std::vector<std::string> argv_for(int local_rank) const;

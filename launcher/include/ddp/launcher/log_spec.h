@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace ddp::launcher {
 
@@ -44,6 +45,13 @@ void check_prefix_template(const std::string& tmpl, const std::string& what);
 std::string expand_prefix(const std::string& tmpl, const std::string& role, int rank, int local_rank);
 constexpr const char* kDefaultPrefixTemplate = "[${role_name}${local_rank}]:";
 
+// --duplicate_stdout_filters "apple,orange": substrings, any of which copies
+// a tee'd line to <attempt>/filtered_stdout.log. As torchrun's: ',,' is a
+// comma inside a filter ("a,,b" is the one filter "a,b"). "" is no filter.
+// Throws std::invalid_argument for an empty filter inside a list ("a,"),
+// which torchrun would take as matching every line.
+std::vector<std::string> parse_filter_list(const std::string& text, const std::string& what);
+
 struct LogOptions {
   std::string dir;                            // --log_dir; "" none given
   std::string dir_source;                     // how it was given, for messages ("--log-dir /x", "PET_LOG_DIR=/x")
@@ -51,6 +59,8 @@ struct LogOptions {
   StdSpec tee;                                // --tee / -t
   std::optional<std::set<int>> ranks_filter;  // --local_ranks_filter; nullopt: every rank
   std::string prefix_template = kDefaultPrefixTemplate;
+  std::vector<std::string> dup_stdout_filters;  // --duplicate_stdout_filters; empty: none
+  std::vector<std::string> dup_stderr_filters;  // --duplicate_stderr_filters
 
   // Whether a per-run log directory is needed (files to write, or one given).
   bool needs_dir() const { return !dir.empty() || redirects.any() || tee.any(); }
@@ -70,5 +80,13 @@ struct OutputPlan {
 };
 
 OutputPlan plan_output(const LogOptions& logs, int local_rank);
+
+// Whether some local rank's stream `bit` (kStdOut or kStdErr) is tee'd to the
+// console, which --duplicate_*_filters copy from.
+bool tees_to_console(const LogOptions& logs, int nproc, int bit);
+// One warning line per --duplicate_*_filters that copies nothing because no
+// rank's stream is tee'd to the console (torchrun then leaves an empty
+// file); "" when none.
+std::string duplicate_filters_warning(const LogOptions& logs, int nproc);
 
 }  // namespace ddp::launcher

@@ -9,6 +9,7 @@
 // them. Everything from the program on is passed to the workers untouched.
 
 #include "ddp/launcher/log_spec.h"
+#include "ddp/launcher/signals.h"
 
 #include <map>
 #include <optional>
@@ -78,6 +79,11 @@ struct LaunchOptions {
   RdzvOptions rdzv;                // --rdzv_backend, --rdzv_endpoint, --rdzv_conf, --nnodes MIN:MAX, --local_addr
   double shutdown_timeout_s = 30.0;
   LogOptions logs;                 // --log_dir, --redirects, --tee, --local_ranks_filter, prefix
+  std::vector<int> signals_to_handle = default_handled_signals();  // --signals_to_handle (signals.h)
+  bool virtual_local_rank = false; // --virtual_local_rank: LOCAL_RANK=0, one GPU per worker (worker_env.h)
+  std::string event_log_handler = "null";  // --event_log_handler: null or console (event_log.h)
+  std::string numa_binding;        // --numa_binding: "" none, node, socket, exclusive, core-complex (numa_binding.h)
+  std::string numa_binding_source; // how it was given, for messages
   std::string summary_json;        // --summary_json PATH, "" none
   std::string summary_json_source; // how it was given, for messages
   bool help = false;

@@ -12,6 +12,10 @@
 //    ends (the file keeps the bytes exactly);
 //  - bytes are never interpreted (binary junk passes through; only '\n'
 //    splits lines).
+// --duplicate_stdout_filters/--duplicate_stderr_filters (torchrun 2.x): the
+// prefixed console lines of one console fd that contain any filter string
+// are also written to one file for all ranks (filtered_stdout.log), whole
+// lines in one write each, as on the console.
 // A console that went away (EPIPE: `ddp-launch ... | head`) stops the
 // console copy, never the files or the job; the launcher blocks SIGPIPE for
 // that while a tee is alive (workers get their original mask back at exec).
@@ -40,6 +44,10 @@ class OutputTee {
   // cannot be made.
   int add(int file_fd, const std::string& path, int console_fd, const std::string& prefix);
 
+  // Lines for console_fd (1 or 2) that contain any of `filters` also go to
+  // file_fd (taken over; its path for messages).
+  void duplicate(int console_fd, int file_fd, const std::string& path, std::vector<std::string> filters);
+
   // Read ends still open, for the caller's poll.
   std::vector<int> fds() const;
   // Reads whatever is ready on every stream (never blocks).
@@ -61,13 +69,27 @@ class OutputTee {
     std::string partial;  // bytes after the last newline
     bool file_failed = false;
   };
+  struct Duplicate {
+    int console_fd = -1;
+    int file_fd = -1;
+    std::string path;
+    std::vector<std::string> filters;
+    bool failed = false;
+  };
   void read_stream(Stream& s, bool at_end);
+  Duplicate* duplicate_for(int console_fd);
+  // Copies the lines of `lines` (prefixed, each ending in '\n') that match
+  // to d's file; body_starts: where each line's text begins after its prefix.
+  void to_duplicate(Duplicate* d, const std::string& lines, const std::vector<size_t>& line_starts,
+                    const std::vector<size_t>& body_starts);
+  bool write_all(int fd, const char* data, size_t n);
   void flush_partial(Stream& s);
   void close_stream(Stream& s);
   void to_console(int fd, const std::string& text);
   void to_file(Stream& s, const char* data, size_t n);
 
   std::vector<Stream> streams_;
+  std::vector<Duplicate> duplicates_;
   std::vector<int> console_gone_;  // console fds that returned EPIPE
   std::string warning_;
   sigset_t old_mask_;

@@ -61,6 +61,12 @@ struct AttemptResult {
   std::string rdzv_stop;
   bool rdzv_counted = true;              // that restart counts against --max_restarts
   bool rdzv_abort = false;               // the job was ended: no restart
+  // Where this attempt's workers sat (for --event_log_handler's events).
+  int restart_count = 0;                 // TORCHELASTIC_RESTART_COUNT
+  int group_rank = 0;
+  int group_world_size = 1;
+  int world_size = 1;
+  int base_rank = 0;                     // RANK of local rank 0
 
   bool succeeded() const { return !root_cause && launcher_signal == 0 && rdzv_stop.empty(); }
   bool restartable() const { return root_cause && !launcher_signal && !signal_during_teardown && !spawn_failed; }

@@ -15,6 +15,7 @@
 //  - takes /dev/null as stdin unless it is the worker that keeps the
 //    launcher's stdin (see WorkerGroup), and the given stdout/stderr (a log
 //    file, a --tee pipe, /dev/null) when log options ask for them;
+//  - binds itself to the given CPUs (--numa_binding) when there are any;
 //  - restores the launcher's original signal mask.
 // The child is the caller's to reap (WorkerGroup does).
 
@@ -47,6 +48,7 @@ struct SpawnSpec {
   int stdout_fd = -1;                    // dup'ed onto fd 1; -1 keeps the launcher's stdout
   int stderr_fd = -1;                    // dup'ed onto fd 2; -1 keeps the launcher's stderr
   bool new_session = false;              // setsid instead of setpgid (see above)
+  std::vector<int> cpus;                 // sched_setaffinity before exec; empty keeps the launcher's
 };
 
 // Must be called from the main thread: the death signal is tied to the thread

@@ -8,8 +8,9 @@
 //    SIGTERM, and SIGKILL once shutdown_timeout has passed;
 //  - the root cause is the earliest failure (error file time, else exit
 //    time; see report.h), which need not be the first one reaped;
-//  - SIGINT/SIGTERM/SIGHUP/SIGQUIT are forwarded to every group, then the
-//    same grace and kill; a second SIGINT kills at once. A signal during a
+//  - the --signals_to_handle signals (default SIGINT/SIGTERM/SIGHUP/SIGQUIT)
+//    are forwarded to every group, then the same grace and kill; a second
+//    SIGINT kills at once. A signal during a
 //    failure's teardown is forwarded and ends the job, but the exit code
 //    stays the root cause's;
 //  - an attempt ends only when no process of its groups is left (a worker's
@@ -23,7 +24,9 @@
 //    SIGTERM during the start of thousands of workers is not ignored;
 //  - with log options each worker's streams go where plan_output() says
 //    (log files under attempt_<n>/, /dev/null, or an OutputTee pipe that
-//    the same poll serves); without them, no pipe and no extra fd exists;
+//    the same poll serves, which also feeds --duplicate_*_filters' files);
+//    without them, no pipe and no extra fd exists;
+//  - --event_log_handler console: torchrun's status events (event_log.h);
 //  - at the end of every run: the summary table (summary.h), the failure
 //    report, and --summary_json written atomically. When the report names
 //    error files in the private run directory, that directory is kept
@@ -50,6 +53,9 @@ struct SupervisorConfig {
   // are given; "" otherwise (error files then live in the private run
   // directory and workers write straight to the launcher's stdout/stderr).
   std::string run_log_dir;
+  // --numa_binding: the CPUs of each worker of this launcher, by local rank
+  // (numa_binding.h); empty: workers keep the launcher's affinity.
+  std::vector<std::vector<int>> cpu_binding;
 };
 
 class Supervisor {

@@ -37,7 +37,16 @@ struct GroupSpec {
 // which starves CPU training. nullopt when already set.
 std::optional<int> default_omp_threads(const EnvMap& parent, int cpus, int nproc);
 
-// error_file: this worker's TORCHELASTIC_ERROR_FILE.
+// --virtual_local_rank (torchrun 2.x's rule): the CUDA_VISIBLE_DEVICES of the
+// worker with this local rank, the parent's entry at that index (blanks
+// stripped), or the index itself when the parent has none. Throws UsageError
+// when the parent's list is shorter than nproc; main checks the highest
+// local rank before any worker starts.
+std::string virtual_visible_device(const EnvMap& parent, int local_rank, int nproc);
+
+// error_file: this worker's TORCHELASTIC_ERROR_FILE. With
+// --virtual_local_rank, LOCAL_RANK is 0 and CUDA_VISIBLE_DEVICES is
+// virtual_visible_device() (in srun-per-rank mode, of srun's local id).
 EnvMap worker_environment(const EnvMap& parent, const GroupSpec& group, int local_rank,
                           const std::string& error_file);
 
