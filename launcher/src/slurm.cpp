@@ -219,6 +219,17 @@ void resolve_slurm(SupervisorConfig& cfg, const EnvMap& env) {
   }
   auto given = [&](const char* name) { return o.given.count(name) > 0; };
 
+  // c10d: the rendezvous gives node ranks and the workers' store; Slurm
+  // only says how many nodes to wait for when --nnodes is not given.
+  if (o.rdzv.elastic()) {
+    if (o.slurm_tasks)
+      throw UsageError("--slurm_tasks takes every rank from srun, --rdzv_backend c10d from the rendezvous: "
+                       "give one of them (srun --ntasks-per-node=1 ddp-launch --rdzv_backend c10d ... for c10d)");
+    if (!given("nnodes"))
+      o.nnodes = o.rdzv.min_nodes = o.rdzv.max_nodes = slurm_int(env, "SLURM_NNODES", 1, "--nnodes from Slurm");
+    return;
+  }
+
   // Per node: what the user left open.
   if (!given("nnodes")) o.nnodes = slurm_int(env, "SLURM_NNODES", 1, "--nnodes from Slurm");
   if (!given("node_rank")) o.node_rank = slurm_int(env, "SLURM_NODEID", 0, "--node_rank from Slurm");

@@ -239,6 +239,24 @@ TEST_CASE("per-rank mode is found when srun started one task per rank") {
   CHECK(cfg.opts.nnodes == 2);
 }
 
+TEST_CASE("c10d inside an allocation: Slurm gives only the node count, the rendezvous the rest") {
+  const std::vector<std::string> c10d = {"--rdzv_backend=c10d", "--rdzv_endpoint=gpu07:29400", "--nproc_per_node=2",
+                                         "--no_python", "/bin/true"};
+  auto cfg = resolved(c10d, srun_task(2));
+  CHECK_FALSE(cfg.opts.task);  // 2 nodes x 2 = SLURM_NTASKS, but the rendezvous assigns ranks
+  CHECK(cfg.opts.rdzv.min_nodes == 2);
+  CHECK(cfg.opts.rdzv.max_nodes == 2);
+  CHECK(cfg.opts.node_rank == 0);
+  std::vector<std::string> range = c10d;
+  range.insert(range.begin(), "--nnodes=1:2");
+  cfg = resolved(range, allocation());
+  CHECK(cfg.opts.rdzv.min_nodes == 1);
+  CHECK(cfg.opts.rdzv.max_nodes == 2);
+  std::vector<std::string> tasks = c10d;
+  tasks.insert(tasks.begin(), "--slurm_tasks");
+  CHECK_THROWS_WITH(resolved(tasks, srun_task(0)), Catch::StartsWith("--slurm_tasks takes every rank from srun"));
+}
+
 TEST_CASE("several per-node launchers on one node, or contradicting options, are errors") {
   // With --nnodes given, the check still reads srun's own layout.
   CHECK_THROWS_WITH(resolved({"--nnodes=3", "--no_python", "/bin/true"}, srun_task(0)),
