@@ -120,16 +120,6 @@ std::string upper(std::string s) {
   return s;
 }
 
-// Wraps parse errors so the message names the option and where it came from.
-template <typename F>
-auto checked(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
-}
-
 }  // namespace
 
 EnvMap current_environment() {
@@ -209,7 +199,7 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
     if (vm.count(name) || env.count("PET_" + upper(name))) o.given.insert(name);
     if (vm.count(name)) return true;
     std::string var = "PET_" + upper(name);
-    if (auto it = env.find(var); it != env.end()) return checked([&] { return parse_bool(it->second, var); });
+    if (auto it = env.find(var); it != env.end()) return usage_checked([&] { return parse_bool(it->second, var); });
     return false;
   };
   auto source = [&](const std::string& name) { return vm.count(name) ? spelling[name] : "--" + name; };
@@ -226,7 +216,7 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
   if (auto v = value("start_method"); v && v->first != "spawn" && v->first != "fork" && v->first != "forkserver")
     throw UsageError(given_as("start_method", *v) + ": not a start method; use spawn, fork or forkserver");
   if (auto v = value("monitor_interval"))
-    checked([&] { return parse_seconds(v->first, v->second); });
+    usage_checked([&] { return parse_seconds(v->first, v->second); });
   o.run_path = flag("run_path");
 
   if (auto v = value("nproc_per_node")) {
@@ -255,8 +245,8 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
     std::string text = v->first;
     if (auto colon = text.find(':'); colon != std::string::npos) {
       const std::string lo = text.substr(0, colon), hi = text.substr(colon + 1);
-      o.rdzv.min_nodes = static_cast<int>(checked([&] { return parse_int(lo, v->second + " MIN", 1, 1 << 20); }));
-      o.rdzv.max_nodes = static_cast<int>(checked([&] { return parse_int(hi, v->second + " MAX", 1, 1 << 20); }));
+      o.rdzv.min_nodes = static_cast<int>(usage_checked([&] { return parse_int(lo, v->second + " MIN", 1, 1 << 20); }));
+      o.rdzv.max_nodes = static_cast<int>(usage_checked([&] { return parse_int(hi, v->second + " MAX", 1, 1 << 20); }));
       if (o.rdzv.min_nodes > o.rdzv.max_nodes)
         throw UsageError(given_as("nnodes", *v) + ": MIN is above MAX; write MIN:MAX, e.g. " + hi + ":" + lo);
       if (o.rdzv.min_nodes != o.rdzv.max_nodes && !o.rdzv.elastic())
@@ -265,7 +255,7 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
                          "--rdzv_endpoint HOST:PORT)");
       text = hi;
     }
-    o.nnodes = static_cast<int>(checked([&] { return parse_int(text, v->second, 1, 1 << 20); }));
+    o.nnodes = static_cast<int>(usage_checked([&] { return parse_int(text, v->second, 1, 1 << 20); }));
     if (text == v->first) o.rdzv.min_nodes = o.rdzv.max_nodes = o.nnodes;
   }
   if (auto v = value("rdzv_endpoint"); v && !v->first.empty()) parse_rdzv_endpoint(v->first, v->second, o.rdzv);
@@ -276,7 +266,7 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
     throw UsageError("--rdzv_backend c10d needs --rdzv_endpoint HOST[:PORT], the node that hosts the rendezvous "
                      "store (any one node of the job, the same on every node)");
   if (auto v = value("node_rank"))
-    o.node_rank = static_cast<int>(checked([&] { return parse_int(v->first, v->second, 0, 1 << 20); }));
+    o.node_rank = static_cast<int>(usage_checked([&] { return parse_int(v->first, v->second, 0, 1 << 20); }));
   // c10d: node ranks come from the rendezvous; torchrun ignores --node_rank
   // there too, so scripts that pass it anyway keep working.
   if (o.rdzv.elastic()) o.node_rank = 0;
@@ -288,7 +278,7 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
     o.master_addr = v->first;
   }
   if (auto v = value("master_port"))
-    o.master_port = static_cast<int>(checked([&] { return parse_int(v->first, v->second, 1, 65535); }));
+    o.master_port = static_cast<int>(usage_checked([&] { return parse_int(v->first, v->second, 1, 65535); }));
   // Static rendezvous at --rdzv_endpoint: torchrun's other spelling of
   // --master_addr/--master_port (it wins over them there too).
   if (!o.rdzv.elastic() && !o.rdzv.host.empty() && !o.standalone) {
@@ -331,38 +321,38 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
   }
   if (auto v = value("rdzv_id")) o.run_id = v->first;
   if (auto v = value("max_restarts"))
-    o.max_restarts = static_cast<int>(checked([&] { return parse_int(v->first, v->second, 0, 1000000); }));
+    o.max_restarts = static_cast<int>(usage_checked([&] { return parse_int(v->first, v->second, 0, 1000000); }));
   if (auto v = value("shutdown_timeout"))
-    o.shutdown_timeout_s = checked([&] { return parse_seconds(v->first, v->second); });
+    o.shutdown_timeout_s = usage_checked([&] { return parse_seconds(v->first, v->second); });
 
   if (auto v = value("log_dir")) {  // "" (torchrun's default): none
     o.logs.dir = v->first;
     o.logs.dir_source = given_as("log_dir", *v);
   }
-  if (auto v = value("redirects")) o.logs.redirects = checked([&] { return parse_std_spec(v->first, v->second); });
-  if (auto v = value("tee")) o.logs.tee = checked([&] { return parse_std_spec(v->first, v->second); });
+  if (auto v = value("redirects")) o.logs.redirects = usage_checked([&] { return parse_std_spec(v->first, v->second); });
+  if (auto v = value("tee")) o.logs.tee = usage_checked([&] { return parse_std_spec(v->first, v->second); });
   if (auto v = value("local_ranks_filter"); v && !v->first.empty())
-    o.logs.ranks_filter = checked([&] { return parse_rank_filter(v->first, v->second); });
+    o.logs.ranks_filter = usage_checked([&] { return parse_rank_filter(v->first, v->second); });
   // torchrun 2.x reads the template from this variable only.
   auto prefix = value("log_line_prefix_template");
   if (!prefix)
     if (auto it = env.find("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"); it != env.end())
       prefix = std::make_pair(it->second, std::string("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"));
   if (prefix && !prefix->first.empty()) {
-    checked([&] { check_prefix_template(prefix->first, prefix->second); return 0; });
+    usage_checked([&] { check_prefix_template(prefix->first, prefix->second); return 0; });
     o.logs.prefix_template = prefix->first;
   }
   if (auto v = value("duplicate_stdout_filters"))
-    o.logs.dup_stdout_filters = checked([&] { return parse_filter_list(v->first, v->second); });
+    o.logs.dup_stdout_filters = usage_checked([&] { return parse_filter_list(v->first, v->second); });
   if (auto v = value("duplicate_stderr_filters"))
-    o.logs.dup_stderr_filters = checked([&] { return parse_filter_list(v->first, v->second); });
+    o.logs.dup_stderr_filters = usage_checked([&] { return parse_filter_list(v->first, v->second); });
   if (auto v = value("logs_specs"); v && !v->first.empty() && v->first != "default")
     throw UsageError(given_as("logs_specs", *v) +
                      ": torchrun loads this as a Python entry point (torchrun.logs_specs), which a native launcher "
                      "cannot; drop it and use --log_dir, --redirects, --tee, --local_ranks_filter and "
                      "--log_line_prefix_template (torchrun's default log spec)");
   if (auto v = value("signals_to_handle"))
-    o.signals_to_handle = checked([&] { return parse_signal_list(v->first, v->second); });
+    o.signals_to_handle = usage_checked([&] { return parse_signal_list(v->first, v->second); });
   o.virtual_local_rank = flag("virtual_local_rank");
   if (auto v = value("event_log_handler")) {
     // torchrun's registered handlers: dynamic_rendezvous is a null handler for the agent's events.
@@ -422,7 +412,7 @@ int resolve_nproc(const std::string& spec, const HostCounts& host) {
     return host.gpus;
   }
   if (spec == "auto") return host.gpus > 0 ? host.gpus : host.cpus;
-  return static_cast<int>(checked([&] { return parse_int(spec, "--nproc_per_node", 1, kMaxWorkers); }));
+  return static_cast<int>(usage_checked([&] { return parse_int(spec, "--nproc_per_node", 1, kMaxWorkers); }));
 }
 
 std::string usage_text() {

@@ -5,19 +5,6 @@
 
 namespace ddp::launcher {
 
-namespace {
-
-template <typename F>
-auto checked(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
-}
-
-}  // namespace
-
 void parse_rdzv_endpoint(const std::string& text, const std::string& given_as, RdzvOptions& r) {
   std::string host = text, port;
   if (!text.empty() && text[0] == '[') {
@@ -38,7 +25,7 @@ void parse_rdzv_endpoint(const std::string& text, const std::string& given_as, R
     throw UsageError(given_as + " " + text + ": no host; give HOST[:PORT] of the node that hosts the rendezvous");
   r.host = host;
   r.port_given = !port.empty();
-  if (!port.empty()) r.port = static_cast<int>(checked([&] { return parse_int(port, given_as + " port", 1, 65535); }));
+  if (!port.empty()) r.port = static_cast<int>(usage_checked([&] { return parse_int(port, given_as + " port", 1, 65535); }));
 }
 
 void parse_rdzv_conf(const std::string& text, const std::string& given_as, RdzvOptions& r) {
@@ -52,18 +39,18 @@ void parse_rdzv_conf(const std::string& text, const std::string& given_as, RdzvO
     const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
     const std::string what = given_as + " " + k;
     auto positive = [&] {
-      const double s = checked([&] { return parse_seconds(v, what); });
+      const double s = usage_checked([&] { return parse_seconds(v, what); });
       if (s <= 0) throw UsageError(what + "=" + v + ": must be more than 0 seconds");
       return s;
     };
     if (k == "join_timeout") r.join_timeout_s = positive();
-    else if (k == "last_call_timeout") r.last_call_timeout_s = checked([&] { return parse_seconds(v, what); });
+    else if (k == "last_call_timeout") r.last_call_timeout_s = usage_checked([&] { return parse_seconds(v, what); });
     else if (k == "close_timeout") r.close_timeout_s = positive();
     else if (k == "read_timeout" || k == "timeout") r.read_timeout_s = positive();
     else if (k == "keep_alive_interval") r.keep_alive_interval_s = positive();
     else if (k == "keep_alive_max_attempt")
-      r.keep_alive_max_attempt = static_cast<int>(checked([&] { return parse_int(v, what, 1, 1000000); }));
-    else if (k == "is_host") r.is_host = checked([&] { return parse_bool(v, what); }) ? "1" : "0";
+      r.keep_alive_max_attempt = static_cast<int>(usage_checked([&] { return parse_int(v, what, 1, 1000000); }));
+    else if (k == "is_host") r.is_host = usage_checked([&] { return parse_bool(v, what); }) ? "1" : "0";
     else
       throw UsageError(given_as + ": unknown key '" + k +
                        "'; known keys: join_timeout, last_call_timeout, close_timeout, read_timeout (or timeout), "

@@ -139,6 +139,15 @@ std::vector<std::unique_ptr<Proc>> start_two(const NetNodes& nodes, const std::s
   return procs;
 }
 
+// ddp-train for 3 epochs of `steps` steps, checkpoints in tmp/ck, --max_restarts 1, on both nodes.
+std::vector<std::unique_ptr<Proc>> train_three_epochs(const NetNodes& nodes, const std::string& nnodes, int steps,
+                                                      const TempDir& tmp, std::map<std::string, std::string> env) {
+  return start_two(nodes, nnodes, {"--max_restarts=1"},
+                   {bin_path("ddp-train"), "--epochs=3", "--max_steps=" + std::to_string(steps), "--batch_size=32",
+                    "--checkpoint_dir=" + tmp.file("ck")},
+                   node_env(std::move(env)));
+}
+
 }  // namespace
 
 TEST_CASE("multi-node c10d: ddp-train, 2 nodes x 2 processes, meets at node 0's endpoint and trains as one world") {
@@ -188,10 +197,7 @@ TEST_CASE("multi-node c10d --nnodes 1:2 --max_restarts 1: a node's launcher SIGK
   if (!have_data()) DDP_SKIP("dataset-fashion-mnist is not installed");
   NetNodes nodes(2);
   TempDir tmp;
-  auto procs = start_two(nodes, "1:2", {"--max_restarts=1"},
-                         {bin_path("ddp-train"), "--epochs=3", "--max_steps=10", "--batch_size=32",
-                          "--checkpoint_dir=" + tmp.file("ck")},
-                         node_env());
+  auto procs = train_three_epochs(nodes, "1:2", 10, tmp, {});
   // Mid-training: once epoch 1's checkpoint is written.
   REQUIRE(wait_until([&] { return std::filesystem::exists(tmp.file("ck/epoch_1.pt")); }, 180));
   procs[1]->signal(SIGKILL);
@@ -213,10 +219,7 @@ TEST_CASE("multi-node c10d: a worker failure on one node restarts the workers on
   NetNodes nodes(2);
   TempDir tmp;
   // Rank 3 (node 1) SIGKILLs itself before global step 14 on the first attempt.
-  auto procs = start_two(nodes, "2", {"--max_restarts=1"},
-                         {bin_path("ddp-train"), "--epochs=3", "--max_steps=6", "--batch_size=32",
-                          "--checkpoint_dir=" + tmp.file("ck")},
-                         node_env({{"DDP_TRAIN_TEST_DIE_AT", "3:14"}}));
+  auto procs = train_three_epochs(nodes, "2", 6, tmp, {{"DDP_TRAIN_TEST_DIE_AT", "3:14"}});
   for (int i = 0; i < 2; ++i) {
     INFO("node " << i << ":\n" << procs[i]->output());
     CHECK(procs[i]->wait(240) == std::optional<int>(0));

@@ -25,6 +25,17 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Runs f, turning the std::invalid_argument of ddp::parse_* (whose message
+// names the value) into a UsageError.
+template <typename F>
+auto usage_checked(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
 // srun-per-rank mode (slurm.h): the identity Slurm gave this launcher's one
 // worker beyond RANK/WORLD_SIZE (which come from node_rank/nnodes there).
 struct TaskRank {
