@@ -73,7 +73,9 @@ TEST_CASE("process group: an unreachable store times out within the timeout with
   CHECK_THAT(r.output, Catch::Contains("127.0.0.1:" + std::to_string(port)));
   CHECK_THAT(r.output, Catch::Contains("timeout of 3 s"));
   CHECK_THAT(r.output, Catch::Contains("ranks joined"));
-  CHECK(took < 3 + 5);  // the timeout plus process start-up, not 30 minutes
+  // The timeout plus process start-up: not 30 minutes, and not the few
+  // seconds LibTorch 2.x's connect back-off used to add after it (6.1 s here).
+  CHECK(took < 3 + 2.5);
 
   // Rank 0 hosts the store but its peer never comes: it reports 1/2.
   auto env0 = rank_env(0, 2, free_port());

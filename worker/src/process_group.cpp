@@ -6,8 +6,14 @@
 
 #include <torch/cuda.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -128,6 +134,43 @@ std::chrono::milliseconds resolve_timeout(const InitOptions& opt) {
   return t;
 }
 
+// Waits until something accepts TCP connections at host:port, or the
+// deadline. LibTorch 2.x's TCPStore client sleeps a random back-off of up to
+// a few seconds after a failed try even when its timeout has run out, which
+// made an unreachable store overrun DDP_TIMEOUT_S by that much; probing with
+// plain connects first keeps the wait within the deadline. True when reachable.
+bool wait_for_listener(const std::string& host, int port, std::chrono::steady_clock::time_point deadline) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  while (true) {
+    addrinfo* res = nullptr;
+    if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) == 0) {
+      for (addrinfo* a = res; a; a = a->ai_next) {
+        const int fd = ::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) continue;
+        bool ok = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+        if (!ok && errno == EINPROGRESS) {
+          const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+              deadline - std::chrono::steady_clock::now());
+          pollfd p{fd, POLLOUT, 0};
+          int err = 0;
+          socklen_t len = sizeof(err);
+          ok = ::poll(&p, 1, static_cast<int>(std::clamp<long long>(left.count(), 0, 1000))) == 1 &&
+               ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+        }
+        ::close(fd);
+        if (ok) {
+          ::freeaddrinfo(res);
+          return true;
+        }
+      }
+      ::freeaddrinfo(res);
+    }
+    if (std::chrono::steady_clock::now() + std::chrono::milliseconds(50) >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 // Connects to (or, on rank 0 without an agent store, hosts) the TCPStore.
 // Clients announce themselves like Python's (numWorkers + waitWorkers bumps
 // the store's "init/" count that a Python host waits on). The host does not
@@ -138,6 +181,8 @@ c10::intrusive_ptr<c10d::TCPStore> connect_store(const DistEnv& env, std::chrono
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + timeout;
   try {
+    if (!host && !wait_for_listener(env.master_addr, env.master_port, deadline))
+      throw std::runtime_error("nothing accepted a connection at " + endpoint(env));
     while (true) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       auto opts = compat::tcp_store_options(static_cast<std::uint16_t>(env.master_port), host,
