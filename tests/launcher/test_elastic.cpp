@@ -211,3 +211,15 @@ TEST_CASE("c10d: the node hosting the store lost: the other node stops and says 
   CHECK_THAT(b.output(), Catch::Contains("the rendezvous store at 127.0.0.1:" + std::to_string(job.port) +
                                          " stopped answering"));
 }
+
+TEST_CASE("c10d without ddp-rdzv beside ddp-launch: one line that says what is missing and what to use instead") {
+  TempDir dir;
+  const std::string copy = dir.file("ddp-launch");
+  REQUIRE(run({"/bin/cp", launcher(), copy}).exit_code == 0);
+  auto r = run({copy, "--use_env", "--rdzv_backend=c10d", "--rdzv_endpoint=127.0.0.1:" + std::to_string(free_port()),
+                "/bin/true"},
+               {}, 30);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("ddp-launch: error: --rdzv_backend c10d needs " + dir.file("ddp-rdzv")) &&
+                           Catch::Contains("or use static rendezvous"));
+}
