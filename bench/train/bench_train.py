@@ -15,6 +15,11 @@ with the one ddp-train layer trick plain Python can use too.
     python3 bench/train/bench_train.py --build build --steps 200
 The driver needs no torch; the Python workers run under --python
 (default /usr/bin/python3, which has python3-torch).
+
+On a GPU (scripts/gpu-check): --device cuda (both tools on cuda:LOCAL_RANK
+over NCCL), several batch sizes in one run (--batch_size 64,512), and
+--warmup_epochs 1 to leave CUDA's start-up out of samples/s. Without GNU time
+(/usr/bin/time) the peak-RSS columns say n/a.
 """
 import argparse
 import json
@@ -36,15 +41,18 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_job(name, nproc, program, args, build, work, env_extra):
+HAVE_GNU_TIME = os.access("/usr/bin/time", os.X_OK)
+
+
+def run_job(name, nproc, program, args, build, work, env_extra, warmup_epochs=0):
     ckpt = os.path.join(work, f"{name}-{nproc}")
     rss_dir = os.path.join(work, f"{name}-{nproc}-rss")
     os.makedirs(rss_dir)
     env = dict(os.environ, PEAK_RSS_DIR=rss_dir, **env_extra)
     # --use_env: the wrapper script must not get --local_rank=N as its first argument.
+    wrapper = [os.path.join(HERE, "peak_rss.sh")] if HAVE_GNU_TIME else []
     cmd = [os.path.join(build, "bin", "ddp-launch"), "--use_env", f"--nproc_per_node={nproc}",
-           f"--master_port={free_port()}", os.path.join(HERE, "peak_rss.sh")] + program + \
-          args + [f"--checkpoint_dir={ckpt}"]
+           f"--master_port={free_port()}"] + wrapper + program + args + [f"--checkpoint_dir={ckpt}"]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     wall = time.perf_counter() - t0
@@ -52,13 +60,15 @@ def run_job(name, nproc, program, args, build, work, env_extra):
         sys.exit(f"{name} with {nproc} process(es) failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}")
     with open(os.path.join(ckpt, "metrics.jsonl")) as f:
         epochs = [json.loads(l) for l in f if l.strip()]
-    samples = sum(e["train_samples"] for e in epochs)
-    seconds = sum(e["train_seconds"] for e in epochs)
+    timed = epochs[warmup_epochs:]
+    samples = sum(e["train_samples"] for e in timed)
+    seconds = sum(e["train_seconds"] for e in timed)
     # "<peak KiB> <minor faults> <sys s>" per rank (peak_rss.sh), last line.
-    usage = [open(os.path.join(rss_dir, f"rank{r}")).read().split()[-3:] for r in range(nproc)]
+    usage = [open(os.path.join(rss_dir, f"rank{r}")).read().split()[-3:] if HAVE_GNU_TIME else ["nan"] * 3
+             for r in range(nproc)]
     return {"tool": name, "nproc": nproc, "samples_per_s": samples / seconds, "wall_s": wall,
-            "accuracy": epochs[-1]["accuracy"], "peak_rss_mib": [int(u[0]) / 1024 for u in usage],
-            "minor_faults": sum(int(u[1]) for u in usage), "sys_s": sum(float(u[2]) for u in usage)}
+            "accuracy": epochs[-1]["accuracy"], "peak_rss_mib": [float(u[0]) / 1024 for u in usage],
+            "minor_faults": sum(float(u[1]) for u in usage), "sys_s": sum(float(u[2]) for u in usage)}
 
 
 def main():
@@ -67,15 +77,25 @@ def main():
     p.add_argument("--python", default="/usr/bin/python3", help="python3 with torch for the Python workers")
     p.add_argument("--steps", type=int, default=200, help="training steps per epoch (--max_steps)")
     p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--batch_size", type=int, default=64)
+    p.add_argument("--batch_size", default="64", help="per process; several: 64,512 (rows for each)")
+    p.add_argument("--device", choices=["cpu", "cuda"], help="passed to both tools (default: theirs, the CPU here)")
+    p.add_argument("--data_dir", help="Fashion-MNIST folder, passed to both tools")
+    p.add_argument("--warmup_epochs", type=int, default=0,
+                   help="leave the first N epochs out of samples/s (e.g. CUDA's start-up)")
     p.add_argument("--nprocs", default="1,2")
     p.add_argument("--no_linear_as_conv", action="store_true", help="skip the Python --linear_as_conv variant")
     p.add_argument("--repeats", type=int, default=1, help="rounds (tools interleaved); the table shows medians")
     p.add_argument("--json", help="also write the rows as JSON here")
     a = p.parse_args()
 
-    common = [f"--epochs={a.epochs}", f"--batch_size={a.batch_size}", f"--max_steps={a.steps}",
-              "--seed=42", "--log_interval=1000000"]
+    if a.warmup_epochs >= a.epochs:
+        sys.exit(f"bench_train.py: --warmup_epochs {a.warmup_epochs} leaves none of --epochs {a.epochs} to time")
+    batches = [int(b) for b in a.batch_size.split(",")]
+    common = [f"--epochs={a.epochs}", f"--max_steps={a.steps}", "--seed=42", "--log_interval=1000000"]
+    if a.device:
+        common.append(f"--device={a.device}")
+    if a.data_dir:
+        common.append(f"--data_dir={a.data_dir}")
     tools = [("ddp-train", [os.path.join(a.build, "bin", "ddp-train")], [])]
     py = [a.python, "-u", os.path.join(HERE, "python_ddp.py")]
     tools.append(("python-ddp", py, []))
@@ -87,15 +107,19 @@ def main():
     for rep in range(a.repeats):
         # Interleaved so that background load hits every tool alike.
         for n in [int(x) for x in a.nprocs.split(",")]:
-            for name, program, extra in tools:
-                print(f"round {rep + 1}/{a.repeats}: {name} with {n} process(es) ...", file=sys.stderr, flush=True)
-                work = tempfile.mkdtemp(prefix="bench-train-")
-                try:
-                    r = run_job("job", n, program, common + extra, a.build, work, {})
-                finally:
-                    shutil.rmtree(work, ignore_errors=True)
-                r["tool"] = name
-                runs.append(r)
+            for batch in batches:
+                for name, program, extra in tools:
+                    print(f"round {rep + 1}/{a.repeats}: {name} with {n} process(es), batch {batch} ...",
+                          file=sys.stderr, flush=True)
+                    work = tempfile.mkdtemp(prefix="bench-train-")
+                    try:
+                        r = run_job("job", n, program, common + extra + [f"--batch_size={batch}"], a.build, work, {},
+                                    a.warmup_epochs)
+                    finally:
+                        shutil.rmtree(work, ignore_errors=True)
+                    r["tool"] = name
+                    r["batch"] = batch
+                    runs.append(r)
     load_after = os.getloadavg()[0]
 
     def median(xs):
@@ -103,10 +127,10 @@ def main():
         return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
 
     rows = []
-    for n in [int(x) for x in a.nprocs.split(",")]:
+    for n, batch in [(int(x), b) for x in a.nprocs.split(",") for b in batches]:
         for name, _, _ in tools:
-            mine = [r for r in runs if r["tool"] == name and r["nproc"] == n]
-            rows.append({"tool": name, "nproc": n,
+            mine = [r for r in runs if r["tool"] == name and r["nproc"] == n and r["batch"] == batch]
+            rows.append({"tool": name, "nproc": n, "batch": batch,
                          "samples_per_s": median([r["samples_per_s"] for r in mine]),
                          "samples_per_s_all": [round(r["samples_per_s"]) for r in mine],
                          "wall_s": median([r["wall_s"] for r in mine]),
@@ -116,23 +140,27 @@ def main():
                          "peak_rss_mib": [max(r["peak_rss_mib"][k] for r in mine) for k in range(n)]})
 
     cores = os.cpu_count()
-    print(f"\nFashion-MNIST CNN, batch {a.batch_size} per process, {a.steps} steps x {a.epochs} epoch(s), "
-          f"{cores} cores, launcher: ddp-launch --use_env, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, "
+    timed = f"epochs {a.warmup_epochs + 1}..{a.epochs} timed" if a.warmup_epochs else "whole epochs from the first step"
+    print(f"\nFashion-MNIST CNN, batch {a.batch_size} per process, {a.steps} steps x {a.epochs} epoch(s) ({timed}), "
+          f"device {a.device or 'default'}, {cores} cores, launcher: ddp-launch --use_env, "
+          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, "
           f"{a.repeats} round(s), median shown; load average {load_before:.1f} before, {load_after:.1f} after\n")
-    print("| tool | processes | global samples/s (each round) | vs python-ddp | job wall s | peak RSS per worker (MiB) | minor faults (all workers) | sys s | accuracy |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| tool | processes | batch | global samples/s (each round) | vs python-ddp | job wall s | peak RSS per worker (MiB) | minor faults (all workers) | sys s | accuracy |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+
+    def base_of(r):
+        return next(b for b in rows if b["tool"] == "python-ddp" and b["nproc"] == r["nproc"] and b["batch"] == r["batch"])
+
     for r in rows:
-        base = next(b for b in rows if b["tool"] == "python-ddp" and b["nproc"] == r["nproc"])
-        print(f"| {r['tool']} | {r['nproc']} | {r['samples_per_s']:.0f} ({', '.join(map(str, r['samples_per_s_all']))}) | "
-              f"{r['samples_per_s'] / base['samples_per_s']:.2f}x | {r['wall_s']:.1f} | "
+        print(f"| {r['tool']} | {r['nproc']} | {r['batch']} | {r['samples_per_s']:.0f} "
+              f"({', '.join(map(str, r['samples_per_s_all']))}) | "
+              f"{r['samples_per_s'] / base_of(r)['samples_per_s']:.2f}x | {r['wall_s']:.1f} | "
               f"{', '.join(f'{m:.0f}' for m in r['peak_rss_mib'])} | {r['minor_faults'] / 1000:.0f}k | "
-              f"{r['sys_s']:.1f} | {r['accuracy']:.4f} |")
-    ratios = []
-    for n in [int(x) for x in a.nprocs.split(",")]:
-        ours = next(r for r in rows if r["tool"] == "ddp-train" and r["nproc"] == n)
-        base = next(r for r in rows if r["tool"] == "python-ddp" and r["nproc"] == n)
-        ratios.append(f"{n} process(es) **{ours['samples_per_s'] / base['samples_per_s']:.2f}x**")
-    print(f"\nddp-train vs python-ddp, whole epochs from the first step (goal >= 2x): {', '.join(ratios)}.")
+              f"{r['sys_s']:.1f} | {r['accuracy']:.4f} |".replace("nank", "n/a").replace("nan", "n/a"))
+    ratios = [f"{r['nproc']} process(es) batch {r['batch']} **{r['samples_per_s'] / base_of(r)['samples_per_s']:.2f}x**"
+              for r in rows if r["tool"] == "ddp-train"]
+    goal = "goal >= 1.5x at batch 64" if a.device == "cuda" else "goal >= 2x"
+    print(f"\nddp-train vs python-ddp, {timed} ({goal}): {', '.join(ratios)}.")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -12,7 +12,9 @@ Run one process per rank with the torchrun environment set (RANK,
 WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), e.g.
     PYTHON_EXEC=/usr/bin/python3 ddp-launch --nproc_per_node=2 bench/train/python_ddp.py
 Needs python3-torch (Debian: /usr/bin/python3). Writes metrics.jsonl in
---checkpoint_dir with the same keys ddp-train uses.
+--checkpoint_dir with the same keys ddp-train uses. With --device cuda it runs
+as ddp-train does there: cuda:LOCAL_RANK, NCCL, the data kept on the CPU and
+each batch copied to the GPU.
 """
 import argparse
 import gzip
@@ -73,8 +75,8 @@ class FashionMnist:
         return len(self.labels)
 
 
-def reduce_mean(value, world):
-    t = torch.tensor([float(value)], dtype=torch.float64)
+def reduce_mean(value, world, device):
+    t = torch.tensor([float(value)], dtype=torch.float64, device=device)
     dist.all_reduce(t, op=dist.ReduceOp.SUM)
     return t.item() / world
 
@@ -94,22 +96,23 @@ def f1_scores(cm):
     return macro, micro
 
 
-def evaluate(model, test, rank, world):
+def evaluate(model, test, rank, world, device):
     # Contiguous slices, as ddp-train: every test sample counted once.
     n = len(test)
     begin, end = n * rank // world, n * (rank + 1) // world
-    counts = torch.zeros(10 * 10 + 1, dtype=torch.float64)
+    counts = torch.zeros(10 * 10 + 1, dtype=torch.float64, device=device)
     model.eval()
     with torch.no_grad():
         for b in range(begin, end, 1000):
             idx = torch.arange(b, min(b + 1000, end))
-            x = test.images.index_select(0, idx)
-            y = test.labels.index_select(0, idx)
+            x = test.images.index_select(0, idx).to(device)
+            y = test.labels.index_select(0, idx).to(device)
             logits = model(x)
             counts[100] += F.cross_entropy(logits, y, reduction="sum").double()
             counts[:100] += torch.bincount(y * 10 + logits.argmax(1), minlength=100).double()
     model.train()
     dist.all_reduce(counts, op=dist.ReduceOp.SUM)
+    counts = counts.cpu()
     cm = counts[:100].reshape(10, 10)
     total = cm.sum().item()
     macro, micro = f1_scores(cm)
@@ -132,6 +135,8 @@ def main():
     p.add_argument("--log_interval", type=int, default=50)
     p.add_argument("--linear_as_conv", action="store_true",
                    help="compute the Linear layers with conv2d (oneDNN), as ddp-train does")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="cuda: cuda:LOCAL_RANK and NCCL, as ddp-train --device cuda")
     p.add_argument("--local_rank", "--local-rank", type=int, default=0)
     args = p.parse_args()
 
@@ -139,14 +144,21 @@ def main():
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")))
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world))
 
-    dist.init_process_group(backend="gloo")
+    if args.device == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+        dist.init_process_group(backend="nccl")
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group(backend="gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
 
     train = FashionMnist(args.data_dir, "train")
     test = FashionMnist(args.data_dir, "t10k")
 
     torch.manual_seed(args.seed)
-    model = DistributedDataParallel(FashionCnn(args.linear_as_conv))
+    model = FashionCnn(args.linear_as_conv).to(device)
+    model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.learning_rate)
     scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
         optimizer, "max", factor=args.lr_factor, patience=args.lr_patience)
@@ -155,7 +167,7 @@ def main():
         os.makedirs(args.checkpoint_dir, exist_ok=True)
         open(os.path.join(args.checkpoint_dir, "metrics.jsonl"), "w").close()
         print(f"python_ddp: world size {world}, batch {args.batch_size} per process, "
-              f"{torch.get_num_threads()} threads per process", flush=True)
+              f"{torch.get_num_threads()} threads per process, device {device}", flush=True)
 
     full_steps = (len(sampler) + args.batch_size - 1) // args.batch_size
     steps_per_epoch = full_steps if args.max_steps == 0 else min(args.max_steps, full_steps)
@@ -169,8 +181,8 @@ def main():
         loss_sum, samples = 0.0, 0
         for step in range(steps_per_epoch):
             idx = order[step * args.batch_size:(step + 1) * args.batch_size]
-            x = train.images.index_select(0, idx)
-            y = train.labels.index_select(0, idx)
+            x = train.images.index_select(0, idx).to(device)
+            y = train.labels.index_select(0, idx).to(device)
             optimizer.zero_grad()
             loss = F.cross_entropy(model(x), y)
             loss.backward()
@@ -183,9 +195,9 @@ def main():
                 print(f"epoch {epoch}/{args.epochs} step {step + 1}/{steps_per_epoch} "
                       f"loss {loss_sum / (step + 1):.4f} {samples * world / el:.0f} samples/s", flush=True)
         train_seconds = time.perf_counter() - t0
-        train_loss = reduce_mean(loss_sum / max(1, steps_per_epoch), world)
-        global_samples = reduce_mean(samples, world) * world
-        ev = evaluate(model.module, test, rank, world)
+        train_loss = reduce_mean(loss_sum / max(1, steps_per_epoch), world, device)
+        global_samples = reduce_mean(samples, world, device) * world
+        ev = evaluate(model.module, test, rank, world, device)
         scheduler.step(ev["macro_f1"])
         ckpt = os.path.join(args.checkpoint_dir, f"epoch_{epoch}.pt")
         if ev["macro_f1"] > best_macro[0]:

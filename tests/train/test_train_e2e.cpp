@@ -154,6 +154,45 @@ TEST_CASE("2 processes x batch 32 end with the weights of 1 process x batch 64",
   CHECK(max_relative_difference(other.file("shuffled.pt"), tmp.file("one.pt")) > 1e-3);
 }
 
+// On a GPU machine only (scripts/gpu-check): the two CUDA set-ups that one
+// GPU allows, with the 2-process test's checks and the same global samples
+// per epoch (1 x 50 x 64 = 2 x 25 x 64).
+TEST_CASE("ddp-train on cuda: 1 process over NCCL and 2 processes sharing the GPU over Gloo learn and evaluate "
+          "all 10000 test samples",
+          "[train][e2e][cuda]") {
+  if (!have_data()) {
+    DDP_SKIP("dataset-fashion-mnist is not installed");
+  }
+  if (!torch::cuda::is_available()) {
+    DDP_SKIP("no CUDA GPU is visible (scripts/gpu-check runs this case on a GPU machine)");
+  }
+  for (const auto& [nproc, backend] : {std::pair<int, std::string>{1, "nccl"}, {2, "gloo"}}) {
+    DYNAMIC_SECTION(nproc << " process(es) over " << backend) {
+      TempDir tmp;
+      const int steps = 50 / nproc;
+      const auto r = launch(nproc,
+                            {"--device=cuda", "--epochs=2", "--max_steps=" + std::to_string(steps),
+                             "--log_interval=5", "--checkpoint_dir=" + tmp.file("ckpt")},
+                            {{"DDP_BACKEND", backend}});
+      INFO(r.output);
+      REQUIRE(r.exit_code == 0);
+      CHECK_THAT(r.output, Catch::Contains("device cuda:0 (" + backend + ")"));
+      const auto lines = lines_of(tmp.file("ckpt/metrics.jsonl"));
+      REQUIRE(lines.size() == 2);
+      const double loss1 = json_number(lines[0], "train_loss");
+      const double loss2 = json_number(lines[1], "train_loss");
+      CHECK(loss1 < 2.0);  // untrained: ln(10) = 2.30
+      CHECK(loss2 < loss1);
+      CHECK(json_number(lines[1], "accuracy") > 0.6);
+      for (const auto& l : lines) {
+        CHECK(json_number(l, "eval_samples") == 10000);
+        CHECK(json_number(l, "train_samples") == nproc * steps * 64);
+        CHECK(json_number(l, "world_size") == nproc);
+      }
+    }
+  }
+}
+
 TEST_CASE("a worker killed mid-epoch is restarted and the job ends with the uninterrupted weights",
           "[train][e2e][resume]") {
   if (!have_data()) {
