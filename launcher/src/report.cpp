@@ -21,7 +21,16 @@ std::optional<WorkerExit> earliest_failure(const std::vector<WorkerExit>& exits)
 }
 
 int AttemptResult::exit_code() const {
-  if (root_cause) return root_cause->shell_code();
+  if (root_cause) {
+    // The earliest failure wrote its error file, then the teardown that a
+    // later failure started stopped it before it could exit: its own code is
+    // lost (it is not the launcher's SIGTERM), so the code of the failure that
+    // started the teardown stands in for it.
+    if (root_cause->after_teardown && root_cause->error)
+      for (const WorkerExit& w : exits)
+        if (w.failed() && !w.after_teardown) return w.shell_code();
+    return root_cause->shell_code();
+  }
   if (launcher_signal) return 128 + launcher_signal;
   if (!rdzv_stop.empty()) return 1;
   return 0;
@@ -71,7 +80,8 @@ void root_cause_block(std::ostringstream& s, const WorkerExit& w, const std::str
     << "  host       : " << host << "\n"
     << "  rank       : " << w.rank << " (local_rank: " << w.local_rank << ")\n"
     << "  pid        : " << (w.pid > 0 ? std::to_string(w.pid) : "- (never started)") << "\n"
-    << "  exitcode   : " << w.shell_code() << " (" << w.status_text() << ")\n";
+    << "  exitcode   : " << w.shell_code() << " (" << w.status_text()
+    << (w.after_teardown ? ", stopped by the launcher after it wrote its error file" : "") << ")\n";
   if (w.max_rss_kb > 0) s << "  max_rss    : " << rss_text(w.max_rss_kb) << "\n";
   s
     << "  error_file : " << (w.error ? w.error_file : "<none>") << "\n"

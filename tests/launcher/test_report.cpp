@@ -113,6 +113,41 @@ TEST_CASE("the root cause is the earliest failure: error file time, else exit ti
   CHECK_FALSE(earliest_failure({ok}).has_value());
 }
 
+TEST_CASE("a root cause the teardown stopped after it wrote its error file: the exit code is the failure that started it") {
+  using namespace std::chrono;
+  const auto t0 = system_clock::now();
+  WorkerExit first;  // wrote its error file first, then got the launcher's SIGTERM while exiting
+  first.rank = 0;
+  first.pid = 100;
+  first.signaled = true;
+  first.code = SIGTERM;
+  first.after_teardown = true;
+  first.error = ddp::ErrorRecord{"DeliberateFailure: from rank 0", "", 0, std::nullopt};
+  first.error_time = t0 + milliseconds(1);
+  first.time = t0 + milliseconds(30);
+  WorkerExit second;  // failed a moment later but exited first: it started the teardown
+  second.rank = 1;
+  second.pid = 101;
+  second.code = 3;
+  second.error = ddp::ErrorRecord{"DeliberateFailure: from rank 1", "", 0, std::nullopt};
+  second.error_time = t0 + milliseconds(2);
+  second.time = t0 + milliseconds(10);
+  AttemptResult a;
+  a.exits = {second, first};
+  a.root_cause = earliest_failure(a.exits);
+  REQUIRE(a.root_cause->rank == 0);
+  CHECK(a.exit_code() == 3);
+  CHECK_THAT(format_failure_report({a}, "h", 0),
+             Catch::Contains("exitcode   : 143 (signal 15 (SIGTERM), stopped by the launcher after it wrote its error file)"));
+  // Without an error file the earliest failure is judged by its exit, so a
+  // worker the teardown stopped is never the root cause then.
+  a.exits[1].error.reset();
+  a.exits[1].error_time.reset();
+  a.root_cause = earliest_failure(a.exits);
+  CHECK(a.root_cause->rank == 1);
+  CHECK(a.exit_code() == 3);
+}
+
 TEST_CASE("the report shows peak memory, a never-started worker and a signal during the teardown") {
   WorkerExit root;
   root.rank = 4;
