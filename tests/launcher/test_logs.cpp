@@ -9,6 +9,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "usage_message.h"
+
 #include <csignal>
 #include <set>
 #include <fcntl.h>
@@ -16,17 +18,10 @@
 #include <unistd.h>
 
 using namespace ddp::launcher;
+using ddp::test::usage_message;
 
 namespace {
 
-std::string usage_message(std::vector<std::string> args, EnvMap env = {}) {
-  try {
-    parse_launch_options(args, env);
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 // Everything readable from a non-blocking fd right now.
 std::string read_all(int fd) {

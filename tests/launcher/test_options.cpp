@@ -2,21 +2,16 @@
 
 #include <catch2/catch.hpp>
 
+#include "usage_message.h"
+
 #include <csignal>
 
 using namespace ddp::launcher;
+using ddp::test::usage_message;
 
 namespace {
 LaunchOptions parse(std::vector<std::string> args, EnvMap env = {}) { return parse_launch_options(args, env); }
 
-std::string usage_message(std::vector<std::string> args, EnvMap env = {}) {
-  try {
-    parse_launch_options(args, env);
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 }  // namespace
 
 TEST_CASE("defaults match torchrun") {
