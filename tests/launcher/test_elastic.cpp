@@ -37,7 +37,7 @@ struct Job {
     std::vector<std::string> argv = {launcher(), "--use_env", "--nnodes=" + nnodes, "--nproc_per_node=2",
                                      "--rdzv_backend=c10d", "--rdzv_endpoint=127.0.0.1:" + std::to_string(port),
                                      "--rdzv_id=" + id, "--shutdown_timeout=5",
-                                     "--rdzv_conf=join_timeout=30,last_call_timeout=0.5,keep_alive_interval=0.2,"
+                                     "--rdzv_conf=join_timeout=30,last_call_timeout=0.5,keep_alive_interval=0.5,"
                                      "keep_alive_max_attempt=3" + conf};
     argv.insert(argv.end(), extra.begin(), extra.end());
     argv.push_back(scenario_worker());
