@@ -170,9 +170,10 @@ TEST_CASE("c10d: a node that never arrives: the rendezvous times out and says ho
 
 TEST_CASE("c10d --nnodes 1:2 --max_restarts 1: the other node's launcher SIGKILLed mid-run, this node goes on alone") {
   Job job;
-  Proc& a = job.start("1:2", "until_world", {"--max_restarts=1"}, {{"WANT_WORLD", "2"}});
+  // Round 0 waits 5 s for the second node (its LibTorch loads slowly under the sanitizers).
+  Proc& a = job.start("1:2", "until_world", {"--max_restarts=1"}, {{"WANT_WORLD", "2"}}, ",last_call_timeout=5");
   job.wait_for_store();
-  Proc& b = job.start("1:2", "until_world", {"--max_restarts=1"}, {{"WANT_WORLD", "2"}});
+  Proc& b = job.start("1:2", "until_world", {"--max_restarts=1"}, {{"WANT_WORLD", "2"}}, ",last_call_timeout=5");
   REQUIRE(job.wait_world(4, "4"));
   b.signal(SIGKILL);
   CHECK(a.wait(60) == std::optional<int>(0));

@@ -97,13 +97,16 @@ namespace {
 
 bool have_data() { return std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"); }
 
-// ddp-launch with c10d for node i of `nodes`, running program args...
+// ddp-launch with c10d for node i of `nodes`, running program args... With
+// --nnodes 1:2 a round closes 5 s after its first node joined: time enough
+// for the second launcher (LibTorch loads slowly in the sanitizer build) to
+// be in round 0 where a test wants both there.
 std::vector<std::string> c10d_launch(const NetNodes& nodes, const std::string& nnodes, std::vector<std::string> extra,
                                      const std::vector<std::string>& program, const std::string& join_timeout) {
   std::vector<std::string> argv = {bin_path("ddp-launch"), "--nnodes=" + nnodes, "--nproc_per_node=2",
                                    "--rdzv_backend=c10d", "--rdzv_endpoint=" + nodes.address(0) + ":29400",
                                    "--rdzv_id=netns-job", "--shutdown_timeout=10",
-                                   "--rdzv_conf=join_timeout=" + join_timeout + ",last_call_timeout=1,keep_alive_interval=0.5"};
+                                   "--rdzv_conf=join_timeout=" + join_timeout + ",last_call_timeout=5,keep_alive_interval=0.5"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   argv.insert(argv.end(), program.begin(), program.end());
   return argv;
