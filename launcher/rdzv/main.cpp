@@ -202,7 +202,6 @@ int main(int argc, char** argv) {
   Commands in;
   auto idle = [&](int ms_) { return in.wait(ms_); };
   c10::intrusive_ptr<c10d::TCPStore> store;
-  bool hosting = false;
   try {
     const std::string is_host = get("is_host", "auto");
     if (is_host == "1" || (is_host == "auto" && can_host(host, port))) {
@@ -210,7 +209,7 @@ int main(int argc, char** argv) {
         store = c10::make_intrusive<c10d::TCPStore>(
             host, ddp::worker::compat::tcp_store_options(static_cast<std::uint16_t>(port), true, std::nullopt, false,
                                                          ms(read_timeout_s)));
-        hosting = true;
+        cfg.hosts_store = true;
       } catch (const std::exception&) {
         // Another agent on this machine hosts it (several launchers on one
         // host): be its client, as torchrun's agents are.
@@ -257,12 +256,12 @@ int main(int argc, char** argv) {
         } else if (cmd == "fail") {
           report(rz.fail(arg));
         } else if (cmd == "abort") {
-          rz.abort(arg, idle, hosting);
+          rz.abort(arg, idle);
           running = false;
           say("aborted");
         } else if (cmd == "done") {
           running = false;
-          say("finished " + rz.done(idle, hosting));
+          say("finished " + rz.done(idle));
         } else if (cmd == "quit") {
           return 0;
         }
@@ -281,7 +280,7 @@ int main(int argc, char** argv) {
     }
   } catch (const std::exception& e) {
     say("error the rendezvous store at " + cfg.endpoint + " stopped answering (" +
-        (hosting ? std::string("this node hosts it") : "the launcher of the node that hosts it has likely exited") +
+        (cfg.hosts_store ? std::string("this node hosts it") : "the launcher of the node that hosts it has likely exited") +
         "): " + what_of(e));
     return 1;
   }

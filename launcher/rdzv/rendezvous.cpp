@@ -22,17 +22,19 @@ std::string seconds_text(double s) {
   return o.str();
 }
 
-// "host pid addr nproc last_rank" (last_rank: the node's rank in the last
-// round it took part in, -1 for none).
+// "host pid addr nproc last_rank store_host" (last_rank: the node's rank in
+// the last round it took part in, -1 for none; store_host: 1 when its helper
+// hosts the rendezvous store).
 struct Descriptor {
   std::string host, pid, addr;
   int nproc = 1;
   int last_rank = -1;
+  int store_host = 0;
 };
 Descriptor parse_descriptor(const std::string& s) {
   Descriptor d;
   std::istringstream in(s);
-  in >> d.host >> d.pid >> d.addr >> d.nproc >> d.last_rank;
+  in >> d.host >> d.pid >> d.addr >> d.nproc >> d.last_rank >> d.store_host;
   return d;
 }
 
@@ -97,7 +99,8 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
   R = std::max(R, round_ + 1);
   // The launcher's pid (this helper's parent): the one users see and kill.
   const std::string self = cfg_.hostname + " " + std::to_string(::getppid()) + " " + cfg_.local_addr + " " +
-                           std::to_string(cfg_.nproc) + " " + std::to_string(round_ >= 0 ? current_.group_rank : -1);
+                           std::to_string(cfg_.nproc) + " " + std::to_string(round_ >= 0 ? current_.group_rank : -1) +
+                           (cfg_.hosts_store ? " 1" : " 0");
   long long slot = 0;  // this node's join position in the round it takes part in (1-based)
   while (true) {
     // Make R the run's newest round (someone may be further on already).
@@ -147,17 +150,20 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
     ++R;  // late: wait for the next round
   }
   // Node ranks: the nodes of earlier rounds keep their order (rank 0 stays
-  // where its checkpoints are), newcomers follow in join order. Every node
-  // computes the same from the same descriptors.
+  // where its checkpoints are); newcomers follow, the node that hosts the
+  // rendezvous store (the --rdzv_endpoint host) first, then in join order,
+  // so a first round's node 0 does not depend on which launcher joined
+  // first. Every node computes the same from the same descriptors.
   std::vector<std::string> slots;
   for (int i = 0; i < current_.group_world_size; ++i)
     slots.push_back(text(store_.get(rkey(R, "node/" + std::to_string(i)))));
   std::vector<int> order(slots.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    const int ra = parse_descriptor(slots[a]).last_rank, rb = parse_descriptor(slots[b]).last_rank;
-    return (ra < 0 ? 1 << 30 : ra) < (rb < 0 ? 1 << 30 : rb);
-  });
+  auto rank_key = [&](int slot_index) {
+    const Descriptor d = parse_descriptor(slots[slot_index]);
+    return std::pair(d.last_rank < 0 ? 1 << 30 : d.last_rank, d.store_host ? 0 : 1);
+  };
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return rank_key(a) < rank_key(b); });
   for (std::size_t i = 0; i < order.size(); ++i) {
     members_.push_back(slots[order[i]]);
     if (order[i] == slot - 1) current_.group_rank = static_cast<int>(i);
@@ -250,18 +256,18 @@ void Rendezvous::saw_abort() {
   store_.add(key("abort_seen"), 1);
 }
 
-void Rendezvous::abort(const std::string& reason, const std::function<bool(int)>& idle, bool hosting) {
+void Rendezvous::abort(const std::string& reason, const std::function<bool(int)>& idle) {
   store_.compareSet(key("abort"), {}, bytes(reason));
   saw_abort();
   // The store lives in this process: keep it up until the round's other
   // nodes have read why the job ends (or a while, for nodes that are gone).
   const long long others = static_cast<long long>(members_.size());
   const auto until = Clock::now() + seconds(std::min(cfg_.close_timeout_s, 10.0));
-  while (hosting && counter(key("abort_seen")) < others && Clock::now() < until)
+  while (cfg_.hosts_store && counter(key("abort_seen")) < others && Clock::now() < until)
     if (!idle(50)) break;
 }
 
-std::string Rendezvous::done(const std::function<bool(int)>& idle, bool hosting) {
+std::string Rendezvous::done(const std::function<bool(int)>& idle) {
   const int K = current_.group_world_size;
   store_.set(rkey(round_, "done/" + std::to_string(current_.group_rank)), bytes("1"));
   store_.add(rkey(round_, "done_count"), 1);
@@ -286,7 +292,7 @@ std::string Rendezvous::done(const std::function<bool(int)>& idle, bool hosting)
   store_.add(rkey(round_, "left"), 1);
   // The store lives in this process: keep it up until the others are through.
   const auto until = Clock::now() + seconds(std::min(cfg_.close_timeout_s, 10.0));
-  while (hosting && note.empty() && counter(rkey(round_, "left")) < K && Clock::now() < until)
+  while (cfg_.hosts_store && note.empty() && counter(rkey(round_, "left")) < K && Clock::now() < until)
     if (!idle(50)) break;
   return note;
 }

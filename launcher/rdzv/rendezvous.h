@@ -42,6 +42,7 @@ struct Config {
   int nproc = 1;                // this node's workers
   std::string local_addr;       // this node's address for its workers' MASTER_ADDR ("" unknown)
   std::string hostname;
+  bool hosts_store = false;     // this node's helper hosts the rendezvous store
   double join_timeout_s = 600;
   double last_call_timeout_s = 30;
   double close_timeout_s = 30;
@@ -95,11 +96,11 @@ class Rendezvous {
 
   // Ends the job on every node. The host keeps the store up until the
   // round's other nodes have seen it (bounded by close_timeout, 10 s at most).
-  void abort(const std::string& reason, const std::function<bool(int)>& idle, bool hosting);
+  void abort(const std::string& reason, const std::function<bool(int)>& idle);
 
   // This node's workers succeeded: waits for the round's other nodes (exit
   // barrier). Returns "" when all finished, else what cut the wait short.
-  std::string done(const std::function<bool(int)>& idle, bool hosting);
+  std::string done(const std::function<bool(int)>& idle);
 
   // Milliseconds between ticks while workers run.
   int tick_ms() const;

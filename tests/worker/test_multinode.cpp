@@ -126,7 +126,7 @@ std::vector<std::string> lines_of(const std::string& path) {
   return out;
 }
 
-// Starts node 0, waits for its store, then node 1 (so node 0 is node rank 0).
+// Starts node 0 (the endpoint's host, so node rank 0 of the first round), then node 1.
 std::vector<std::unique_ptr<Proc>> start_two(const NetNodes& nodes, const std::string& nnodes,
                                              const std::vector<std::string>& extra,
                                              const std::vector<std::string>& program,
