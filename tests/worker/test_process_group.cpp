@@ -26,6 +26,27 @@ TEST_CASE("process group: collectives agree on 2 and 3 ranks") {
   }
 }
 
+TEST_CASE("process group: on one machine float sums go through shared memory, bit-for-bit Gloo's on 2 ranks") {
+  for (int world : {2, 3}) {
+    INFO("world " << world);
+    auto ranks = run_ranks(world, {"shm"});
+    for (auto& r : ranks) {
+      INFO(r.output);
+      CHECK(r.exit_code == 0);
+      CHECK_THAT(r.output, Catch::Contains("shm on") && Catch::Contains("shm ok on rank"));
+    }
+  }
+}
+
+TEST_CASE("process group: DDP_SHM_ALLREDUCE=0 keeps every rank's sums on Gloo") {
+  auto ranks = run_ranks(2, {"shm"}, {{"DDP_SHM_ALLREDUCE", "0"}});
+  for (auto& r : ranks) {
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("shm off: rank 0 has DDP_SHM_ALLREDUCE=0"));
+  }
+}
+
 TEST_CASE("process group: legacy --local_rank argument and gloo device") {
   auto ranks = run_ranks(2, {"init", "--local_rank=0"}, {{"LOCAL_RANK", "\x01unset"}});
   for (auto& r : ranks) {

@@ -24,6 +24,7 @@
 #include "ddp/worker/ddp.h"
 #include "ddp/worker/malloc_tuning.h"
 #include "ddp/worker/process_group.h"
+#include "ddp/worker/process_group_native.h"
 #include "ddp/worker/run_main.h"
 
 using namespace ddp::worker;
@@ -658,6 +659,49 @@ int collectives(int argc, char** argv) {
   return 0;
 }
 
+// Float sums through shared memory against the same sums through Gloo:
+// sizes of one element to several 1 MiB chunks, float and double, blocking
+// and several queued at once.
+int shm(int argc, char** argv) {
+  auto pg = init_process_group({}, argc, argv);
+  const int r = pg->rank(), w = pg->world_size();
+  if (!pg->shared_memory_allreduce()) {
+    std::cout << "shm off: " << pg->shared_memory_off_reason() << std::endl;
+    return 0;
+  }
+  std::cout << "shm on" << std::endl;
+  auto gloo = native_backend(*pg);
+  const std::vector<std::pair<int64_t, at::ScalarType>> cases = {
+      {1, at::kFloat}, {3, at::kFloat}, {262149, at::kFloat}, {786439, at::kFloat}, {600001, at::kDouble}};
+  std::vector<at::Tensor> inputs, expected;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    torch::manual_seed(static_cast<uint64_t>(1000 * r + i));
+    auto x = torch::randn({cases[i].first}, torch::TensorOptions().dtype(cases[i].second));
+    auto viashm = x.clone();
+    pg->allreduce(viashm);
+    std::vector<at::Tensor> v{x.clone()};
+    gloo->allreduce(v)->wait();
+    const std::string what = "sum of " + std::to_string(cases[i].first) + " elements";
+    if (w == 2) check(torch::equal(viashm, v[0]), what + " is bit-for-bit Gloo's");
+    else check(torch::allclose(viashm, v[0], 1e-5, 1e-6), what + " is Gloo's up to rounding");
+    for (const auto& other : all_gather(pg, viashm)) check(torch::equal(other, viashm), what + " is the same on every rank");
+    inputs.push_back(x);
+    expected.push_back(viashm);
+  }
+  // Queued back to back, waited at the end: the same results.
+  std::vector<at::Tensor> queued;
+  std::vector<AsyncWork> works;
+  for (auto& x : inputs) {
+    queued.push_back(x.clone());
+    works.push_back(pg->allreduce_async(queued.back()));
+  }
+  for (auto& wk : works) wk.wait();
+  for (size_t i = 0; i < queued.size(); ++i) check(torch::equal(queued[i], expected[i]), "queued sums equal blocking ones");
+  barrier(pg);
+  std::cout << "shm ok on rank " << r << std::endl;
+  return 0;
+}
+
 int interop(int argc, char** argv) {
   auto pg = init_process_group({}, argc, argv);
   auto t = torch::full({4}, static_cast<float>(pg->rank() + 1));
@@ -753,6 +797,7 @@ int main(int argc, char** argv) {
     if (mode == "unused") return unused(argc, argv);
     if (mode == "mismatch") return mismatch(argc, argv);
     if (mode == "interop") return interop(argc, argv);
+    if (mode == "shm") return shm(argc, argv);
     if (mode == "throw") return throw_mode(argc, argv);
     if (mode == "ckpt-loop") return ckpt_loop(argc, argv);
     if (mode == "train-forever") return train_forever(argc, argv);

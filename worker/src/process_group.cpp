@@ -24,6 +24,7 @@
 #include "ddp/worker/compat.h"
 #include "ddp/worker/device_choice.h"
 #include "ddp/worker/process_group_native.h"
+#include "shm_allreduce.h"
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
@@ -46,6 +47,9 @@ struct ProcessGroup::Impl {
   // made on first use.
   std::once_flag host_once;
   c10::intrusive_ptr<compat::Backend> host_backend;
+  // Float sums through shared memory when every rank is on this machine.
+  std::unique_ptr<ShmAllreduce> shm;
+  std::string shm_off_reason;
 };
 
 namespace {
@@ -301,6 +305,12 @@ std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env, const InitO
       impl->backend = make_gloo(bstore, env, impl->timeout);
     if (auto key = compat::init_barrier_key()) store_based_barrier(impl->store, *key, env, impl->timeout);
     impl->backend->setSequenceNumberForGroup();
+    if (impl->backend_name != "gloo" || !impl->device.is_cpu())
+      impl->shm_off_reason = "the group is not Gloo on the CPU";
+    else if (env.standalone)
+      impl->shm_off_reason = "a group of one rank";
+    else
+      impl->shm = ShmAllreduce::negotiate(*impl->store, env.rank, env.world_size, impl->timeout, &impl->shm_off_reason);
   } catch (const std::exception& e) {
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::steady_clock::now() - start);
@@ -332,6 +342,8 @@ c10::Device ProcessGroup::device() const { return impl_->device; }
 const std::string& ProcessGroup::backend() const { return impl_->backend_name; }
 std::chrono::milliseconds ProcessGroup::timeout() const { return impl_->timeout; }
 const DistEnv& ProcessGroup::env() const { return impl_->env; }
+bool ProcessGroup::shared_memory_allreduce() const { return impl_->shm != nullptr; }
+const std::string& ProcessGroup::shared_memory_off_reason() const { return impl_->shm_off_reason; }
 
 c10::intrusive_ptr<compat::Backend> native_backend(ProcessGroup& pg) { return pg.impl().backend; }
 c10::intrusive_ptr<c10d::Store> native_store(ProcessGroup& pg) { return pg.impl().store; }
@@ -361,10 +373,17 @@ AsyncWork make_work(c10::intrusive_ptr<compat::Work> w, std::string what, int ra
 AsyncWork::AsyncWork(std::shared_ptr<void> work, std::string what, int rank)
     : work_(std::move(work)), what_(std::move(what)), rank_(rank) {}
 
+AsyncWork::AsyncWork(std::shared_ptr<LocalWork> work, std::string what, int rank)
+    : local_(std::move(work)), what_(std::move(what)), rank_(rank) {}
+
 void AsyncWork::wait() {
-  if (!work_) return;
-  auto& w = *static_cast<c10::intrusive_ptr<compat::Work>*>(work_.get());
+  if (!work_ && !local_) return;
   try {
+    if (local_) {
+      local_->wait();
+      return;
+    }
+    auto& w = *static_cast<c10::intrusive_ptr<compat::Work>*>(work_.get());
     w->wait();
     if (after_) (*static_cast<c10::intrusive_ptr<c10::ivalue::Future>*>(after_.get()))->wait();
   } catch (const std::exception& e) {
@@ -374,11 +393,16 @@ void AsyncWork::wait() {
 }
 
 bool AsyncWork::completed() const {
+  if (local_) return local_->completed();
   if (!work_) return true;
   return (*static_cast<c10::intrusive_ptr<compat::Work>*>(work_.get()))->isCompleted();
 }
 
 void AsyncWork::on_completion(std::function<void()> f) {
+  if (local_) {
+    local_->on_completion(std::move(f));
+    return;
+  }
   if (!work_) return;
   auto& w = *static_cast<c10::intrusive_ptr<compat::Work>*>(work_.get());
   c10::intrusive_ptr<c10::ivalue::Future> future;
@@ -399,6 +423,8 @@ void AsyncWork::on_completion(std::function<void()> f) {
 AsyncWork ProcessGroup::allreduce_async(at::Tensor& tensor) {
   check_tensor(*this, tensor, "allreduce");
   if (!tensor.is_contiguous()) throw std::invalid_argument(describe("allreduce", tensor) + ": tensor must be contiguous");
+  if (impl_->shm && ShmAllreduce::serves(tensor))
+    return AsyncWork(impl_->shm->allreduce_async(tensor), describe("shared-memory allreduce", tensor), rank());
   std::vector<at::Tensor> v{tensor};
   c10d::AllreduceOptions o;
   o.reduceOp = c10d::ReduceOp::SUM;
@@ -443,7 +469,10 @@ void ProcessGroup::allreduce(at::Tensor& tensor, ReduceOp op) {
     case ReduceOp::Max: o.reduceOp = c10d::ReduceOp::MAX; break;
     case ReduceOp::Min: o.reduceOp = c10d::ReduceOp::MIN; break;
   }
-  make_work(impl_->backend->allreduce(v, o), describe("allreduce", tensor), rank()).wait();
+  if (impl_->shm && (op == ReduceOp::Sum || op == ReduceOp::Mean) && ShmAllreduce::serves(buf))
+    AsyncWork(impl_->shm->allreduce_async(buf), describe("shared-memory allreduce", tensor), rank()).wait();
+  else
+    make_work(impl_->backend->allreduce(v, o), describe("allreduce", tensor), rank()).wait();
   if (op == ReduceOp::Mean) {
     if (buf.is_floating_point() || buf.is_complex()) buf.div_(world_size());
     else buf.div_(world_size(), "floor");
@@ -471,6 +500,9 @@ std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor& tensor) {
 }
 
 void ProcessGroup::barrier() {
+  // Like Gloo's barrier, wait for this rank's collectives in flight first.
+  if (impl_->shm)
+    if (auto last = impl_->shm->last()) AsyncWork(last, "shared-memory allreduce (before a barrier)", rank()).wait();
   c10d::BarrierOptions o;
   if (impl_->device.is_cuda()) o.device_ids = {impl_->device.index()};
   make_work(impl_->backend->barrier(o), "barrier", rank()).wait();

@@ -44,6 +44,8 @@ struct InitOptions {
 
 enum class ReduceOp { Sum, Mean, Max, Min };
 
+struct LocalWork;  // a collective run by the runtime's own thread (shared-memory allreduce)
+
 // One async collective in flight. wait() blocks until it finished and throws
 // std::runtime_error (naming the operation and rank) when it failed or timed
 // out. Destroying an unwaited AsyncWork does not cancel it.
@@ -51,6 +53,7 @@ class AsyncWork {
  public:
   AsyncWork() = default;
   explicit AsyncWork(std::shared_ptr<void> work, std::string what, int rank);
+  AsyncWork(std::shared_ptr<LocalWork> work, std::string what, int rank);
   void wait();
   bool completed() const;
   // Runs f on the backend's thread when the backend reports the collective
@@ -58,10 +61,11 @@ class AsyncWork {
   // for f to have run. For timing only: f must be quick and must not throw.
   // A backend without futures never calls f.
   void on_completion(std::function<void()> f);
-  bool valid() const { return work_ != nullptr; }
+  bool valid() const { return work_ != nullptr || local_ != nullptr; }
 
  private:
   std::shared_ptr<void> work_;  // holds a c10::intrusive_ptr<c10d::Work>
+  std::shared_ptr<LocalWork> local_;
   std::shared_ptr<void> after_;  // on_completion's future (c10::intrusive_ptr<c10::ivalue::Future>)
   std::string what_;
   int rank_ = -1;
@@ -85,6 +89,11 @@ class ProcessGroup {
   const std::string& backend() const;  // "gloo" or "nccl"
   std::chrono::milliseconds timeout() const;
   const DistEnv& env() const;
+  // Whether float sums (allreduce, DDP's buckets) go through shared memory
+  // rather than Gloo's loopback TCP: a CPU Gloo group whose ranks all run on
+  // this machine (see worker/src/shm_allreduce.h). When not, why not.
+  bool shared_memory_allreduce() const;
+  const std::string& shared_memory_off_reason() const;
 
   // Blocking collectives; tensors must be dense and on device() (Gloo also
   // takes CPU tensors only). Mean is Sum followed by a division, because

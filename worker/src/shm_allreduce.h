@@ -1,0 +1,113 @@
+#pragma once
+// Allreduce (sum) through shared memory, for a Gloo group whose ranks all run
+// on this machine (the usual single-node job). Gloo has no shared-memory
+// transport: on one host it moves every byte through loopback TCP, with a
+// socket thread per process, and on a 2-core machine an allreduce of 1-4 MiB
+// often stalls for ~3 ms waiting for a CPU (docs/worker-runtime.md). Here
+// each rank copies its chunk into its slot of a segment that all ranks map,
+// then sums its share of the chunk over the slots, then copies the result
+// out: two barriers per chunk, no thread in between.
+//
+// Sums run in rank order (((r0 + r1) + r2) + ...), the same on every rank,
+// so results are identical across ranks; with 2 ranks they are bit-for-bit
+// Gloo's (addition of two values commutes). Only float32 and float64 sums of
+// contiguous CPU tensors take this path; everything else stays on Gloo.
+//
+// Set up collectively by ShmAllreduce::negotiate after the Gloo group is up:
+// on only when every rank of the group runs this code on the same kernel
+// (boot id) in the same pid and mount namespaces and maps the segment rank 0
+// made; otherwise every rank agrees on Gloo. DDP_SHM_ALLREDUCE=0 turns it off.
+//
+// Never a hang: a wait ends with an error when a peer process has exited
+// (same pid namespace, so its /proc entry tells), at the group's timeout,
+// or when the group is destroyed.
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/intrusive_ptr.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace c10d {
+class Store;
+}
+
+namespace ddp::worker {
+
+// A collective run by a thread of ours (not a c10d backend): AsyncWork holds
+// one of these instead of a c10d::Work.
+struct LocalWork {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::exception_ptr error;
+  std::vector<std::function<void()>> on_done;  // run before `done` is set
+
+  void finish(std::exception_ptr e);
+  void wait();
+  bool completed();
+  void on_completion(std::function<void()> f);
+};
+
+class ShmAllreduce {
+ public:
+  // Collective over every rank of the group (all must call it at the same
+  // point). Returns null when shared memory cannot serve this group; `why`
+  // then says why (for logs and tests).
+  static std::unique_ptr<ShmAllreduce> negotiate(c10d::Store& store, int rank, int world,
+                                                 std::chrono::milliseconds timeout, std::string* why = nullptr);
+  ~ShmAllreduce();
+  ShmAllreduce(const ShmAllreduce&) = delete;
+  ShmAllreduce& operator=(const ShmAllreduce&) = delete;
+
+  // Whether this tensor takes the shared-memory path (dtype and layout; the
+  // same answer on every rank for the same call).
+  static bool serves(const at::Tensor& t);
+
+  // Queues an in-place sum of `t` over the ranks; collectives run one at a
+  // time in the order queued, on this object's thread.
+  std::shared_ptr<LocalWork> allreduce_async(const at::Tensor& t);
+  // The last collective queued (null when none): barrier() waits for it.
+  std::shared_ptr<LocalWork> last() const;
+
+ private:
+  struct Job {
+    at::Tensor tensor;
+    std::shared_ptr<LocalWork> work;
+  };
+  ShmAllreduce(int rank, int world, std::chrono::milliseconds timeout, void* base, size_t bytes,
+               std::vector<int> pids, std::string name);
+  void run();
+  void reduce(const at::Tensor& t);
+  void arrive_and_wait(uint64_t epoch);
+  void check_peers(const char* during) const;
+
+  int rank_, world_;
+  std::chrono::milliseconds timeout_;
+  void* base_;
+  size_t bytes_;
+  std::vector<int> pids_;  // each rank's pid, to tell a peer that exited
+  std::string name_;       // the segment, unlinked once all mapped it
+  uint64_t epoch_ = 0;
+  uint64_t chunks_ = 0;  // chunks reduced so far (which slot set is next)
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> queue_;
+  std::shared_ptr<LocalWork> last_;
+  std::atomic<bool> stop_{false};
+  bool broken_ = false;  // a collective failed: the ranks are out of step
+  std::thread thread_;
+};
+
+}  // namespace ddp::worker
