@@ -8,8 +8,10 @@ same data preloaded as tensors. Prints markdown:
   1. the overhead of DDP over local training, C++ and Python, per round;
   2. C++ DDP configurations (bucket sizes, no overlap, private buckets);
   3. the timeline of a C++ DDP step (where the overhead goes);
-  4. allreduce time through the runtime vs raw ProcessGroupGloo, also at the
-     models' gradient sizes: the floor of the overhead on this machine.
+  4. allreduce time through the runtime (shared memory on one machine) vs
+     raw ProcessGroupGloo, also at the models' gradient sizes: the floors of
+     the overhead on this machine.
+C++ DDP also runs with DDP_SHM_ALLREDUCE=0 (its sums on Gloo, as Python's).
 
     python3 bench/worker/bench_worker.py [--build build] [--rounds 2] [--steps 30]
 
@@ -88,13 +90,16 @@ def main():
             py_models = [model] + (["cnn-lac"] if model == "cnn" else [])
             pys = [[a.python, "-u", os.path.join(HERE, "python_step.py"), "--model", m, "--steps", str(a.steps),
                     "--batch", str(a.batch), "--configs", PY_CONFIGS] for m in py_models]
-            runs = [cpp] + pys
+            # The same C++ DDP with its sums on Gloo's loopback TCP instead of
+            # shared memory (what it did before; what Python DDP does).
+            gloo = [bench, "step", f"model={model}", f"steps={a.steps}", f"batch={a.batch}", "configs=local,ddp"]
+            runs = [(cpp, None, "")] + [(p, None, "") for p in pys] + [(gloo, {"DDP_SHM_ALLREDUCE": "0"}, ":gloo")]
             if rnd % 2:
                 runs.reverse()  # alternate who goes first
-            for argv in runs:
-                r, t, _ = parse(launch(a.build, argv, a.nproc))
-                res.update(r)
-                tl.update(t)
+            for argv, env_extra, suffix in runs:
+                r, t, _ = parse(launch(a.build, argv, a.nproc, env_extra))
+                res.update({(k[0], k[1], k[2] + suffix): v for k, v in r.items()})
+                tl.update({(k[0], k[1], k[2] + suffix): v for k, v in t.items()})
         rounds.append((res, tl))
 
     grad_bytes = [rounds[0][0][("c++", model, "local")]["params"] * 4 for model in models]
@@ -108,7 +113,7 @@ def main():
         local = statistics.median(r[0][("c++", model, "local")]["ms"] for r in rounds)
         _, _, ar = parse(launch(a.build, [bench, "allreduce", f"sizes={nbytes}", f"compute_ms={round(local)}"],
                                 a.nproc))
-        after_compute[model] = ar[0][2]
+        after_compute[model] = (ar[0][1], ar[0][2])  # through the runtime (shared memory), raw Gloo
 
     print(f"machine: {os.cpu_count()} cores, {cpu}, {a.nproc} processes, OMP_NUM_THREADS="
           f"{os.environ.get('OMP_NUM_THREADS', '1')}, batch {a.batch} per process, {a.steps} steps per config "
@@ -117,9 +122,13 @@ def main():
     print()
     print("### DDP overhead over local training, C++ and Python side by side")
     print()
-    print("| model | round | C++ local (ms) | C++ DDP (ms) | **C++ overhead** | Python local (ms) | Python DDP (ms) "
-          "| **Python overhead** | Python DDP, gradient_as_bucket_view (ms) | overhead |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("C++ DDP sums through shared memory (the default on one machine); the Gloo column is the same C++ DDP "
+          "with DDP_SHM_ALLREDUCE=0, its sums on Gloo's loopback TCP as Python's are.")
+    print()
+    print("| model | round | C++ local (ms) | C++ DDP (ms) | **C++ overhead** | C++ DDP on Gloo: local / DDP (ms) "
+          "| overhead | Python local (ms) | Python DDP (ms) | **Python overhead** "
+          "| Python DDP, gradient_as_bucket_view (ms) | overhead |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     summary = []
     for model in models + (["cnn-lac"] if "cnn" in models else []):
         cpp_model = "cnn" if model == "cnn-lac" else model
@@ -133,7 +142,9 @@ def main():
             over_p.append(min(pct(pd, pl), pct(pv, pl)))
             abs_c.append(cd - cl)
             abs_p.append(min(pd, pv) - pl)
-            print(f"| {label} | {i + 1} | {cl:.2f} | {cd:.2f} | **{pct(cd, cl):+.1f}%** | {pl:.2f} | {pd:.2f} | "
+            gl, gd = res[("c++", cpp_model, "local:gloo")]["ms"], res[("c++", cpp_model, "ddp:gloo")]["ms"]
+            print(f"| {label} | {i + 1} | {cl:.2f} | {cd:.2f} | **{pct(cd, cl):+.1f}%** | {gl:.2f} / {gd:.2f} | "
+                  f"{pct(gd, gl):+.1f}% | {pl:.2f} | {pd:.2f} | "
                   f"**{pct(pd, pl):+.1f}%** | {pv:.2f} | {pct(pv, pl):+.1f}% |")
         summary.append((label, cpp_model, over_c, over_p, abs_c, abs_p))
     print()
@@ -142,16 +153,18 @@ def main():
         alone = ar_by_bytes[params * 4][0]
         local = statistics.median(r[0][("c++", cpp_model, "local")]["ms"] for r in rounds)
         slowest = statistics.median(r[0][("c++", cpp_model, "local-slowest")]["ms"] for r in rounds)
-        floor = after_compute[cpp_model]
+        floor, floor_gloo = after_compute[cpp_model]
         print(f"- {label}: C++ DDP overhead {statistics.median(over_c):+.1f}% = {statistics.median(abs_c):+.2f} ms "
               f"per step (median of rounds), Python's best {statistics.median(over_p):+.1f}% = "
               f"{statistics.median(abs_p):+.2f} ms; allreducing all {params * 4 / 1048576:.2f} MiB of gradients "
               f"alone takes {alone:.2f} ms = {100 * alone / local:.1f}% of the C++ local step ({local:.1f} ms), "
-              f"and {floor:.2f} ms = **{100 * floor / local:.1f}%** (raw ProcessGroupGloo) right after a compute phase "
-              f"as long as that step: the floor of DDP's overhead here. Slowest rank's local step: {slowest:.1f} ms.")
+              f"and right after a compute phase as long as that step {floor:.2f} ms = **{100 * floor / local:.1f}%** "
+              f"through shared memory (the floor of the runtime's overhead here), {floor_gloo:.2f} ms = "
+              f"{100 * floor_gloo / local:.1f}% on raw ProcessGroupGloo (the floor of Python's). "
+              f"Slowest rank's local step: {slowest:.1f} ms.")
     print()
     print("### C++ DDP configurations (bucket sizes in MiB; ddp: the defaults, on the CPU one bucket of up to "
-          "25 MiB sent after backward; first=1: Python's 1 MiB first bucket, sent during backward; views=0: "
+          "25 MiB sent after backward, summed through shared memory; first=1: Python's 1 MiB first bucket, sent during backward; views=0: "
           "private buckets, gradients copied in and out)")
     print()
     print("| model | config | buckets | step (ms), each round | vs local, each round |")
@@ -163,6 +176,11 @@ def main():
             buckets = rounds[0][0][("c++", model, cfg)]["buckets"] or "-"
             print(f"| {model} | {cfg} | {buckets} | {' / '.join(f'{s:.2f}' for s in steps)} | "
                   f"{' / '.join(f'{pct(s, l):+.1f}%' for s, l in zip(steps, locs))} |")
+        steps = [r[0][("c++", model, "ddp:gloo")]["ms"] for r in rounds]
+        locs = [r[0][("c++", model, "local:gloo")]["ms"] for r in rounds]
+        print(f"| {model} | ddp, DDP_SHM_ALLREDUCE=0 (vs its own local run) | "
+              f"{rounds[0][0][('c++', model, 'ddp:gloo')]['buckets']} | {' / '.join(f'{s:.2f}' for s in steps)} | "
+              f"{' / '.join(f'{pct(s, l):+.1f}%' for s, l in zip(steps, locs))} |")
     print()
     print("### Timeline of a C++ DDP step (round 1, medians in ms)")
     print()
@@ -186,7 +204,7 @@ def main():
             print(f"| {model} | {cfg} | {float(t['fwd']):.2f} | {float(t['bwd']):.2f} | {float(t['end_wait']):.2f} | "
                   f"{float(t['opt']):.2f} | {'; '.join(bk)} |")
     print()
-    print("### Allreduce: through the runtime vs raw ProcessGroupGloo (order alternating, medians)")
+    print("### Allreduce: through the runtime (shared memory) vs raw ProcessGroupGloo (order alternating, medians)")
     print()
     print("| message | ddp_worker allreduce (ms) | MiB/s | raw ProcessGroupGloo (ms) | MiB/s |")
     print("|---|---|---|---|---|")

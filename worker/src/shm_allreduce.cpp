@@ -123,7 +123,9 @@ void* map_segment(const std::string& name, size_t size, bool create) {
   const int fd = create ? ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)
                         : ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
   if (fd < 0) return nullptr;
-  if (create && ::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+  // posix_fallocate, not ftruncate: the pages are reserved now, so a small
+  // /dev/shm (a container's 64 MiB) fails here instead of SIGBUS later.
+  if (create && ::posix_fallocate(fd, 0, static_cast<off_t>(size)) != 0) {
     ::close(fd);
     ::shm_unlink(name.c_str());
     return nullptr;
@@ -185,7 +187,9 @@ std::unique_ptr<ShmAllreduce> ShmAllreduce::negotiate(c10d::Store& store, int ra
         std::random_device rd;
         name = "/ddp-shm-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
         base = map_segment(name, size, /*create=*/true);
-        if (!base) reason = "rank 0 could not create a shared-memory segment of " + std::to_string(size) + " bytes";
+        if (!base)
+          reason = "rank 0 could not create a shared-memory segment of " + std::to_string(size) +
+                   " bytes in /dev/shm (full or too small?)";
       }
       decision = reason.empty() ? "on " + name + pids : "off " + reason;
     }

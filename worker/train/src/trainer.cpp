@@ -292,7 +292,8 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
   log << "ddp-train: world size " << world << ", batch " << o.batch_size << " per process ("
       << o.batch_size * world << " global), " << steps_per_epoch << " steps per epoch, epochs "
       << state.epochs_done + 1 << ".." << o.epochs << ", " << torch::get_num_threads()
-      << " threads per process, device " << device.str() << " (" << pg.backend() << "), checkpoints in "
+      << " threads per process, device " << device.str() << " (" << pg.backend()
+      << (pg.shared_memory_allreduce() ? ", sums through shared memory" : "") << "), checkpoints in "
       << o.checkpoint_dir << std::endl;
 
   for (int epoch = state.epochs_done + 1; epoch <= o.epochs; ++epoch) {
