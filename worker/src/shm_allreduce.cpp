@@ -23,17 +23,18 @@ namespace ddp::worker {
 // ---- LocalWork -------------------------------------------------------------------
 
 void LocalWork::finish(std::exception_ptr e) {
-  std::vector<std::function<void()>> callbacks;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    error = e;
-    callbacks.swap(on_done);
+  std::unique_lock<std::mutex> lock(mu);
+  error = e;
+  // Callbacks added while these run are run too, before `done`.
+  while (!on_done.empty()) {
+    auto callbacks = std::move(on_done);
+    on_done.clear();
+    lock.unlock();
+    for (auto& f : callbacks) f();
+    lock.lock();
   }
-  for (auto& f : callbacks) f();
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    done = true;
-  }
+  done = true;
+  lock.unlock();
   cv.notify_all();
 }
 
@@ -69,8 +70,9 @@ constexpr size_t kLine = 64;                        // one cache line per rank's
 constexpr size_t kChunk = size_t{1} << 20;          // bytes per rank per chunk
 constexpr int kMaxWorld = 64;
 
-// Line 0 unused; line 1 + r: rank r's flag (the last epoch it arrived at) and what it is reducing (numel, dtype), so ranks that
-// call with different tensors fail together instead of mixing them.
+// Line 0 unused; line 1 + r: rank r's flag (the last epoch it arrived at)
+// and what it is reducing (numel, dtype), so ranks that call with different
+// tensors fail together instead of mixing them.
 struct RankLine {
   uint64_t epoch;
   int64_t numel;
@@ -226,13 +228,12 @@ std::unique_ptr<ShmAllreduce> ShmAllreduce::negotiate(c10d::Store& store, int ra
     if (base) ::munmap(base, size);
     return off(failed);
   }
-  return std::unique_ptr<ShmAllreduce>(new ShmAllreduce(rank, world, timeout, base, size, std::move(pids), name));
+  return std::unique_ptr<ShmAllreduce>(new ShmAllreduce(rank, world, timeout, base, size, std::move(pids)));
 }
 
 ShmAllreduce::ShmAllreduce(int rank, int world, std::chrono::milliseconds timeout, void* base, size_t bytes,
-                           std::vector<int> pids, std::string name)
-    : rank_(rank), world_(world), timeout_(timeout), base_(base), bytes_(bytes), pids_(std::move(pids)),
-      name_(std::move(name)) {
+                           std::vector<int> pids)
+    : rank_(rank), world_(world), timeout_(timeout), base_(base), bytes_(bytes), pids_(std::move(pids)) {
   thread_ = std::thread([this] { run(); });
 }
 

@@ -86,7 +86,7 @@ class ShmAllreduce {
     std::shared_ptr<LocalWork> work;
   };
   ShmAllreduce(int rank, int world, std::chrono::milliseconds timeout, void* base, size_t bytes,
-               std::vector<int> pids, std::string name);
+               std::vector<int> pids);
   void run();
   void reduce(const at::Tensor& t);
   void arrive_and_wait(uint64_t epoch);
@@ -97,7 +97,6 @@ class ShmAllreduce {
   void* base_;
   size_t bytes_;
   std::vector<int> pids_;  // each rank's pid, to tell a peer that exited
-  std::string name_;       // the segment, unlinked once all mapped it
   uint64_t epoch_ = 0;
   uint64_t chunks_ = 0;  // chunks reduced so far (which slot set is next)
 
