@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <fcntl.h>
 #include <cstring>
 #include <fstream>
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,6 +30,66 @@ std::string process_limit_text(int err) {
   std::ifstream("/proc/sys/kernel/pid_max") >> pid_max;
   out += pid_max > 0 ? std::to_string(pid_max) + " in all (kernel.pid_max)" : "the kernel's pid_max";
   return out;
+}
+
+namespace {
+
+// A name as it is, with control bytes escaped ("/bin/bash\r").
+std::string escaped(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else if (c == '\n') out += "\\n";
+    else if (c < 0x20 || c == 0x7f) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\x%02x", c);
+      out += b;
+    } else out += static_cast<char>(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string exec_failure_text(const std::string& exe, int err) {
+  if (err != ENOENT && err != ENOEXEC) return "";
+  // O_NONBLOCK: a FIFO put in the program's place must not block the launcher.
+  const int fd = ::open(exe.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return "";  // gone: errno's own words say it
+  struct stat st;
+  char buf[256];
+  ssize_t n = -1;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+    while ((n = ::read(fd, buf, sizeof buf)) < 0 && errno == EINTR) {
+    }
+  ::close(fd);
+  if (n < 0) return "";
+  const std::string head(buf, static_cast<size_t>(n));
+  if (head.rfind("#!", 0) == 0) {
+    // The kernel's reading: the interpreter is the first word after "#!"
+    // (blanks skipped), ended by a blank or the newline; a '\r' is part of it.
+    const std::string line = head.substr(2, head.find('\n') == std::string::npos ? std::string::npos : head.find('\n') - 2);
+    const size_t b = line.find_first_not_of(" \t");
+    const std::string interp = b == std::string::npos ? "" : line.substr(b, line.find_first_of(" \t", b) - b);
+    const bool crlf = !line.empty() && line.back() == '\r';
+    const std::string windows = "; the script has Windows line endings (convert it with dos2unix, or sed -i 's/\\r$//' " + exe + ")";
+    if (err == ENOENT && !interp.empty() && interp.back() == '\r')
+      return "the interpreter '" + escaped(interp) + "' does not exist" + windows;
+    if (err == ENOENT && !interp.empty() && ::access(interp.c_str(), F_OK) != 0)
+      return "the interpreter '" + escaped(interp) + "' named by its #! line does not exist" + (crlf ? windows : "");
+    if (interp.empty()) return "its #! line names no interpreter";
+    return "";  // the interpreter exists: errno's own words are all we know
+  }
+  if (err == ENOENT)
+    return head.rfind("\x7f" "ELF", 0) == 0
+               ? "the file exists, but the dynamic loader it names is missing (built for another system or libc?)"
+               : "";
+  // ENOEXEC
+  if (head.rfind("\x7f" "ELF", 0) == 0)
+    return "not a program this machine can run: an ELF file for another architecture, or a damaged one";
+  return "not a program this machine can run: neither a binary nor a script that starts with a #! line "
+         "(add one, e.g. #!/bin/sh, or run it through its interpreter)";
 }
 
 namespace {
@@ -117,8 +180,11 @@ pid_t spawn_worker(const SpawnSpec& spec) {
     int status;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
+    // Why execve failed is read here, in the parent, once the child is gone:
+    // the vfork child may not allocate or read files.
+    const std::string why = affinity_failed ? "" : exec_failure_text(exe, e);
     throw SpawnError(std::string(affinity_failed ? "binding to CPUs (--numa_binding) failed: " : "execve failed: ") +
-                         std::strerror(e),
+                         std::strerror(e) + (why.empty() ? "" : ": " + why),
                      e, false);
   }
   return pid;

@@ -31,6 +31,7 @@ namespace ddp::launcher {
 
 // fork or exec failed (errno kept). Exec failures map to a shell's codes
 // (127 not found, 126 otherwise); a refused fork is the launcher's failure (1).
+// what(): "execve failed: <strerror>[: <exec_failure_text>]".
 struct SpawnError : std::runtime_error {
   SpawnError(const std::string& what, int err, bool at_fork)
       : std::runtime_error(what), errno_value(err), fork_failed(at_fork) {}
@@ -61,5 +62,13 @@ pid_t spawn_worker(const SpawnSpec& spec);
 // ("processes are limited to 6 per user (ulimit -u) and 32768 in all
 // (kernel.pid_max)"); "" when errno is not about limits.
 std::string process_limit_text(int err);
+
+// What made execve(exe) fail with err, read from the file's first bytes by
+// the parent after the child failed: a #! interpreter that does not exist
+// (shown with control bytes escaped: '/bin/bash\r' for a script with Windows
+// line endings), or a file that is neither a binary for this machine nor a
+// #! script (ENOEXEC). "" when there is nothing to add to strerror (the file
+// is gone, errno is another one).
+std::string exec_failure_text(const std::string& exe, int err);
 
 }  // namespace ddp::launcher
