@@ -47,7 +47,7 @@ bool parse_bool(const std::string& text, const std::string& what) {
   std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
   if (t == "1" || t == "true" || t == "yes" || t == "on") return true;
   if (t == "0" || t == "false" || t == "no" || t == "off" || t.empty()) return false;
-  throw std::invalid_argument(what + ": '" + text + "' is not a boolean, use 1 or 0");
+  throw std::invalid_argument(what + ": '" + text + "' is not a boolean; use 1/0, true/false, yes/no or on/off");
 }
 
 std::optional<std::string> get_env(const char* name) {

@@ -1,5 +1,6 @@
 #include "ddp/launcher/command.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <sys/stat.h>
@@ -36,12 +37,52 @@ std::string env_or(const EnvMap& env, const char* name, const std::string& fallb
 
 }  // namespace
 
+std::string substitute_local_rank(const std::string& arg, int local_rank) {
+  // Python's string.Template(arg).safe_substitute(local_rank=N), which
+  // torchrun applies to every worker argument: "$$" is "$", "$local_rank"
+  // and "${local_rank}" are N, anything else (other names, a lone "$",
+  // "${ local_rank}") stays as written. Identifiers are [_A-Za-z][_A-Za-z0-9]*.
+  if (arg.find('$') == std::string::npos) return arg;
+  auto ident_start = [](char c) { return c == '_' || std::isalpha(static_cast<unsigned char>(c)); };
+  auto ident_char = [](char c) { return c == '_' || std::isalnum(static_cast<unsigned char>(c)); };
+  const std::string n = std::to_string(local_rank);
+  std::string out;
+  size_t i = 0;
+  while (i < arg.size()) {
+    if (arg[i] != '$') {
+      out += arg[i++];
+      continue;
+    }
+    if (i + 1 < arg.size() && arg[i + 1] == '$') {  // escaped
+      out += '$';
+      i += 2;
+      continue;
+    }
+    const bool braced = i + 1 < arg.size() && arg[i + 1] == '{';
+    size_t j = i + (braced ? 2 : 1);
+    if (j < arg.size() && ident_start(arg[j])) {
+      size_t k = j;
+      while (k < arg.size() && ident_char(arg[k])) ++k;
+      if (!braced || (k < arg.size() && arg[k] == '}')) {
+        const size_t end = braced ? k + 1 : k;
+        out += arg.compare(j, k - j, "local_rank") == 0 ? n : arg.substr(i, end - i);
+        i = end;
+        continue;
+      }
+    }
+    out += '$';  // not a placeholder: kept
+    ++i;
+  }
+  return out;
+}
+
 std::vector<std::string> WorkerCommand::argv_for(int local_rank) const {
   std::vector<std::string> out = args;
   if (legacy_local_rank)
     out.insert(out.begin() + static_cast<long>(local_rank_pos),
                (local_rank_dash ? "--local-rank=" : "--local_rank=") +
                    std::to_string(virtual_local_rank ? 0 : local_rank));
+  for (auto& a : out) a = substitute_local_rank(a, virtual_local_rank ? 0 : local_rank);
   return out;
 }
 

@@ -276,6 +276,7 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
   if (auto v = value("master_addr")) {
     if (v->first.empty()) throw UsageError(v->second + ": empty address, give a host name or IP of rank 0's node");
     o.master_addr = v->first;
+    o.master_addr_source = given_as("master_addr", *v);
   }
   if (auto v = value("master_port"))
     o.master_port = static_cast<int>(usage_checked([&] { return parse_int(v->first, v->second, 1, 65535); }));
@@ -287,8 +288,16 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
                        ": static rendezvous needs the port too; write HOST:PORT (rank 0's node and its free port)");
     o.master_addr = o.rdzv.host;
     o.master_port = o.rdzv.port;
+    if (auto v = value("rdzv_endpoint")) o.master_addr_source = given_as("rdzv_endpoint", *v);
   }
   if (o.standalone) {
+    // torchrun ignores these silently; one line says so here.
+    std::string ignored;
+    for (const char* name : {"master_addr", "master_port", "rdzv_backend", "rdzv_endpoint", "rdzv_conf", "local_addr"})
+      if (o.given.count(name))
+        ignored += (ignored.empty() ? "" : ", ") + (vm.count(name) ? spelling[name] : "PET_" + upper(name));
+    if (!ignored.empty())
+      o.notes.push_back(source("standalone") + " picks its own rendezvous on this machine; ignoring " + ignored);
     // torchrun: "--rdzv-backend, --rdzv-endpoint, --rdzv-id are auto-assigned
     // and any explicitly set values are ignored". One node has nobody to
     // meet: a free port per restart, no rendezvous helper.
@@ -308,12 +317,17 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
   }
   o.no_python = flag("no_python");
   o.module = flag("module");
+  // torchrun: --run_path wins over both (the program runs through python).
+  if (o.run_path && (o.no_python || o.module)) {
+    const bool both = o.no_python && o.module;
+    o.notes.push_back((o.no_python ? source("no_python") : "") + (both ? " and " : "") +
+                      (o.module ? source("module") : "") + (both ? " are" : " is") + " ignored: " +
+                      source("run_path") + " runs the program through python (as torchrun does)");
+    o.no_python = o.module = false;
+  }
   if (o.no_python && o.module)
     throw UsageError(source("no_python") + " and " + source("module") +
                      " exclude each other: a module runs through python");
-  if (o.run_path && (o.no_python || o.module))
-    throw UsageError(source("run_path") + " runs a script file through python; drop it, or drop " +
-                     source(o.no_python ? "no_python" : "module"));
   o.slurm_tasks = flag("slurm_tasks");
   if (auto v = value("role")) {
     if (v->first.empty()) throw UsageError(v->second + ": empty role name");

@@ -70,11 +70,18 @@ EnvMap worker_environment(const EnvMap& parent, const GroupSpec& g, int local_ra
   // per round keeps ranks of different rounds apart by construction.
   set("TORCHELASTIC_USE_AGENT_STORE", "False");
   set("TORCHELASTIC_ERROR_FILE", error_file);
-  if (!parent.count("TORCH_NCCL_ASYNC_ERROR_HANDLING")) set("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
-  // torch.distributed.launch mode (no --use_env) serves 1.x scripts, whose
-  // LibTorch reads the old name (torchrun 1.13 sets it; 2.x only warns that
-  // it is deprecated, so it is left out of --use_env runs).
-  if (!o.use_env && !parent.count("NCCL_ASYNC_ERROR_HANDLING")) set("NCCL_ASYNC_ERROR_HANDLING", "1");
+  // torchrun 2.x sets TORCH_NCCL_ASYNC_ERROR_HANDLING, 1.13 the name its
+  // LibTorch reads, NCCL_ASYNC_ERROR_HANDLING (each: the parent's value, else
+  // 1). Both, in every mode: without the old name an NCCL worker of LibTorch
+  // 1.x hangs on a failed peer instead of failing; LibTorch 2.x reads both
+  // (the new one wins) and warns once that the old name is deprecated. A
+  // parent's value of either name serves the other name too.
+  {
+    auto t = parent.find("TORCH_NCCL_ASYNC_ERROR_HANDLING"), old = parent.find("NCCL_ASYNC_ERROR_HANDLING");
+    const std::string v = t != parent.end() ? t->second : old != parent.end() ? old->second : "1";
+    if (t == parent.end()) set("TORCH_NCCL_ASYNC_ERROR_HANDLING", v);
+    if (old == parent.end()) set("NCCL_ASYNC_ERROR_HANDLING", v);
+  }
   // The signals the launcher forwards to its workers (--signals_to_handle),
   // as torchrun 2.x tells its workers: always its own list, never the parent's.
   set("TORCHELASTIC_SIGNALS_TO_HANDLE", signal_list_text(o.signals_to_handle));

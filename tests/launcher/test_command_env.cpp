@@ -126,12 +126,49 @@ TEST_CASE("worker environment is torchrun's set") {
   CHECK(env2["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "0");
   CHECK(env2.count("OMP_NUM_THREADS") == 0);
 
-  // --use_env (torchrun mode): only 2.x's name, which 2.x does not warn about.
+  // --use_env (torchrun mode) too: torchrun 1.13 gives the 1.x name, 2.x the
+  // 2.x name; both, so NCCL workers of either LibTorch fail instead of hanging.
   auto u = opts_for({"--use_env", "x"});
   g.opts = &u;
   auto env3 = worker_environment({}, g, 0, "e");
   CHECK(env3["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1");
-  CHECK(env3.count("NCCL_ASYNC_ERROR_HANDLING") == 0);
+  CHECK(env3["NCCL_ASYNC_ERROR_HANDLING"] == "1");
+  // A parent's value of either name is kept and given to the other name too.
+  CHECK(worker_environment({{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"}}, g, 0, "e")["NCCL_ASYNC_ERROR_HANDLING"] == "0");
+  auto old_only = worker_environment({{"NCCL_ASYNC_ERROR_HANDLING", "3"}}, g, 0, "e");
+  CHECK(old_only["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "3");
+  CHECK(old_only["NCCL_ASYNC_ERROR_HANDLING"] == "3");
+  // LOGLEVEL (torchrun's own log level) reaches the workers as torchrun's do.
+  CHECK(worker_environment({{"LOGLEVEL", "INFO"}}, g, 0, "e")["LOGLEVEL"] == "INFO");
+}
+
+TEST_CASE("${local_rank} in the program's arguments becomes the local rank, by torchrun's Template rule") {
+  EnvMap env{{"PATH", "/usr/bin:/bin"}};
+  // The same arguments through torchrun 2.11 gave (local rank 1):
+  // [1][1][$][a1b][${local_rank][$LOCAL_RANK][$local_rankx][1.x][${role_name}][$][$local_rank][${ local_rank}]
+  const std::vector<std::string> args{"${local_rank}", "$local_rank", "$$",           "a${local_rank}b",
+                                      "${local_rank",  "$LOCAL_RANK", "$local_rankx", "$local_rank.x",
+                                      "${role_name}",  "$",           "$$local_rank", "${ local_rank}"};
+  std::vector<std::string> argv{"--use_env", "/bin/echo"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  CHECK(resolve_command(opts_for(argv), env).argv_for(1) ==
+        std::vector<std::string>{"1", "1", "$", "a1b", "${local_rank", "$LOCAL_RANK", "$local_rankx", "1.x",
+                                 "${role_name}", "$", "$local_rank", "${ local_rank}"});
+  CHECK(substitute_local_rank("--gpu=${local_rank}", 7) == "--gpu=7");
+  CHECK(substitute_local_rank("no macro", 7) == "no macro");
+  // Launch mode: after the inserted --local_rank=N, as torchrun's macro.
+  CHECK(resolve_command(opts_for({"/bin/echo", "--gpu", "${local_rank}"}), env).argv_for(2) ==
+        std::vector<std::string>{"--local_rank=2", "--gpu", "2"});
+}
+
+TEST_CASE("--run_path wins over --no_python and -m, as in torchrun") {
+  Scratch s;
+  std::string script = s.make("train.py", 0644);  // not executable: it runs through python
+  auto cmd = resolve_command(opts_for({"--use_env", "--run_path", "--no_python", script, "a"}), {{"PATH", "/usr/bin:/bin"}});
+  CHECK(cmd.exe == "/usr/bin/python3");
+  CHECK(cmd.argv_for(0) == std::vector<std::string>{"-u", script, "a"});
+  auto mod = resolve_command(opts_for({"--use_env", "--run_path", "-m", script}), {{"PATH", "/usr/bin:/bin"}});
+  CHECK(mod.argv_for(0) == std::vector<std::string>{"-u", script});
 }
 
 TEST_CASE("local rank style: --local_rank=N by default, --local-rank=N with dash, a bad style is an error") {

@@ -160,8 +160,12 @@ TEST_CASE("every torchrun option is accepted, and the ones that change nothing a
   CHECK_THAT(usage_message({"--start-method=thread", "x"}),
              Catch::StartsWith("--start-method thread: not a start method; use spawn, fork or forkserver"));
   CHECK_THAT(usage_message({"--monitor_interval=-1", "x"}), Catch::StartsWith("--monitor_interval"));
-  CHECK_THAT(usage_message({"--run_path", "--no_python", "x"}),
-             Catch::StartsWith("--run_path runs a script file through python; drop it, or drop --no_python"));
+  // torchrun lets --run_path win over --no_python and -m (a note says so).
+  CHECK(parse({"--run_path", "--no_python", "x"}).run_path);
+  CHECK_FALSE(parse({"--run_path", "--no_python", "x"}).no_python);
+  CHECK(parse({"--run_path", "--no_python", "x"}).notes ==
+        std::vector<std::string>{"--no_python is ignored: --run_path runs the program through python (as torchrun does)"});
+  CHECK_FALSE(parse({"--run_path", "-m", "x"}).module);
   CHECK_THAT(usage_message({"x"}, {{"PET_START_METHOD", "thread"}}),
              Catch::StartsWith("PET_START_METHOD=thread: not a start method"));
 }
@@ -334,4 +338,23 @@ TEST_CASE("help text has torchrun 2.x's newer options and no 'not supported'") {
                         "--duplicate_stderr_filters", "--event_log_handler", "--logs_specs", "--numa_binding"})
     CHECK_THAT(help, Catch::Contains(o));
   CHECK_THAT(help, !Catch::Contains("not supported") && !Catch::Contains("not implemented"));
+}
+
+TEST_CASE("--standalone says in one line which rendezvous options it ignores, and runs") {
+  auto o = parse({"--standalone", "--master_addr=h", "--master-port", "1234", "--rdzv_endpoint=e:1", "x"});
+  CHECK(o.master_port == 0);
+  CHECK(o.master_addr == "127.0.0.1");
+  CHECK(o.notes == std::vector<std::string>{"--standalone picks its own rendezvous on this machine; ignoring "
+                                            "--master_addr, --master-port, --rdzv_endpoint"});
+  CHECK(parse({"--standalone", "x"}, {{"PET_MASTER_PORT", "5"}}).notes ==
+        std::vector<std::string>{"--standalone picks its own rendezvous on this machine; ignoring PET_MASTER_PORT"});
+  CHECK(parse({"--standalone", "x"}).notes.empty());
+  CHECK(parse({"--master_addr=h", "x"}).notes.empty());
+}
+
+TEST_CASE("PET_ flags take the usual boolean spellings and name the accepted ones otherwise") {
+  for (const char* t : {"1", "true", "TRUE", "yes", "On"}) CHECK(parse({"x"}, {{"PET_USE_ENV", t}}).use_env);
+  for (const char* f : {"0", "false", "No", "OFF", ""}) CHECK_FALSE(parse({"x"}, {{"PET_USE_ENV", f}}).use_env);
+  CHECK_THAT(usage_message({"x"}, {{"PET_USE_ENV", "enabled"}}),
+             Catch::StartsWith("PET_USE_ENV: 'enabled' is not a boolean; use 1/0, true/false, yes/no or on/off"));
 }

@@ -24,13 +24,20 @@ struct WorkerCommand {
   // (torchrun passes the real one, which names a GPU the worker cannot see).
   bool virtual_local_rank = false;
 
-  // Full argv (without argv[0]) for one worker.
+  // Full argv (without argv[0]) for one worker, ${local_rank} substituted.
   std::vector<std::string> argv_for(int local_rank) const;
 };
 
 // PATH lookup like execvp: names with a '/' are taken as paths. Returns "" if
 // not found.
 std::string find_executable(const std::string& name, const std::string& path_env);
+
+// torchrun's macro: "${local_rank}" (and "$local_rank") in an argument
+// becomes the worker's local rank, by the rule of Python's
+// string.Template.safe_substitute, which torchrun uses: "$$" is "$", every
+// other "$" text stays as written. argv_for applies it to every argument
+// (with --virtual_local_rank the local rank is 0, as in --local_rank=0).
+std::string substitute_local_rank(const std::string& arg, int local_rank);
 
 WorkerCommand resolve_command(const LaunchOptions& opts, const EnvMap& env);
 

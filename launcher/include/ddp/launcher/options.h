@@ -77,6 +77,7 @@ struct LaunchOptions {
   int nnodes = 1;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
+  std::string master_addr_source; // how it was given ("--master_addr h", "--rdzv_endpoint h:p"), "" default/Slurm
   int master_port = 29500;        // 0: pick a free port (single node only)
   bool standalone = false;
   bool use_env = false;           // false: workers get --local_rank=N (torch.distributed.launch)
@@ -101,6 +102,7 @@ struct LaunchOptions {
   bool version = false;
   bool slurm_tasks = false;        // --slurm_tasks: every srun task is one rank (slurm.h)
   std::optional<TaskRank> task;    // set by resolve_slurm in srun-per-rank mode
+  std::vector<std::string> notes;  // one line each for stderr: options given but ignored, as torchrun ignores them
   std::set<std::string> given;     // options set on the command line or as PET_* (underscore names)
 
   std::string program;             // script, module or executable
