@@ -1,4 +1,5 @@
 // ddp-launch: parse, resolve, supervise. All logic lives in ddp_launcher.
+#include "ddp/common/host_resolve.h"
 #include "ddp/launcher/command.h"
 #include "ddp/launcher/invocation.h"
 #include "ddp/launcher/log_dir.h"
@@ -11,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <iostream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace ddp::launcher;
@@ -30,6 +32,22 @@ void check_summary_path(const std::string& path, const std::string& given_as) {
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
     throw UsageError(given_as + ": cannot write in '" + dir + "': " + std::strerror(errno) +
                      "; give a path in an existing, writable directory");
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw UsageError(given_as + ": '" + path + "' is a directory; give a file path, e.g. " +
+                     (path.back() == '/' ? path : path + "/") + "summary.json");
+}
+
+// Static rendezvous: an address that does not resolve fails now, with the
+// same resolver call the workers would make (c10d would retry it for the
+// whole timeout). A temporary resolver failure is left to the workers.
+void check_master_addr(const LaunchOptions& o) {
+  if (o.standalone || o.rdzv.elastic()) return;
+  const std::string err = ddp::host_resolve_error(o.master_addr);
+  if (err.empty()) return;
+  const std::string given = o.master_addr_source.empty() ? "master address " + o.master_addr : o.master_addr_source;
+  throw UsageError(given + ": the host does not resolve (" + err + "); give rank 0's node as an IP address or a "
+                   "name this machine resolves (check the spelling, DNS, /etc/hosts)");
 }
 
 }  // namespace
@@ -55,6 +73,7 @@ int main(int argc, char** argv) {
     if (cfg.opts.virtual_local_rank)  // every local rank needs its GPU before any worker starts
       virtual_visible_device(env, cfg.opts.task ? cfg.opts.task->local_rank : cfg.nproc - 1,
                              cfg.opts.task ? cfg.opts.task->local_rank + 1 : cfg.nproc);
+    check_master_addr(cfg.opts);
     if (!cfg.opts.standalone && !cfg.opts.rdzv.elastic() && cfg.opts.node_rank == 0)
       reserve_check_port(cfg.opts.master_port);
     if (!cfg.opts.numa_binding.empty()) {
@@ -80,6 +99,8 @@ int main(int argc, char** argv) {
       std::cerr << "ddp-launch: OMP_NUM_THREADS is not set; each worker gets OMP_NUM_THREADS=" << *omp << " ("
                 << host.cpus << " CPUs / " << cfg.nproc << " workers). Set it to override." << std::endl;
     }
+    // After every check, so that a usage error stays the only line.
+    for (const std::string& note : cfg.opts.notes) std::cerr << "ddp-launch: " << note << std::endl;
   } catch (const UsageError& e) {
     return usage_error(e.what());
   }

@@ -402,6 +402,13 @@ TEST_CASE("bad input: one line naming the value, exit 2, no worker started") {
       {{"--tee", "3:", kWorker}, "--tee: '3:'"},
       {{"--rdzv-backend=c10d", kWorker}, "--rdzv_backend c10d needs --rdzv_endpoint HOST[:PORT]"},
       {{out.path()}, "is a directory"},
+      // Checked at start, not after the run (issue 15).
+      {{"--summary_json", out.path(), kWorker}, "--summary_json " + out.path() + ": '" + out.path() + "' is a directory"},
+      {{"--log_dir", out.file("script.py"), kWorker}, "is not a directory"},
+      {{"--master_addr=no-such-host.invalid", "--master_port=" + std::to_string(free_port()), kWorker},
+       "--master_addr no-such-host.invalid: the host does not resolve (Name or service not known)"},
+      {{"--nnodes=2", "--node_rank=1", "--rdzv_endpoint=no-such-host.invalid:29400", kWorker},
+       "--rdzv_endpoint no-such-host.invalid:29400: the host does not resolve"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> argv{launcher()};
@@ -438,6 +445,35 @@ TEST_CASE("a master port already in use is refused before any worker starts") {
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("--master_port " + std::to_string(port) + " is already in use"));
   CHECK_FALSE(fs::exists(out.file("pid.0")));
+}
+
+TEST_CASE("a script with a CRLF #! line fails with 127, naming the interpreter and the line endings") {
+  TempDir out;
+  write_file(out.file("crlf.sh"), "#!/bin/sh\r\necho hi\r\n", true);
+  write_file(out.file("noshebang"), "echo hi\n", true);
+  auto r = run({launcher(), "--nproc_per_node=2", "--master_port=" + std::to_string(free_port()), out.file("crlf.sh")},
+               scenario_env(out, "sleep"), 60);
+  INFO(r.output);
+  CHECK(r.exit_code == 127);
+  CHECK_THAT(r.output, Catch::Contains("cannot execute " + out.file("crlf.sh")) &&
+                           Catch::Contains("the interpreter '/bin/sh\\r' does not exist; the script has Windows "
+                                           "line endings"));
+  auto n = run({launcher(), "--standalone", out.file("noshebang")}, scenario_env(out, "sleep"), 60);
+  INFO(n.output);
+  CHECK(n.exit_code == 126);
+  CHECK_THAT(n.output, Catch::Contains("not a program this machine can run"));
+}
+
+TEST_CASE("standalone says which rendezvous options it ignores, in one line, and runs the job") {
+  TempDir out;
+  auto r = run({launcher(), "--standalone", "--master_addr=no-such-host.invalid", "--master_port=1",
+                "--rdzv_endpoint=elsewhere:2", kWorker},
+               scenario_env(out, "env"), 60);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("ddp-launch: --standalone picks its own rendezvous on this machine; ignoring "
+                                       "--master_addr, --master_port, --rdzv_endpoint\n"));
+  CHECK(parse_env_dump(read_file(out.file("env.0")))["MASTER_ADDR"] == "127.0.0.1");
 }
 
 TEST_CASE("standalone runs on a free port, --help and --version exit 0") {
