@@ -47,6 +47,67 @@ TEST_CASE("process group: DDP_SHM_ALLREDUCE=0 keeps every rank's sums on Gloo") 
   }
 }
 
+TEST_CASE("process group: DDP_SHM_ALLREDUCE takes the usual boolean spellings and refuses others") {
+  for (const char* off : {"false", "OFF", "no"}) {
+    INFO(off);
+    auto ranks = run_ranks(2, {"shm"}, {{"DDP_SHM_ALLREDUCE", off}});
+    for (auto& r : ranks) {
+      INFO(r.output);
+      CHECK(r.exit_code == 0);
+      CHECK_THAT(r.output, Catch::Contains("shm off: rank 0 has DDP_SHM_ALLREDUCE=0"));  // =0: the store's flag
+    }
+  }
+  auto on = run_ranks(2, {"shm"}, {{"DDP_SHM_ALLREDUCE", "Yes"}});
+  for (auto& r : on) {
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("shm on"));
+  }
+  // A typo fails at start, before any rendezvous, naming the accepted values.
+  auto env = rank_env(0, 2, free_port());
+  env["DDP_SHM_ALLREDUCE"] = "disable";
+  auto r = run({helper_path(), "init"}, env, 60);
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("DDP_SHM_ALLREDUCE: 'disable' is not a boolean; use 1/0, true/false, "
+                                       "yes/no or on/off"));
+}
+
+TEST_CASE("process group: DDP_TIMEOUT_S beyond what the timers hold is refused, naming the value and the range") {
+  auto env = rank_env(0, 1, free_port());
+  for (const char* t : {"1e20", "2147484", "1e300"}) {
+    env["DDP_TIMEOUT_S"] = t;
+    auto r = run({helper_path(), "init"}, env, 60);
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Catch::Contains(std::string("DDP_TIMEOUT_S: ") + t + " is out of range") &&
+                             Catch::Contains("2147483"));
+  }
+  env["DDP_TIMEOUT_S"] = "2147483";  // the largest: accepted
+  auto ok = run({helper_path(), "init"}, env, 60);
+  INFO(ok.output);
+  CHECK(ok.exit_code == 0);
+}
+
+TEST_CASE("process group: an unresolvable MASTER_ADDR fails at once, naming the host and the resolver's error") {
+  // .invalid never resolves (RFC 6761). Both the host (rank 0) and a client.
+  for (int rank : {0, 1}) {
+    INFO("rank " << rank);
+    auto env = rank_env(rank, 2, free_port());
+    env["MASTER_ADDR"] = "no-such-host.invalid";
+    env["DDP_TIMEOUT_S"] = "30";
+    const auto start = std::chrono::steady_clock::now();
+    auto r = run({helper_path(), "init"}, env, 60);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Catch::Contains("MASTER_ADDR no-such-host.invalid does not resolve") &&
+                             Catch::Contains("Name or service not known"));
+    CHECK_THAT(r.output, !Catch::Contains("already in use"));
+    CHECK(took < 15);  // not the 30 s timeout
+  }
+}
+
 TEST_CASE("process group: legacy --local_rank argument and gloo device") {
   auto ranks = run_ranks(2, {"init", "--local_rank=0"}, {{"LOCAL_RANK", "\x01unset"}});
   for (auto& r : ranks) {

@@ -20,6 +20,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "ddp/common/host_resolve.h"
 #include "ddp/common/parse.h"
 #include "ddp/worker/compat.h"
 #include "ddp/worker/device_choice.h"
@@ -124,18 +125,47 @@ DeviceChoice resolve_device(const InitOptions& opt, const DistEnv& env) {
   }
 }
 
+// The longest timeout: INT_MAX milliseconds (24.8 days), the longest wait
+// poll(2) takes, so no layer that hands it on in int milliseconds overflows.
+// Larger values are refused, not clamped, as Python refuses them
+// (timedelta(seconds=1e20) is an OverflowError before torch sees it); 1e20
+// used to wrap around into a negative timeout.
+constexpr long long kMaxTimeoutMs = 2147483647;
+
 std::chrono::milliseconds resolve_timeout(const InitOptions& opt) {
   auto t = opt.timeout;
   if (t == InitOptions::kDefaultTimeout) {
     if (auto env = get_env("DDP_TIMEOUT_S")) {
-      double s = parse_seconds(*env, "DDP_TIMEOUT_S");
+      const double s = parse_seconds(*env, "DDP_TIMEOUT_S");
+      if (s * 1000.0 > static_cast<double>(kMaxTimeoutMs))
+        throw std::invalid_argument("DDP_TIMEOUT_S: " + *env + " is out of range, expected seconds in (0, " +
+                                    std::to_string(kMaxTimeoutMs / 1000) + "] (24.8 days)");
       t = std::chrono::milliseconds(static_cast<long long>(std::llround(s * 1000.0)));
     }
   }
-  if (t.count() <= 0)
-    throw std::invalid_argument("process group timeout must be positive (DDP_TIMEOUT_S or InitOptions::timeout), got " +
-                                std::to_string(t.count()) + " ms");
+  if (t.count() <= 0 || t.count() > kMaxTimeoutMs)
+    throw std::invalid_argument("process group timeout must be in (0, " + std::to_string(kMaxTimeoutMs) +
+                                "] ms (DDP_TIMEOUT_S or InitOptions::timeout), got " + std::to_string(t.count()) +
+                                " ms");
   return t;
+}
+
+// DDP_SHM_ALLREDUCE: on unless a false spelling (0, false, no, off, any
+// case); unset or empty is on; anything else is refused at start.
+bool resolve_shm_allreduce() {
+  auto e = get_env("DDP_SHM_ALLREDUCE");
+  return !e || e->empty() || parse_bool(*e, "DDP_SHM_ALLREDUCE");
+}
+
+// MASTER_ADDR is resolved once before the TCPStore is made: c10d retries a
+// name that does not resolve every second until the timeout, with a warning
+// each time, and then the failure reads like a port problem.
+void check_master_addr(const DistEnv& env) {
+  const std::string err = host_resolve_error(env.master_addr);
+  if (!err.empty())
+    throw std::runtime_error("rank " + std::to_string(env.rank) + ": MASTER_ADDR " + env.master_addr +
+                             " does not resolve (" + err + "): give rank 0's host as an IP address or a name this "
+                             "machine resolves (check the spelling, DNS, /etc/hosts)");
 }
 
 // Waits until something accepts TCP connections at host:port, or the
@@ -182,6 +212,7 @@ bool wait_for_listener(const std::string& host, int port, std::chrono::steady_cl
 // gives up after it; the ranks are counted at the backend's rendezvous.
 c10::intrusive_ptr<c10d::TCPStore> connect_store(const DistEnv& env, std::chrono::milliseconds timeout) {
   const bool host = env.rank == 0 && !env.use_agent_store;
+  check_master_addr(env);  // before the try: not a port or reachability problem
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + timeout;
   try {
@@ -281,6 +312,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env, const InitO
   impl->backend_name = choice.backend;
   impl->device = choice.device;
   impl->timeout = resolve_timeout(options);
+  const bool shm_wanted = resolve_shm_allreduce();
 
   if (env.standalone) {
     // No launcher and nobody to meet: an in-memory store serves Gloo's own
@@ -310,7 +342,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env, const InitO
     else if (env.standalone)
       impl->shm_off_reason = "a group of one rank";
     else
-      impl->shm = ShmAllreduce::negotiate(*impl->store, env.rank, env.world_size, impl->timeout, &impl->shm_off_reason);
+      impl->shm = ShmAllreduce::negotiate(*impl->store, env.rank, env.world_size, impl->timeout, shm_wanted,
+                                          &impl->shm_off_reason);
   } catch (const std::exception& e) {
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::steady_clock::now() - start);

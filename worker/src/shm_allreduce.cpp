@@ -145,15 +145,14 @@ void* map_segment(const std::string& name, size_t size, bool create) {
 }  // namespace
 
 std::unique_ptr<ShmAllreduce> ShmAllreduce::negotiate(c10d::Store& store, int rank, int world,
-                                                      std::chrono::milliseconds timeout, std::string* why) {
+                                                      std::chrono::milliseconds timeout, bool enabled,
+                                                      std::string* why) {
   auto off = [&](const std::string& reason) -> std::unique_ptr<ShmAllreduce> {
     if (why) *why = reason;
     return nullptr;
   };
   if (world < 2) return off("a group of one rank");
   if (world > kMaxWorld) return off("more than " + std::to_string(kMaxWorld) + " ranks");
-  const char* env = std::getenv("DDP_SHM_ALLREDUCE");
-  const bool enabled = !(env && std::string(env) == "0");
 
   // 1. Every rank says where it runs. Ranks that are not ours (Python in a
   // mixed group) never do: rank 0 then gives up after a short wait.

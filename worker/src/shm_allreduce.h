@@ -16,7 +16,7 @@
 // Set up collectively by ShmAllreduce::negotiate after the Gloo group is up:
 // on only when every rank of the group runs this code on the same kernel
 // (boot id) in the same pid and mount namespaces and maps the segment rank 0
-// made; otherwise every rank agrees on Gloo. DDP_SHM_ALLREDUCE=0 turns it off.
+// made; otherwise every rank agrees on Gloo. DDP_SHM_ALLREDUCE=0 (false, no, off) turns it off.
 //
 // Never a hang: a wait ends with an error when a peer process has exited
 // (same pid namespace, so its /proc entry tells), at the group's timeout,
@@ -63,9 +63,11 @@ class ShmAllreduce {
  public:
   // Collective over every rank of the group (all must call it at the same
   // point). Returns null when shared memory cannot serve this group; `why`
-  // then says why (for logs and tests).
+  // then says why (for logs and tests). `enabled`: this rank's
+  // DDP_SHM_ALLREDUCE (read by init_process_group); off on any rank is off.
   static std::unique_ptr<ShmAllreduce> negotiate(c10d::Store& store, int rank, int world,
-                                                 std::chrono::milliseconds timeout, std::string* why = nullptr);
+                                                 std::chrono::milliseconds timeout, bool enabled,
+                                                 std::string* why = nullptr);
   ~ShmAllreduce();
   ShmAllreduce(const ShmAllreduce&) = delete;
   ShmAllreduce& operator=(const ShmAllreduce&) = delete;
