@@ -161,7 +161,7 @@ TEST_CASE("${local_rank} in the program's arguments becomes the local rank, by t
         std::vector<std::string>{"--local_rank=2", "--gpu", "2"});
 }
 
-TEST_CASE("--run_path wins over --no_python and -m, as in torchrun") {
+TEST_CASE("run_path wins over --no_python and -m, as in torchrun") {
   Scratch s;
   std::string script = s.make("train.py", 0644);  // not executable: it runs through python
   auto cmd = resolve_command(opts_for({"--use_env", "--run_path", "--no_python", script, "a"}), {{"PATH", "/usr/bin:/bin"}});

@@ -340,7 +340,7 @@ TEST_CASE("help text has torchrun 2.x's newer options and no 'not supported'") {
   CHECK_THAT(help, !Catch::Contains("not supported") && !Catch::Contains("not implemented"));
 }
 
-TEST_CASE("--standalone says in one line which rendezvous options it ignores, and runs") {
+TEST_CASE("standalone says in one line which rendezvous options it ignores, and runs") {
   auto o = parse({"--standalone", "--master_addr=h", "--master-port", "1234", "--rdzv_endpoint=e:1", "x"});
   CHECK(o.master_port == 0);
   CHECK(o.master_addr == "127.0.0.1");

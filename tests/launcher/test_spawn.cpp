@@ -49,7 +49,7 @@ SpawnError exec_error(const std::string& exe) {
 
 }  // namespace
 
-TEST_CASE("spawn: a CRLF #! line names the interpreter with \\r shown and says Windows line endings") {
+TEST_CASE("spawn: a CRLF #! line names the interpreter, its CR shown escaped, and says Windows line endings") {
   Scratch s;
   const auto e = exec_error(s.make("crlf.sh", "#!/bin/bash\r\necho hi\r\n"));
   CHECK(e.shell_code() == 127);
