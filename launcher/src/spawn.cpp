@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <fcntl.h>
 #include <cstring>
+#include <fcntl.h>
 #include <fstream>
 #include <sched.h>
 #include <sys/prctl.h>
@@ -69,11 +69,13 @@ std::string exec_failure_text(const std::string& exe, int err) {
   if (head.rfind("#!", 0) == 0) {
     // The kernel's reading: the interpreter is the first word after "#!"
     // (blanks skipped), ended by a blank or the newline; a '\r' is part of it.
-    const std::string line = head.substr(2, head.find('\n') == std::string::npos ? std::string::npos : head.find('\n') - 2);
+    const size_t nl = head.find('\n');
+    const std::string line = head.substr(2, nl == std::string::npos ? std::string::npos : nl - 2);
     const size_t b = line.find_first_not_of(" \t");
     const std::string interp = b == std::string::npos ? "" : line.substr(b, line.find_first_of(" \t", b) - b);
     const bool crlf = !line.empty() && line.back() == '\r';
-    const std::string windows = "; the script has Windows line endings (convert it with dos2unix, or sed -i 's/\\r$//' " + exe + ")";
+    const std::string windows =
+        "; the script has Windows line endings (convert it with dos2unix, or sed -i 's/\\r$//' " + exe + ")";
     if (err == ENOENT && !interp.empty() && interp.back() == '\r')
       return "the interpreter '" + escaped(interp) + "' does not exist" + windows;
     if (err == ENOENT && !interp.empty() && ::access(interp.c_str(), F_OK) != 0)
