@@ -244,10 +244,12 @@ void stop_on_non_finite_loss(ddp::worker::ProcessGroup& pg, double loss, int epo
   if (bad >= world) return;
   const std::string where = "epoch " + std::to_string(epoch) + ", step " + std::to_string(step) + " of " +
                             std::to_string(steps) + " (global step " + std::to_string(global_step) + ")";
-  if (!std::isfinite(loss))
-    throw std::runtime_error("training diverged: the loss of rank " + std::to_string(rank) + " is " + (std::isnan(loss) ? std::string("nan") : fmt("%g", loss)) +
-                             " at " + where + " with learning rate " + fmt("%g", lr) +
+  if (!std::isfinite(loss)) {
+    const std::string value = std::isnan(loss) ? "nan" : fmt("%g", loss);  // not "-nan"
+    throw std::runtime_error("training diverged: the loss of rank " + std::to_string(rank) + " is " + value + " at " +
+                             where + " with learning rate " + fmt("%g", lr) +
                              "; every rank stops. Lower --learning_rate, or check the data");
+  }
   throw ddp::worker::PeerFailure(bad, "training stopped at " + where + ": the loss of rank " + std::to_string(bad) +
                                           " is not finite (see rank " + std::to_string(bad) + "'s error)");
 }
