@@ -19,6 +19,7 @@ void write_error_file(const std::string& path, const ErrorRecord& rec) {
   pt::ptree extra;
   extra.put("py_callstack", rec.callstack);
   extra.put("timestamp", std::to_string(rec.timestamp));
+  if (rec.follows_rank) extra.put("follows_rank", std::to_string(*rec.follows_rank));
   pt::ptree msg;
   msg.put("message", rec.message);
   msg.add_child("extraInfo", extra);
@@ -40,14 +41,14 @@ std::optional<ErrorRecord> read_error_file(const std::string& path) {
   if (!in) {
     if (errno == ENOENT) return std::nullopt;
     return ErrorRecord{"(error file " + path + " exists but cannot be read: " +
-                           std::strerror(errno) + ")", "", 0, std::nullopt};
+                           std::strerror(errno) + ")", "", 0, std::nullopt, std::nullopt};
   }
   pt::ptree root;
   try {
     pt::read_json(in, root);
   } catch (const pt::json_parser_error& e) {
     return ErrorRecord{"(error file " + path + " is not valid JSON: " + e.message() + ")", "",
-                       0, std::nullopt};
+                       0, std::nullopt, std::nullopt};
   }
   ErrorRecord rec;
   auto msg = root.get_child_optional("message");
@@ -67,6 +68,7 @@ std::optional<ErrorRecord> read_error_file(const std::string& path) {
     rec.timestamp = 0;
   }
   if (auto code = msg->get_optional<int>("errorCode")) rec.error_code = *code;
+  if (auto follows = msg->get_optional<int>("extraInfo.follows_rank")) rec.follows_rank = *follows;
   return rec;
 }
 

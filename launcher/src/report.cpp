@@ -13,9 +13,16 @@ std::string WorkerExit::status_text() const {
 }
 
 std::optional<WorkerExit> earliest_failure(const std::vector<WorkerExit>& exits) {
+  // A failure its error file marks as following another rank's is the root
+  // cause only when no other failure is there: the rank it follows (or any
+  // independent failure) wins whatever the order the error files landed in.
   const WorkerExit* best = nullptr;
-  for (const WorkerExit& w : exits)
-    if (w.failed() && (!best || w.failure_time() < best->failure_time())) best = &w;
+  for (const WorkerExit& w : exits) {
+    if (!w.failed()) continue;
+    const bool better = !best || (w.follower() != best->follower() ? !w.follower()
+                                                                    : w.failure_time() < best->failure_time());
+    if (better) best = &w;
+  }
   if (!best) return std::nullopt;
   return *best;
 }
@@ -149,7 +156,10 @@ std::string format_failure_report(const std::vector<AttemptResult>& attempts, co
     if (w.max_rss_kb > 0) s << ", max_rss " << rss_text(w.max_rss_kb);
     s << "\n";
     // A later failure's own words help too (e.g. the peer's "Connection reset").
-    if (has_message) s << "    message: " << w.error->message << "\n";
+    if (has_message)
+      s << "    message: " << w.error->message
+        << (w.follower() ? " (it followed rank " + std::to_string(*w.error->follows_rank) + "'s failure)" : "")
+        << "\n";
   }
   if (stopped_hidden > 0) s << "  ... and " << stopped_hidden << " more workers stopped by the launcher\n";
   s << rule << "\n";

@@ -69,6 +69,9 @@ TEST_CASE("options: environment decides resume and the test hook", "[train][opti
   CHECK(o.should_resume());
   CHECK(o.die_rank == 1);
   CHECK(o.die_step == 7);
+  CHECK(o.launch_dir.empty());
+  CHECK(parse_train_options({}, env_of({{"TORCHELASTIC_ERROR_FILE", "/tmp/ddp-launch-x/attempt_1.rank_0.error.json"}}))
+            .launch_dir == "/tmp/ddp-launch-x");
   CHECK_THAT(usage_error({}, env_of({{"TORCHELASTIC_RESTART_COUNT", "x"}})),
              Catch::Contains("TORCHELASTIC_RESTART_COUNT: 'x' is not an integer"));
 }

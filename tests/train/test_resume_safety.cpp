@@ -1,16 +1,27 @@
 // ddp-train and its checkpoint directory: a fresh run does not take over an
-// earlier run's directory, a restarted run resumes only its own checkpoints,
-// --resume names every changed option, a damaged newest checkpoint falls
-// back to the previous epoch, an unwritable directory fails before training,
-// and without a launcher ddp-train trains as one process. Real binary, real
-// data, 1 process and a few steps per run.
+// earlier run's directory, a restarted run resumes only its own launch's
+// checkpoints, two runs never share a directory (its lock), --resume says
+// what each changed option really is from then on, a damaged newest
+// checkpoint falls back to the previous epoch, temp files of a killed save
+// are removed, an unwritable directory or --save_final fails before
+// training, a non-finite loss stops every rank, a failed save is reported
+// as rank 0's (not its follower's) and is not named in metrics.jsonl, and
+// without a launcher ddp-train trains as one process. Real binary, real
+// data, 1 or 2 processes and a few steps per run.
 #include <algorithm>
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include "ddp/train/fashion_mnist.h"
+#include "ddp/train/train_state.h"
+#include "ddp/worker/checkpoint.h"
 #include "test_skip.h"
 #include "test_support.h"
 
@@ -39,6 +50,22 @@ ProcResult train(const std::vector<std::string>& args, int restart = 0) {
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// ddp-launch --standalone --nproc_per_node=N [launcher args] ddp-train ARGS,
+// optionally through `sh -c PREFIX; exec "$@"` (limits for a real fault).
+ProcResult launch(int nproc, const std::vector<std::string>& launcher_args, const std::vector<std::string>& args,
+                  const std::string& shell_prefix = "") {
+  std::vector<std::string> argv;
+  if (!shell_prefix.empty()) argv = {"/bin/sh", "-c", shell_prefix + "; exec \"$@\"", "sh"};
+  argv.insert(argv.end(), {bin_path("ddp-launch"), "--standalone", "--nproc_per_node=" + std::to_string(nproc)});
+  argv.insert(argv.end(), launcher_args.begin(), launcher_args.end());
+  argv.insert(argv.end(), {bin_path("ddp-train"), "--max_steps=2", "--log_interval=1000"});
+  argv.insert(argv.end(), args.begin(), args.end());
+  // A failed launch keeps the run directory its report names: in here,
+  // removed when the test process ends, not left in /tmp.
+  static TempDir launcher_tmp;
+  return run(argv, {{"OMP_NUM_THREADS", "1"}, {"TMPDIR", launcher_tmp.path()}}, 150);
 }
 
 }  // namespace
@@ -87,10 +114,15 @@ TEST_CASE("resume: --resume with a changed seed or learning rate says so", "[tra
   const auto r = train({"--epochs=2", "--seed=7", "--lr=0.01", "--resume", "--checkpoint_dir=" + dir});
   INFO(r.output);
   CHECK(r.exit_code == 0);
-  CHECK_THAT(r.output, Catch::Contains("note: checkpoint '" + dir + "/epoch_1.pt' was written with other options: "
-                                       "--learning_rate 0.001 (this run: 0.01), --seed 42 (this run: 7); "
-                                       "continuing as asked"));
+  // Issue 15, defect 13: the note said "continuing as asked" while the
+  // checkpoint's rate was kept; it names the value in effect.
+  CHECK_THAT(r.output, Catch::Contains("note: resuming '" + dir + "/epoch_1.pt', written with other options; in "
+                                       "effect from here: --learning_rate 0.001 from the checkpoint (the 0.01 "
+                                       "given is not used), --seed 7 (was 42)"));
   CHECK_THAT(r.output, Catch::Contains("resumed from " + dir + "/epoch_1.pt"));
+  // ... and it is what the epoch used.
+  const std::string metrics = slurp(dir + "/metrics.jsonl");
+  CHECK_THAT(metrics, Catch::Contains("\"epoch\": 2, ") && Catch::Contains("\"learning_rate\": 0.001, "));
 }
 
 TEST_CASE("a damaged newest checkpoint falls back to the previous epoch's", "[train][e2e][resume]") {
@@ -104,6 +136,7 @@ TEST_CASE("a damaged newest checkpoint falls back to the previous epoch's", "[tr
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("warning: checkpoint '" + dir + "/epoch_2.pt' is truncated or corrupt"));
+  CHECK_THAT(r.output, !Catch::Contains("put back"));  // epoch 1's line was there
   CHECK_THAT(r.output, Catch::Contains("resumed from " + dir + "/epoch_1.pt (epoch 1, step 2, restart 1)"));
   CHECK_THAT(r.output, Catch::Contains("training finished: 2 epochs, 4 steps"));
 }
@@ -182,4 +215,219 @@ TEST_CASE("ddp-train's training steps reuse memory instead of faulting it in aga
   INFO("minor faults: " << short_run << " (2 steps), " << long_run << " (102 steps): " << per_step << " per step");
   CHECK(per_step < 200);
   CHECK(short_run < 200000);
+}
+
+// Issue 15, defect 1: the README's --max_restarts line run twice. The second
+// launch's first attempt refused the directory, the launcher restarted it,
+// and the restart resumed the first launch's run (exit 0 without training).
+TEST_CASE("a restart does not adopt the earlier launch's run that its first attempt refused", "[train][e2e][resume]") {
+  require_data();
+  TempDir tmp;
+  const std::string dir = tmp.file("X");
+  const std::vector<std::string> args = {"--epochs=1", "--checkpoint_dir=" + dir};
+  const auto first = launch(2, {}, args);
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  const std::string metrics_before = slurp(dir + "/metrics.jsonl");
+
+  const auto again = launch(2, {"--max_restarts=1"}, args);
+  INFO(again.output);
+  CHECK(again.exit_code == 1);
+  CHECK_THAT(again.output, Catch::Contains("attempt 0 failed"));  // the fresh-run refusal, restarted
+  CHECK_THAT(again.output, Catch::Contains("checkpoint directory '" + dir +
+                                           "' already holds an earlier run's epoch_1.pt and metrics.jsonl, written "
+                                           "by another launch ("));
+  CHECK_THAT(again.output, Catch::Contains("not by this job: a restarted run resumes only its own checkpoints"));
+  CHECK_THAT(again.output, !Catch::Contains("resumed from"));
+  CHECK(slurp(dir + "/metrics.jsonl") == metrics_before);
+
+  // Re-launching on purpose still continues it.
+  const auto resumed = launch(2, {"--max_restarts=1"}, {"--epochs=2", "--resume", "--checkpoint_dir=" + dir});
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK_THAT(resumed.output, Catch::Contains("resumed from " + dir + "/epoch_1.pt"));
+  CHECK_THAT(resumed.output, Catch::Contains("training finished: 2 epochs"));
+}
+
+// Issue 15, defect 1: two fresh runs started together into one directory
+// both passed the fresh-run check.
+TEST_CASE("two runs never share a checkpoint directory: its lock names the holder", "[train][e2e][resume]") {
+  require_data();
+  TempDir tmp;
+  const std::string dir = tmp.file("ck");
+  fs::create_directories(dir);
+  {
+    // Another run holds it: one line naming the directory and the holder.
+    const int fd = ::open((dir + "/.ddp-train.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    REQUIRE(fd >= 0);
+    REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
+    const std::string holder = "pid " + std::to_string(::getpid()) + " on host testhost\n";
+    REQUIRE(::write(fd, holder.data(), holder.size()) == static_cast<ssize_t>(holder.size()));
+    const auto r = train({"--epochs=1", "--checkpoint_dir=" + dir});
+    ::close(fd);
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Catch::Contains("checkpoint directory '" + dir + "' is in use by another ddp-train run (pid " +
+                                         std::to_string(::getpid()) + " on host testhost holds " + dir +
+                                         "/.ddp-train.lock); wait for it to finish or pass another --checkpoint_dir"));
+    CHECK_THAT(r.output, !Catch::Contains("epoch 1/1"));
+  }
+  // Two started at once: exactly one trains; the other is refused by the
+  // lock or, when the first was done by then, by the fresh-run check.
+  std::vector<std::string> argv = {bin_path("ddp-train"), "--max_steps=2", "--log_interval=1000", "--epochs=1",
+                                   "--checkpoint_dir=" + dir};
+  std::map<std::string, std::string> env = {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_RANK", "0"},
+                                            {"LOCAL_WORLD_SIZE", "1"}, {"MASTER_ADDR", "127.0.0.1"},
+                                            {"OMP_NUM_THREADS", "1"}};
+  env["MASTER_PORT"] = std::to_string(free_port());
+  Proc a(argv, env);
+  env["MASTER_PORT"] = std::to_string(free_port());
+  Proc b(argv, env);
+  const auto ca = a.wait(120), cb = b.wait(120);
+  INFO(a.output() << "\n----\n" << b.output());
+  REQUIRE(ca);
+  REQUIRE(cb);
+  CHECK(((*ca == 0) != (*cb == 0)));
+  const std::string refused = *ca == 0 ? b.output() : a.output();
+  CHECK_THAT(refused, Catch::Contains("is in use by another ddp-train run") ||
+                          Catch::Contains("already holds an earlier run's"));
+  const std::string metrics = slurp(dir + "/metrics.jsonl");
+  CHECK(std::count(metrics.begin(), metrics.end(), '\n') == 1);
+}
+
+// Issue 15, defect 8: a partial .epoch_N.pt.tmp.PID stayed after a kill
+// during a save. Holding the lock, a run removes such files of dead writers.
+TEST_CASE("temp files of a save killed midway are removed at the start, other files are kept", "[train][e2e][resume]") {
+  require_data();
+  TempDir tmp;
+  const std::string dir = tmp.file("ck");
+  fs::create_directories(dir);
+  for (const char* name : {".epoch_3.pt.tmp.4194000", ".metrics.jsonl.tmp.77", ".notes.tmp.5", "epoch_3.pt.tmp.9"})
+    write_file(dir + "/" + name, "partial");
+  const auto r = train({"--epochs=1", "--checkpoint_dir=" + dir});
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("removed '" + dir + "/.epoch_3.pt.tmp.4194000', left by a ddp-train killed "
+                                       "while writing it"));
+  CHECK_FALSE(fs::exists(dir + "/.epoch_3.pt.tmp.4194000"));
+  CHECK_FALSE(fs::exists(dir + "/.metrics.jsonl.tmp.77"));
+  CHECK(fs::exists(dir + "/.notes.tmp.5"));  // not ddp-train's
+  CHECK(fs::exists(dir + "/epoch_3.pt.tmp.9"));
+  CHECK(fs::exists(dir + "/epoch_1.pt"));
+}
+
+// Issue 15, defect 8: --save_final into a missing directory trained fully,
+// then failed.
+TEST_CASE("an unusable --save_final path fails before training with one line", "[train][e2e][errors]") {
+  require_data();
+  TempDir tmp;
+  auto r = train({"--epochs=1", "--checkpoint_dir=" + tmp.file("ck"), "--save_final=/nonexistent/x.pt"});
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("--save_final '/nonexistent/x.pt': the directory '/nonexistent' does not "
+                                       "exist; create it or pass another --save_final"));
+  CHECK_THAT(r.output, !Catch::Contains("epoch 1/1"));
+  r = train({"--epochs=1", "--checkpoint_dir=" + tmp.file("ck2"), "--save_final=" + tmp.path()});
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("--save_final '" + tmp.path() + "' is a directory"));
+}
+
+// Issue 15, defect 8: --learning_rate 1e20 trained on NaN for 2 epochs and
+// exited 0. Every rank stops at the same step, none hangs.
+TEST_CASE("a non-finite loss stops every rank at that step with one message", "[train][e2e][errors]") {
+  require_data();
+  TempDir tmp;
+  const auto r = launch(2, {}, {"--epochs=2", "--max_steps=5", "--learning_rate=1e20", "--checkpoint_dir=" + tmp.file("ck")});
+  INFO(r.output);
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.exit_code == 1);
+  std::smatch m;
+  const std::regex line("training diverged: the loss of rank ([01]) is (nan|-?inf) at epoch 1, step ([2-5]) of 5 "
+                        "\\(global step \\3\\) with learning rate 1e\\+20; every rank stops");
+  CHECK(std::regex_search(r.output, m, line));
+  CHECK_THAT(r.output, !Catch::Contains("epoch 1/2: train_loss"));
+  CHECK_THAT(r.output, Catch::Contains("Root cause"));
+}
+
+// Issue 15, defect 5: on a full disk rank 1's "rank 0 failed to save
+// checkpoint (see rank 0's error)" was the root cause in 2 of 3 runs, and
+// metrics.jsonl named the epoch_N.pt that was never written. A real fault:
+// files of at most ~0.5-1 MiB (ulimit -f; SIGXFSZ ignored, so write(2) fails
+// with EFBIG), far below a checkpoint (~5 MiB) and far above the error files
+// and metrics lines.
+TEST_CASE("a failed checkpoint save is reported as rank 0's, every time, and metrics name no missing file",
+          "[train][e2e][errors]") {
+  require_data();
+  for (int round = 0; round < 3; ++round) {
+    INFO("round " << round);
+    TempDir tmp;
+    const std::string dir = tmp.file("ck");
+    const auto r = launch(2, {}, {"--epochs=1", "--max_steps=1", "--checkpoint_dir=" + dir},
+                          "trap '' XFSZ; ulimit -f 1024");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 1);
+    const auto root = r.output.find("Root cause");
+    REQUIRE(root != std::string::npos);
+    // Up to the other workers (rank 1 may have been stopped by the teardown
+    // before it wrote its own error file) or the report's end.
+    const std::string root_block = r.output.substr(root, r.output.find("Other workers", root) - root);
+    CHECK_THAT(root_block, Catch::Contains("rank       : 0 "));
+    CHECK_THAT(root_block, Catch::Contains("could not save checkpoint '" + dir + "/epoch_1.pt'") &&
+                               Catch::Contains("File too large"));
+    CHECK_THAT(root_block, !Catch::Contains("see rank 0's error"));
+    // Rank 1's own line, when it wrote one before the teardown reached it,
+    // is marked as following rank 0.
+    if (r.output.find("PeerFailure: rank 0 failed to save checkpoint") != std::string::npos)
+      CHECK_THAT(r.output, Catch::Contains("(see rank 0's error) (it followed rank 0's failure)"));
+    CHECK_FALSE(fs::exists(dir + "/epoch_1.pt"));
+    CHECK_THAT(slurp(dir + "/metrics.jsonl"), !Catch::Contains("epoch_1.pt"));
+    for (const auto& e : fs::directory_iterator(dir))
+      CHECK_THAT(e.path().filename().string(), !Catch::Contains(".tmp."));
+  }
+}
+
+// Issue 15, defect 13: best-F1 paths pointed into the old directory after
+// the run's directory was moved.
+TEST_CASE("best-F1 paths follow a moved run directory", "[train][e2e][resume]") {
+  require_data();
+  TempDir tmp;
+  const std::string old_dir = tmp.file("old"), new_dir = tmp.file("new");
+  REQUIRE(train({"--epochs=1", "--checkpoint_dir=" + old_dir}).exit_code == 0);
+  fs::rename(old_dir, new_dir);
+  const auto r = train({"--epochs=1", "--resume", "--checkpoint_dir=" + new_dir});
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("in epoch: 1, saved in: " + new_dir + "/epoch_1.pt"));
+  CHECK_THAT(r.output, !Catch::Contains(old_dir + "/"));
+}
+
+TEST_CASE("best-F1 paths of older checkpoints (as given, e.g. absolute) read back as names in the directory",
+          "[train][resume]") {
+  ddp::train::TrainState s;
+  s.best_macro = {0.8, 3, "/old/place/runs/a/epoch_3.pt"};
+  s.best_micro = {0.7, 2, "runs/a/epoch_2.pt"};
+  ddp::worker::Checkpoint c;
+  ddp::train::store_train_state(s, c);
+  const auto back = ddp::train::load_train_state(c, "x.pt");
+  CHECK(back.best_macro.checkpoint == "epoch_3.pt");
+  CHECK(back.best_micro.checkpoint == "epoch_2.pt");
+}
+
+// Checkpoint first, then its metrics line: a crash in between leaves the
+// line missing, and the resume puts back the copy the checkpoint carries.
+TEST_CASE("a resume puts back the metrics line of its checkpoint's epoch when it is missing", "[train][e2e][resume]") {
+  require_data();
+  TempDir tmp;
+  const std::string dir = tmp.file("ck");
+  REQUIRE(train({"--epochs=2", "--checkpoint_dir=" + dir}).exit_code == 0);
+  const std::string full = slurp(dir + "/metrics.jsonl");
+  const auto second = full.find("{\"epoch\": 2,");
+  REQUIRE(second != std::string::npos);
+  write_file(dir + "/metrics.jsonl", full.substr(0, second));  // as if killed after saving epoch_2.pt
+  const auto r = train({"--epochs=2", "--checkpoint_dir=" + dir}, /*restart=*/1);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("note: metrics.jsonl had no line for epoch 2"));
+  CHECK(slurp(dir + "/metrics.jsonl") == full);
 }

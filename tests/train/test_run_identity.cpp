@@ -48,3 +48,31 @@ TEST_CASE("run identity: doubles are written exactly and briefly", "[identity]")
   CHECK(id.at("lr_factor") == "0.5");
   CHECK(std::stod(id.at("learning_rate")) == o.learning_rate);
 }
+
+// Issue 15, defect 13: after `--resume --lr 0.01` the note said "continuing
+// as asked" while the checkpoint's rate was kept. The note says what is used.
+TEST_CASE("run identity: a resume's note names the value in effect for each changed option", "[identity]") {
+  TrainOptions saved, now;
+  now.seed = 7;
+  now.learning_rate = 0.01;
+  now.batch_size = 32;
+  const auto changes = identity_changes(run_identity(saved), run_identity(now));
+  // The checkpoint's rate is 1e-4: ReduceLROnPlateau had lowered 1e-3.
+  CHECK(describe_resume_effect(changes, 1e-4) ==
+        "--batch_size 32 (was 64), --learning_rate 0.0001 from the checkpoint (the 0.01 given is not used), "
+        "--seed 7 (was 42)");
+}
+
+// Issue 15, defect 1: what tells a restart of this launch from a later
+// launch of the same command, in the error-file layouts of torchrun and
+// ddp-launch.
+TEST_CASE("run identity: the launch directory from TORCHELASTIC_ERROR_FILE", "[identity]") {
+  CHECK(launch_directory("/tmp/torchelastic_ab12/none_x9y/attempt_0/1/error.json") == "/tmp/torchelastic_ab12/none_x9y");
+  CHECK(launch_directory("/tmp/ddp-launch-Qw3/attempt_12.rank_0.error.json") == "/tmp/ddp-launch-Qw3");
+  CHECK(launch_directory("/logs/job_Ab/attempt_3/0/error.json") == "/logs/job_Ab");
+  // The last attempt_<digit> counts; a directory merely named attempt_x does not.
+  CHECK(launch_directory("/d/attempt_1/run/attempt_2/0/error.json") == "/d/attempt_1/run");
+  CHECK(launch_directory("/d/attempt_x/error.json") == "");
+  CHECK(launch_directory("") == "");
+  CHECK(launch_directory("error.json") == "");
+}

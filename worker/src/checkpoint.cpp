@@ -18,6 +18,7 @@
 #include <zlib.h>
 
 #include "ddp/common/atomic_file.h"
+#include "ddp/worker/peer_failure.h"
 #include "ddp/worker/process_group.h"
 
 namespace ddp::worker {
@@ -262,7 +263,7 @@ void save_checkpoint(ProcessGroup& pg, const std::string& path, const Checkpoint
   pg.allreduce(failed, ReduceOp::Sum);
   if (!error.empty()) throw CheckpointError(error);
   if (failed.cpu().item<int>() != 0)
-    throw CheckpointError("rank 0 failed to save checkpoint '" + path + "' (see rank 0's error)");
+    throw PeerFailure(0, "rank 0 failed to save checkpoint '" + path + "' (see rank 0's error)");
 }
 
 Checkpoint load_checkpoint(const std::string& path, c10::Device device) {

@@ -1,5 +1,7 @@
 #include "ddp/worker/collectives.h"
 
+#include "ddp/worker/peer_failure.h"
+
 #include <ATen/ATen.h>
 
 #include <cstring>
@@ -70,7 +72,8 @@ std::string rank0_decides(ProcessGroup& pg, const std::function<std::string()>& 
     payload.assign(static_cast<const char*>(bytes.data_ptr()), static_cast<std::size_t>(length));
   }
   if (error) std::rethrow_exception(error);
-  if (failed) throw std::runtime_error(payload);
+  // Not this rank's own failure: marked, so the report names rank 0.
+  if (failed) throw PeerFailure(0, payload);
   return payload;
 }
 

@@ -1,6 +1,7 @@
 // Reducer: hooks, buckets and the end-of-backward protocol (see reducer.h).
 
 #include "ddp/worker/reducer.h"
+#include "ddp/worker/peer_failure.h"
 
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
@@ -395,7 +396,8 @@ void Reducer::decide(bool failed_here, std::string local_error) {
   }
   if (!failed_ranks.empty()) {
     if (failed_here_ && !local_error.empty()) throw std::runtime_error(local_error);
-    throw std::runtime_error(error_prefix() + "the backward pass failed on " + rank_list(failed_ranks) +
+    // Not this rank's failure: marked, so the launcher's report names the rank it follows.
+    throw PeerFailure(failed_ranks.front(), error_prefix() + "the backward pass failed on " + rank_list(failed_ranks) +
                              " (see that rank's error), so no gradient was reduced in this step and " +
                              grad_state_after_error() +
                              ". Every rank raises this error at the same step, so the ranks stay in step if they "

@@ -8,10 +8,12 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <typeinfo>
 
 #include "ddp/common/error_file.h"
 #include "ddp/common/parse.h"
+#include "ddp/worker/peer_failure.h"
 
 namespace ddp::worker {
 namespace {
@@ -25,20 +27,23 @@ std::string demangle(const char* name) {
 struct Described {
   std::string message;
   std::string context;  // backtrace where we have one
+  std::optional<int> follows_rank;  // a PeerFailure: the rank whose failure this is
 };
 
 Described describe(const std::exception_ptr& ep) {
   try {
     std::rethrow_exception(ep);
+  } catch (const PeerFailure& e) {
+    return {demangle(typeid(e).name()) + ": " + e.what(), "", e.peer_rank()};
   } catch (const c10::Error& e) {
     // c10::Error carries the backtrace of the throw site: the most useful
     // context we can get in C++.
-    return {demangle(typeid(e).name()) + ": " + e.what_without_backtrace(), e.what()};
+    return {demangle(typeid(e).name()) + ": " + e.what_without_backtrace(), e.what(), std::nullopt};
   } catch (const std::exception& e) {
-    return {demangle(typeid(e).name()) + ": " + e.what(), ""};
+    return {demangle(typeid(e).name()) + ": " + e.what(), "", std::nullopt};
   } catch (...) {
     auto* t = abi::__cxa_current_exception_type();
-    return {std::string(t ? demangle(t->name()) : "unknown") + ": exception not derived from std::exception", ""};
+    return {std::string(t ? demangle(t->name()) : "unknown") + ": exception not derived from std::exception", "", std::nullopt};
   }
 }
 
@@ -65,6 +70,7 @@ int run_main(int argc, char** argv, const std::function<int(int, char**)>& body)
       ErrorRecord rec;
       rec.message = d.message;
       rec.callstack = context;
+      rec.follows_rank = d.follows_rank;
       rec.timestamp = std::chrono::duration_cast<std::chrono::seconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();

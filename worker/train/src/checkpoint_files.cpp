@@ -31,6 +31,37 @@ std::vector<FoundCheckpoint> list_checkpoints(const std::string& dir) {
   return found;
 }
 
+std::vector<std::string> remove_stale_temp_files(const std::string& dir) {
+  static const std::regex temp_re("\\.(epoch_[0-9]{1,9}\\.pt|metrics\\.jsonl|ddp-train-write-test)\\.tmp\\.[0-9]+|"
+                                  "ddp-train-write-test");
+  std::vector<std::string> removed;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec), end;
+  if (ec) return removed;
+  for (; it != end; it.increment(ec)) {
+    if (ec) break;
+    const std::string name = it->path().filename().string();
+    if (!std::regex_match(name, temp_re) || !it->is_regular_file(ec)) continue;
+    std::error_code rm;
+    if (fs::remove(it->path(), rm)) removed.push_back(name);
+  }
+  std::sort(removed.begin(), removed.end());
+  return removed;
+}
+
+std::string describe_earlier_run(const std::string& dir) {
+  std::string what;
+  const auto ckpts = list_checkpoints(dir);
+  if (!ckpts.empty())
+    what = ckpts.size() == 1 ? fs::path(ckpts.front().path).filename().string()
+                             : std::to_string(ckpts.size()) + " checkpoints (epoch_" +
+                                   std::to_string(ckpts.back().epoch) + ".pt .. epoch_" +
+                                   std::to_string(ckpts.front().epoch) + ".pt)";
+  std::error_code ec;
+  if (fs::file_size(metrics_path(dir), ec) > 0 && !ec) what += (what.empty() ? "" : " and ") + std::string("metrics.jsonl");
+  return what;
+}
+
 std::optional<FoundCheckpoint> find_latest_checkpoint(const std::string& dir) {
   auto all = list_checkpoints(dir);
   if (all.empty()) return std::nullopt;

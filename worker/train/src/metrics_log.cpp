@@ -82,14 +82,35 @@ void append_metrics(const std::string& path, const EpochRecord& r) {
   ::close(fd);
 }
 
+namespace {
+
+int epoch_of(const std::string& line) {
+  const auto k = line.find("\"epoch\":");
+  return k == std::string::npos ? -1 : std::atoi(line.c_str() + k + 8);
+}
+
+}  // namespace
+
+bool restore_metrics_line(const std::string& path, int epoch, const std::string& line) {
+  std::ifstream in(path);
+  for (std::string l; in && std::getline(in, l);)
+    if (epoch_of(l) == epoch) return false;
+  in.close();
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) io_error("open", path);
+  write_all(fd, line + "\n", path);
+  ::fsync(fd);
+  ::close(fd);
+  return true;
+}
+
 void truncate_metrics_after(const std::string& path, int last_epoch) {
   std::ifstream in(path);
   if (!in) return;
   std::string line, kept;
   bool dropped = false;
   while (std::getline(in, line)) {
-    const auto k = line.find("\"epoch\":");
-    if (k != std::string::npos && std::atoi(line.c_str() + k + 8) > last_epoch) {
+    if (epoch_of(line) > last_epoch) {
       dropped = true;
       continue;
     }

@@ -1,5 +1,6 @@
 #include "ddp/train/run_identity.h"
 
+#include <cctype>
 #include <cstdio>
 #include <sstream>
 
@@ -59,6 +60,30 @@ std::string describe_changes(const std::vector<IdentityChange>& changes) {
   for (const auto& c : changes)
     out += (out.empty() ? "" : ", ") + ("--" + c.option + " " + c.saved + " (this run: " + c.current + ")");
   return out;
+}
+
+std::string describe_resume_effect(const std::vector<IdentityChange>& changes, double checkpoint_lr) {
+  std::string out;
+  for (const auto& c : changes) {
+    out += out.empty() ? "" : ", ";
+    if (c.option == "learning_rate")
+      out += "--learning_rate " + exact(checkpoint_lr) + " from the checkpoint (the " + c.current + " given is not used)";
+    else
+      out += "--" + c.option + " " + c.current + " (was " + c.saved + ")";
+  }
+  return out;
+}
+
+std::string launch_directory(const std::string& error_file) {
+  std::size_t pos = error_file.size();
+  while ((pos = error_file.rfind("/attempt_", pos)) != std::string::npos) {
+    const std::size_t digit = pos + 9;
+    if (pos > 0 && digit < error_file.size() && std::isdigit(static_cast<unsigned char>(error_file[digit])))
+      return error_file.substr(0, pos);
+    if (pos == 0) break;
+    --pos;
+  }
+  return "";
 }
 
 }  // namespace ddp::train

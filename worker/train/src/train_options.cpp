@@ -4,6 +4,7 @@
 
 #include "ddp/common/parse.h"
 #include "ddp/train/fashion_mnist.h"
+#include "ddp/train/run_identity.h"
 
 namespace ddp::train {
 namespace {
@@ -102,6 +103,7 @@ TrainOptions parse_train_options(const std::vector<std::string>& args, const Env
 
   if (auto rc = env("TORCHELASTIC_RESTART_COUNT"); rc && !rc->empty())
     o.restart_count = static_cast<int>(parse_int_opt(*rc, "TORCHELASTIC_RESTART_COUNT", 0, 1 << 20));
+  if (auto ef = env("TORCHELASTIC_ERROR_FILE"); ef) o.launch_dir = launch_directory(*ef);
   if (auto omp = env("OMP_NUM_THREADS"); omp && !omp->empty()) o.omp_threads_set = true;
   if (auto die = env("DDP_TRAIN_TEST_DIE_AT"); die && !die->empty()) {
     const auto colon = die->find(':');

@@ -1,5 +1,6 @@
 #include "ddp/train/train_state.h"
 
+#include <filesystem>
 #include <stdexcept>
 
 #include "ddp/worker/checkpoint.h"
@@ -24,6 +25,8 @@ void store_train_state(const TrainState& s, ddp::worker::Checkpoint& c) {
   c.strings["train.best_macro_checkpoint"] = s.best_macro.checkpoint;
   c.strings["train.best_micro_checkpoint"] = s.best_micro.checkpoint;
   c.strings["train.run"] = s.run_identity;
+  c.strings["train.launches"] = s.launches;
+  c.strings["train.metrics_line"] = s.metrics_line;
 }
 
 TrainState load_train_state(const ddp::worker::Checkpoint& c, const std::string& path) {
@@ -46,13 +49,18 @@ TrainState load_train_state(const ddp::worker::Checkpoint& c, const std::string&
   s.plateau.num_bad_epochs = static_cast<int>(num("train.plateau.num_bad_epochs"));
   s.plateau.cooldown_counter = static_cast<int>(num("train.plateau.cooldown_counter"));
   s.plateau.last_epoch = static_cast<int>(num("train.plateau.last_epoch"));
+  // Older checkpoints stored "<dir as given>/epoch_N.pt": its name is what
+  // stays true after the directory moved.
+  auto name = [&](const char* key) { return std::filesystem::path(str(key)).filename().string(); };
   s.best_macro = {num("train.best_macro_f1"), static_cast<int>(num("train.best_macro_epoch")),
-                  str("train.best_macro_checkpoint")};
+                  name("train.best_macro_checkpoint")};
   s.best_micro = {num("train.best_micro_f1"), static_cast<int>(num("train.best_micro_epoch")),
-                  str("train.best_micro_checkpoint")};
+                  name("train.best_micro_checkpoint")};
   s.world_size = static_cast<int>(num("train.world_size"));
   s.batch_size = static_cast<int>(num("train.batch_size"));
   s.run_identity = str("train.run");
+  s.launches = str("train.launches");
+  s.metrics_line = str("train.metrics_line");
   return s;
 }
 

@@ -6,11 +6,14 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "ddp/common/atomic_file.h"
+#include "ddp/train/checkpoint_dir_lock.h"
 #include "ddp/train/checkpoint_files.h"
 #include "ddp/train/confusion_matrix.h"
 #include "ddp/train/eval_shard.h"
@@ -21,6 +24,7 @@
 #include "ddp/worker/checkpoint.h"
 #include "ddp/worker/collectives.h"
 #include "ddp/worker/ddp.h"
+#include "ddp/worker/peer_failure.h"
 #include "ddp/worker/process_group.h"
 #include "ddp/worker/sampler.h"
 
@@ -120,11 +124,50 @@ EvalResult evaluate(FashionCnn& model, const SplitTensors& test, ddp::worker::Pr
   return r;
 }
 
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// Writes and removes a probe file in `dir`; throws AtomicWriteError.
+void probe_writable(const fs::path& dir, const std::string& name) {
+  const std::string probe = (dir / name).string();
+  ddp::write_file_atomically(probe, "ddp-train checks that it can write here\n");
+  std::error_code ec;
+  fs::remove(probe, ec);
+}
+
+// --save_final is written after the last epoch: a path that cannot be
+// written is found now, not after the whole training.
+void check_save_final(const std::string& path) {
+  const fs::path target(path);
+  const fs::path parent = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  std::error_code ec;
+  if (fs::is_directory(target, ec))
+    throw std::runtime_error("--save_final '" + path + "' is a directory; give a file path such as '" +
+                             (target / "final.pt").string() + "'");
+  if (!fs::is_directory(parent, ec))
+    throw std::runtime_error("--save_final '" + path + "': the directory '" + parent.string() +
+                             "' does not exist; create it or pass another --save_final");
+  try {
+    probe_writable(parent, ".ddp-train-save-final-test");
+  } catch (const ddp::AtomicWriteError& e) {
+    throw std::runtime_error("--save_final '" + path + "': the directory '" + parent.string() + "' is not writable (" +
+                             e.what() + "); pass another --save_final");
+  }
+}
+
 // Rank 0 creates the directory and checks that it can write there before
-// any training, and a fresh run refuses a directory holding another run's
+// any training, takes the directory's lock for the run (two runs never
+// share a directory), removes temp files of writers killed mid-save, checks
+// --save_final, and a fresh run refuses a directory holding another run's
 // files (their metrics.jsonl would be lost and a restart would resume their
 // checkpoints). rank0_decides stops every rank with rank 0's message.
-void prepare_checkpoint_dir(const TrainOptions& o, ddp::worker::ProcessGroup& pg) {
+// Returns rank 0's lock (null on the other ranks).
+std::unique_ptr<CheckpointDirLock> prepare_checkpoint_dir(const TrainOptions& o, ddp::worker::ProcessGroup& pg,
+                                                          std::ostream& log) {
+  std::unique_ptr<CheckpointDirLock> lock;
   ddp::worker::rank0_decides(pg, [&] {
     const std::string& dir = o.checkpoint_dir;
     std::error_code ec;
@@ -132,49 +175,102 @@ void prepare_checkpoint_dir(const TrainOptions& o, ddp::worker::ProcessGroup& pg
     if (ec)
       throw std::runtime_error("cannot create checkpoint directory '" + dir + "': " + ec.message() +
                                "; pass a writable --checkpoint_dir");
-    const std::string probe = (fs::path(dir) / "ddp-train-write-test").string();
     try {
-      ddp::write_file_atomically(probe, "ddp-train checks that it can write here\n");
+      probe_writable(dir, "ddp-train-write-test");
     } catch (const ddp::AtomicWriteError& e) {
       throw std::runtime_error("checkpoint directory '" + dir + "' is not writable (" + e.what() +
                                "); pass a writable --checkpoint_dir");
     }
-    fs::remove(probe, ec);
+    lock = std::make_unique<CheckpointDirLock>(dir);
+    for (const auto& name : remove_stale_temp_files(dir))
+      log << "removed '" << (fs::path(dir) / name).string()
+          << "', left by a ddp-train killed while writing it" << std::endl;
+    if (!o.save_final.empty()) check_save_final(o.save_final);
     if (o.should_resume()) return std::string();
-    std::vector<std::string> held;
-    const auto ckpts = list_checkpoints(dir);
-    if (!ckpts.empty())
-      held.push_back(ckpts.size() == 1 ? fs::path(ckpts.front().path).filename().string()
-                                       : std::to_string(ckpts.size()) + " checkpoints (epoch_" +
-                                             std::to_string(ckpts.back().epoch) + ".pt .. epoch_" +
-                                             std::to_string(ckpts.front().epoch) + ".pt)");
-    const std::string metrics = metrics_path(dir);
-    if (fs::file_size(metrics, ec) > 0 && !ec) held.push_back("metrics.jsonl");
-    if (!held.empty()) {
-      std::string what;
-      for (const auto& h : held) what += (what.empty() ? "" : " and ") + h;
-      throw std::runtime_error("checkpoint directory '" + dir + "' already holds an earlier run's " + what +
+    const std::string held = describe_earlier_run(dir);
+    if (!held.empty())
+      throw std::runtime_error("checkpoint directory '" + dir + "' already holds an earlier run's " + held +
                                "; continue that run with --resume, pass another --checkpoint_dir, or remove "
                                "those files");
-    }
-    truncate_metrics_after(metrics, 0);
+    truncate_metrics_after(metrics_path(dir), 0);
     return std::string();
   });
+  return lock;
+}
+
+// Every rank's launch ("host:dir", launch_directory), sorted, one per line;
+// "" when no rank knows its launch. Collective.
+std::string gather_launches(const TrainOptions& o, ddp::worker::ProcessGroup& pg) {
+  const std::string mine = o.launch_dir.empty() ? std::string() : this_host() + ":" + o.launch_dir;
+  at::Tensor longest = at::full({1}, static_cast<std::int64_t>(mine.size()), at::TensorOptions().dtype(at::kLong))
+                           .to(pg.device());
+  pg.allreduce(longest, ddp::worker::ReduceOp::Max);
+  const auto n = longest.cpu().item<std::int64_t>();
+  if (n == 0) return "";
+  at::Tensor bytes = at::zeros({n}, at::kByte);
+  std::memcpy(bytes.data_ptr(), mine.data(), mine.size());
+  std::set<std::string> all;
+  for (const at::Tensor& t : pg.all_gather(bytes.to(pg.device()))) {
+    const at::Tensor c = t.cpu().contiguous();
+    std::string one(static_cast<const char*>(c.data_ptr()), static_cast<std::size_t>(n));
+    one.resize(std::strlen(one.c_str()));
+    if (!one.empty()) all.insert(one);
+  }
+  std::string out;
+  for (const auto& l : all) out += (out.empty() ? "" : "\n") + l;
+  return out;
+}
+
+bool launches_overlap(const std::string& a, const std::string& b) {
+  std::set<std::string> in_a;
+  std::istringstream sa(a), sb(b);
+  for (std::string l; std::getline(sa, l);) in_a.insert(l);
+  for (std::string l; std::getline(sb, l);)
+    if (in_a.count(l)) return true;
+  return false;
+}
+
+// Stops every rank together when a loss is NaN or infinite: one all-reduce
+// (min) of "the lowest rank whose loss is not finite" per step. That rank
+// names its loss; the others follow it (PeerFailure).
+void stop_on_non_finite_loss(ddp::worker::ProcessGroup& pg, double loss, int epoch, std::int64_t step,
+                             std::int64_t steps, std::int64_t global_step, double lr) {
+  const int rank = pg.rank();
+  const int world = pg.world_size();
+  at::Tensor first_bad = at::full({1}, static_cast<double>(std::isfinite(loss) ? world : rank),
+                                  at::TensorOptions().dtype(at::kDouble).device(pg.device()));
+  pg.allreduce(first_bad, ddp::worker::ReduceOp::Min);
+  const int bad = static_cast<int>(first_bad.cpu().item<double>());
+  if (bad >= world) return;
+  const std::string where = "epoch " + std::to_string(epoch) + ", step " + std::to_string(step) + " of " +
+                            std::to_string(steps) + " (global step " + std::to_string(global_step) + ")";
+  if (!std::isfinite(loss)) {
+    const std::string value = std::isnan(loss) ? "nan" : fmt("%g", loss);  // not "-nan"
+    throw std::runtime_error("training diverged: the loss of rank " + std::to_string(rank) + " is " + value + " at " +
+                             where + " with learning rate " + fmt("%g", lr) +
+                             "; every rank stops. Lower --learning_rate, or check the data");
+  }
+  throw ddp::worker::PeerFailure(bad, "training stopped at " + where + ": the loss of rank " + std::to_string(bad) +
+                                          " is not finite (see rank " + std::to_string(bad) + "'s error)");
 }
 
 // Rank 0 picks the checkpoint to resume and tells the others, so all ranks
 // load the same epoch even if a file appears while they look. The newest
 // file that reads back wins (a damaged one is skipped with a warning); it
-// must belong to this run (run_identity.h): after a restart a checkpoint
-// with other options is another run's and is refused, while an explicit
-// --resume continues it with a note naming each changed option. Also drops
-// metrics.jsonl lines of the epochs that will be replayed. Returns the epoch
-// (0: none, start from epoch 1).
-int choose_resume_epoch(const TrainOptions& o, ddp::worker::ProcessGroup& pg, std::ostream& log) {
+// must belong to this run: after a restart a checkpoint of another launch
+// (`launches`: this job's, gather_launches) or with other options
+// (run_identity.h) is another run's and is refused, while an explicit
+// --resume continues it with a note naming the value in effect of each
+// changed option. Also drops metrics.jsonl lines of the epochs that will be
+// replayed, and puts back the chosen epoch's line when a crash came between
+// its checkpoint and its line. Returns the epoch (0: none, start from 1).
+int choose_resume_epoch(const TrainOptions& o, ddp::worker::ProcessGroup& pg, const std::string& launches,
+                        std::ostream& log) {
   return static_cast<int>(ddp::worker::rank0_decides_int(pg, [&]() -> std::int64_t {
     const RunIdentity ours = run_identity(o);
     std::vector<std::string> damaged;
     int chosen = 0;
+    TrainState chosen_state;
     for (const auto& found : list_checkpoints(o.checkpoint_dir)) {
       TrainState saved;
       try {
@@ -184,17 +280,34 @@ int choose_resume_epoch(const TrainOptions& o, ddp::worker::ProcessGroup& pg, st
         damaged.push_back(found.path);
         continue;
       }
+      // A restart whose launch wrote none of the checkpoints: its first
+      // attempt refused the directory (the launcher restarts any failure).
+      if (!o.resume && !launches.empty() && !saved.launches.empty() && !launches_overlap(saved.launches, launches))
+        throw std::runtime_error(
+            "checkpoint directory '" + o.checkpoint_dir + "' already holds an earlier run's " +
+            describe_earlier_run(o.checkpoint_dir) + ", written by another launch (" +
+            saved.launches.substr(0, saved.launches.find('\n')) +
+            "), not by this job: a restarted run resumes only its own checkpoints; continue that run with --resume, "
+            "pass another --checkpoint_dir, or remove those files");
       const auto changes = identity_changes(parse_identity(saved.run_identity), ours);
-      const std::string what = saved.run_identity.empty()
-                                   ? "does not record its run's options (written by an older ddp-train)"
-                                   : "was written with other options: " + describe_changes(changes);
       if (!changes.empty() && !o.resume)
-        throw std::runtime_error("checkpoint '" + found.path + "' " + what +
-                                 ", so it belongs to another run; a restarted run resumes only its own "
-                                 "checkpoints. Move the other run's files away or use another --checkpoint_dir "
-                                 "(--resume continues it on purpose)");
-      if (!changes.empty()) log << "note: checkpoint '" << found.path << "' " << what << "; continuing as asked" << std::endl;
+        throw std::runtime_error(
+            "checkpoint '" + found.path + "' " +
+            (saved.run_identity.empty() ? "does not record its run's options (written by an older ddp-train)"
+                                        : "was written with other options: " + describe_changes(changes)) +
+            ", so it belongs to another run; a restarted run resumes only its own "
+            "checkpoints. Move the other run's files away or use another --checkpoint_dir "
+            "(--resume continues it on purpose)");
+      if (!changes.empty())
+        log << "note: resuming '" << found.path << "', "
+            << (saved.run_identity.empty()
+                    ? "which does not record its run's options (written by an older ddp-train); continuing with "
+                      "this run's options and the checkpoint's learning rate " + fmt("%g", saved.learning_rate)
+                    : "written with other options; in effect from here: " +
+                          describe_resume_effect(changes, saved.learning_rate))
+            << std::endl;
       chosen = found.epoch;
+      chosen_state = saved;
       break;
     }
     if (chosen == 0 && !damaged.empty()) {
@@ -204,14 +317,12 @@ int choose_resume_epoch(const TrainOptions& o, ddp::worker::ProcessGroup& pg, st
                                "); remove them to start from epoch 1, or restore a copy");
     }
     truncate_metrics_after(metrics_path(o.checkpoint_dir), chosen);
+    if (chosen > 0 && !chosen_state.metrics_line.empty() &&
+        restore_metrics_line(metrics_path(o.checkpoint_dir), chosen, chosen_state.metrics_line))
+      log << "note: metrics.jsonl had no line for epoch " << chosen << " (stopped between its checkpoint and its "
+          << "line); put back the one saved in the checkpoint" << std::endl;
     return chosen;
   }));
-}
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
 }
 
 }  // namespace
@@ -252,10 +363,12 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
   const std::string identity = format_identity(run_identity(o));
   state.run_identity = identity;
 
-  prepare_checkpoint_dir(o, pg);
+  const auto dir_lock = prepare_checkpoint_dir(o, pg, log);
+  const std::string launches = gather_launches(o, pg);
+  state.launches = launches;
   const std::string metrics_file = metrics_path(o.checkpoint_dir);
   if (o.should_resume()) {
-    const int epoch = choose_resume_epoch(o, pg, log);
+    const int epoch = choose_resume_epoch(o, pg, launches, log);
     if (epoch == 0) {
       log << "no checkpoint in '" << o.checkpoint_dir << "'; starting from epoch 1" << std::endl;
     } else {
@@ -269,8 +382,9 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
       state = saved;
       state.world_size = world;
       state.batch_size = o.batch_size;
-      // Later checkpoints record the options this run continues with.
+      // Later checkpoints record the options and the launch this run continues with.
       state.run_identity = identity;
+      state.launches = launches;
       set_learning_rate(optimizer, state.learning_rate);
       scheduler.set_state(state.plateau);
       log << "resumed from " << path << " (epoch " << state.epochs_done << ", step "
@@ -327,10 +441,14 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
           p.mutable_grad().zero_();
         }
       auto loss = torch::nn::functional::cross_entropy(ddp.forward(x), y);
+      const double step_loss = loss.item<double>();
+      // Before backward, so a diverged step changes no weights.
+      stop_on_non_finite_loss(pg, step_loss, epoch, step + 1, steps_per_epoch, state.global_step + 1,
+                              state.learning_rate);
       loss.backward();  // DDP averages the gradients across ranks here
       optimizer.step();
 
-      loss_sum += loss.item<double>();
+      loss_sum += step_loss;
       local_samples += n;
       state.global_step += 1;
 
@@ -367,8 +485,9 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
     }
     state.epochs_done = epoch;
     const std::string ckpt_path = epoch_checkpoint_path(o.checkpoint_dir, epoch);
-    if (macro > state.best_macro.value) state.best_macro = {macro, epoch, ckpt_path};
-    if (micro > state.best_micro.value) state.best_micro = {micro, epoch, ckpt_path};
+    const std::string ckpt_name = fs::path(ckpt_path).filename().string();
+    if (macro > state.best_macro.value) state.best_macro = {macro, epoch, ckpt_name};
+    if (micro > state.best_micro.value) state.best_micro = {micro, epoch, ckpt_name};
 
     EpochRecord rec;
     rec.epoch = epoch;
@@ -393,15 +512,17 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
         << rec.eval_samples << " test samples) " << fmt("%.0f", rec.samples_per_second)
         << " samples/s" << std::endl;
 
-    // metrics.jsonl first, then the checkpoint: a crash in between leaves a
-    // line for an epoch that resume replays, and resume drops that line.
+    // The checkpoint first, then its metrics.jsonl line, so the line never
+    // names a file that a failed save did not write; the checkpoint carries
+    // the line, and a resume puts it back if a crash came in between.
+    state.metrics_line = to_json_line(rec);
+    auto ckpt = ddp::worker::make_checkpoint(*model, &optimizer, epoch, state.global_step);
+    store_train_state(state, ckpt);
+    ddp::worker::save_checkpoint(pg, ckpt_path, ckpt);
     ddp::worker::rank0_decides(pg, [&] {
       append_metrics(metrics_file, rec);
       return std::string();
     });
-    auto ckpt = ddp::worker::make_checkpoint(*model, &optimizer, epoch, state.global_step);
-    store_train_state(state, ckpt);
-    ddp::worker::save_checkpoint(pg, ckpt_path, ckpt);
     log << "saved " << ckpt_path << std::endl;
   }
 
@@ -409,9 +530,9 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
       << std::endl;
   if (state.best_macro.epoch > 0) {
     log << "best macro f1: " << fmt("%.4f", state.best_macro.value) << " in epoch: " << state.best_macro.epoch
-        << ", saved in: " << state.best_macro.checkpoint << std::endl;
+        << ", saved in: " << (fs::path(o.checkpoint_dir) / state.best_macro.checkpoint).string() << std::endl;
     log << "best micro f1: " << fmt("%.4f", state.best_micro.value) << " in epoch: " << state.best_micro.epoch
-        << ", saved in: " << state.best_micro.checkpoint << std::endl;
+        << ", saved in: " << (fs::path(o.checkpoint_dir) / state.best_micro.checkpoint).string() << std::endl;
   }
   if (!o.save_final.empty()) {
     if (main_rank) {

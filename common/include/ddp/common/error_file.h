@@ -5,6 +5,9 @@
 //   {"message": {"message": "<Type>: <msg>",
 //                "extraInfo": {"py_callstack": "<trace>", "timestamp": "<unix s>"}}}
 // Newer writers may put a plain string under "message"; both are read.
+// ddp-launch's workers may add "follows_rank": "<r>" to extraInfo (a string,
+// like torchelastic's timestamp, so Python's readers keep working): the rank
+// failed only because rank r did (ddp/worker/peer_failure.h).
 // Writing is atomic (write_file_atomically) so a reader never sees half a file.
 
 #include <optional>
@@ -17,6 +20,8 @@ struct ErrorRecord {
   std::string callstack;  // backtrace or context; may be empty
   long long timestamp = 0;  // unix seconds; 0 when absent
   std::optional<int> error_code;  // "errorCode" when present
+  // extraInfo.follows_rank: this failure is a consequence of that rank's.
+  std::optional<int> follows_rank;
 };
 
 // Writes `rec` to `path` atomically. Throws std::runtime_error naming the

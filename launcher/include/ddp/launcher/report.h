@@ -1,7 +1,8 @@
 #pragma once
 // What happened to the workers, and the failure report the launcher prints:
 // the root cause (the earliest failure: the time its error file was written,
-// else its exit time; not the first one reaped) of each attempt with rank,
+// else its exit time; not the first one reaped; never a rank whose error
+// file says it only followed another rank's failure) of each attempt with rank,
 // local rank, pid, host, exit code or signal, time, peak memory, the
 // worker's own error file message and, when its streams went to files, the
 // paths of its stdout.log/stderr.log. Formatting is pure so tests check it
@@ -38,13 +39,17 @@ struct WorkerExit {
   std::string stderr_log;
 
   bool failed() const { return signaled || code != 0; }
+  // Its error file says it failed because another rank did (follows_rank).
+  bool follower() const { return error && error->follows_rank.has_value(); }
   int shell_code() const { return signaled ? 128 + code : code; }
   std::string status_text() const;  // "exit code 3" / "signal 11 (SIGSEGV)"
   std::chrono::system_clock::time_point failure_time() const { return error_time ? *error_time : time; }
 };
 
 // The root cause among an attempt's exits: the failed one with the earliest
-// failure_time (ties: the one reaped first). nullopt when none failed.
+// failure_time (ties: the one reaped first), leaving out followers (a rank
+// that failed because another did) unless only followers failed. nullopt
+// when none failed.
 std::optional<WorkerExit> earliest_failure(const std::vector<WorkerExit>& exits);
 
 struct AttemptResult {

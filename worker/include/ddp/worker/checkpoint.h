@@ -67,7 +67,8 @@ void apply_checkpoint(const Checkpoint& ckpt, torch::nn::Module& module,
 // Atomic write (see above). Throws CheckpointError naming the path.
 void save_checkpoint(const std::string& path, const Checkpoint& ckpt);
 // Rank 0 writes, then every rank waits at a barrier, so no rank reads a
-// checkpoint that is not there yet.
+// checkpoint that is not there yet. When rank 0's write fails, rank 0
+// throws its CheckpointError and the others a PeerFailure (peer_failure.h).
 void save_checkpoint(ProcessGroup& pg, const std::string& path, const Checkpoint& ckpt);
 // Loads and maps tensors to `device`. Throws CheckpointError naming the path
 // when it is missing, truncated, corrupt or not a checkpoint.

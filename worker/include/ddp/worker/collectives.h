@@ -36,7 +36,7 @@ inline bool is_main_process(const ProcessGroup& pg) { return pg.rank() == 0; }
 // Rank 0 decides, everyone follows: runs `decide` on rank 0 only and
 // broadcasts its outcome, so every rank returns the same value, or every
 // rank throws when rank 0's `decide` threw (rank 0 rethrows its own
-// exception; the others throw std::runtime_error with the same message).
+// exception; the others throw PeerFailure(0, same message), peer_failure.h).
 // For choices only one rank may make (which checkpoint to resume, whether a
 // directory could be created): no rank is left waiting in a collective for
 // a rank 0 that failed. Collective: every rank must call it.

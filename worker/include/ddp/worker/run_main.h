@@ -2,7 +2,8 @@
 // run_main: the outermost frame of a training program. Runs `body`; when it
 // throws, writes TORCHELASTIC_ERROR_FILE (torchelastic's JSON, the way
 // Python's @record does: "<Type>: <what>", a backtrace or context, the unix
-// timestamp) when that variable is set, prints the error to stderr and
+// timestamp; for a PeerFailure also extraInfo.follows_rank, so the launcher
+// never takes it for the root cause) when that variable is set, prints the error to stderr and
 // returns 1, so the launcher's failure report shows the real cause. Owns
 // nothing else; never calls exit() and never swallows a normal return code.
 //

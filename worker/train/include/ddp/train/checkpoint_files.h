@@ -28,4 +28,17 @@ std::optional<FoundCheckpoint> find_latest_checkpoint(const std::string& dir);
 // the directory does not exist.
 std::vector<FoundCheckpoint> list_checkpoints(const std::string& dir);
 
+// Removes the temp files ddp-train's atomic writes leave when their writer
+// is killed mid-write (".epoch_<N>.pt.tmp.<pid>", ".metrics.jsonl.tmp.<pid>",
+// ".ddp-train-write-test.tmp.<pid>", the probe "ddp-train-write-test") and
+// returns their names. Only call it holding the directory's lock
+// (checkpoint_dir_lock.h): then no live ddp-train writes there, so every
+// such file is a dead writer's. Other files are never touched.
+std::vector<std::string> remove_stale_temp_files(const std::string& dir);
+
+// "epoch_1.pt", "3 checkpoints (epoch_1.pt .. epoch_3.pt)", with " and
+// metrics.jsonl" when that file is not empty; "" for a directory holding
+// neither (what a fresh run may take).
+std::string describe_earlier_run(const std::string& dir);
+
 }  // namespace ddp::train

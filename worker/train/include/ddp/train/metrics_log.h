@@ -5,7 +5,8 @@
 // descriptor and fsync'd, so a crash leaves whole lines only. On resume the
 // lines of epochs after the checkpoint are dropped, since those epochs are
 // replayed and would otherwise appear twice (the file is rewritten with
-// write_file_atomically).
+// write_file_atomically). A line is appended only after its epoch's
+// checkpoint is saved, so every "checkpoint" it names exists.
 
 #include <cstdint>
 #include <string>
@@ -38,5 +39,10 @@ void append_metrics(const std::string& path, const EpochRecord& r);
 // Keeps only lines whose "epoch" is <= last_epoch (atomically rewritten);
 // a missing file is fine. Throws std::runtime_error naming the path.
 void truncate_metrics_after(const std::string& path, int last_epoch);
+
+// Appends `line` (an epoch's to_json_line) unless `path` already has a line
+// for `epoch`: a resume's repair when the process died between saving that
+// epoch's checkpoint and appending its line. Returns whether it appended.
+bool restore_metrics_line(const std::string& path, int epoch, const std::string& line);
 
 }  // namespace ddp::train

@@ -39,6 +39,9 @@ struct TrainOptions {
 
   // From the environment.
   int restart_count = 0;          // TORCHELASTIC_RESTART_COUNT
+  // launch_directory(TORCHELASTIC_ERROR_FILE): the same across the restarts
+  // of one launch, another for each launch; "" when unknown (run_identity.h).
+  std::string launch_dir;
   bool omp_threads_set = false;   // OMP_NUM_THREADS is set: keep LibTorch's choice
   // Test hook DDP_TRAIN_TEST_DIE_AT="RANK:STEP": that rank kills itself with
   // SIGKILL before global step STEP, on the first attempt only, so tests can

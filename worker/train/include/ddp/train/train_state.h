@@ -20,6 +20,9 @@ namespace ddp::train {
 struct BestScore {
   double value = -1.0;  // below any F1, so epoch 1 always sets it
   int epoch = 0;
+  // The file's name in the checkpoint directory ("epoch_3.pt"), so it stays
+  // right when the directory is moved; read from older checkpoints, which
+  // stored the path as written ("runs/a/epoch_3.pt"), as that name too.
   std::string checkpoint;
 };
 
@@ -36,6 +39,13 @@ struct TrainState {
   // format_identity(run_identity(options)) of the run that wrote it
   // (run_identity.h); "" in checkpoints of ddp-train before it recorded one.
   std::string run_identity;
+  // The launches (launch_directory, as "host:dir") of the ranks of the job
+  // that wrote it, one per line: a restart resumes only a checkpoint of its
+  // own launch. "" in older checkpoints and without a known launch.
+  std::string launches;
+  // The metrics.jsonl line of the epoch it ends, written after the
+  // checkpoint; a resume puts it back when a crash came in between.
+  std::string metrics_line;
 };
 
 // Writes `s` into the checkpoint's metrics/strings maps (keys "train.*").
