@@ -1,6 +1,7 @@
 // libFuzzer target: the launcher's command line and PET_* environment, as
 // main() takes them (options.cpp, invocation.cpp, command.cpp, slurm.cpp's
-// resolve_slurm).
+// resolve_slurm), then the environment of the first and the last worker
+// (worker_env.cpp).
 // Input: NUL-separated strings. Those before the first empty string are argv
 // (argv[0] first); those after it are the environment, NAME=VALUE each.
 // E.g. "ddp-launch\0--nproc_per_node\x002\0train.py\0\0PET_NNODES=1".
@@ -12,6 +13,7 @@
 #include "ddp/launcher/options.h"
 #include "ddp/launcher/slurm.h"
 #include "ddp/launcher/supervisor.h"
+#include "ddp/launcher/worker_env.h"
 #include "fuzz_input.h"
 
 #include <cstdio>
@@ -40,9 +42,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     cfg.nproc = resolve_nproc(cfg.opts.nproc_spec, HostCounts{4, 2});
     cfg.command = resolve_command(cfg.opts, env);
     resolve_slurm(cfg, env);
+    static_placement(cfg.opts, cfg.nproc);
     if (cfg.nproc < 1) std::abort();
-    (void)cfg.command.argv_for(0);
-    (void)cfg.command.argv_for(cfg.nproc - 1);
+    const int last = cfg.opts.task ? cfg.opts.task->local_rank : cfg.nproc - 1;
+    if (cfg.opts.virtual_local_rank) virtual_visible_device(env, last, last + 1);
+    GroupSpec group;
+    group.opts = &cfg.opts;
+    group.nproc = cfg.nproc;
+    for (int local_rank : {0, cfg.nproc - 1}) {
+      (void)cfg.command.argv_for(local_rank);
+      const EnvMap worker = worker_environment(env, group, local_rank, "/tmp/error.json");
+      if (!worker.count("RANK") || !worker.count("WORLD_SIZE")) std::abort();
+      if (std::stoll(worker.at("RANK")) >= std::stoll(worker.at("WORLD_SIZE"))) {
+        std::fprintf(stderr, "RANK %s not below WORLD_SIZE %s\n", worker.at("RANK").c_str(), worker.at("WORLD_SIZE").c_str());
+        std::abort();
+      }
+    }
   } catch (const UsageError& e) {
     const std::string msg = e.what();
     if (msg.empty()) {
