@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
     cfg.nproc = resolve_nproc(cfg.opts.nproc_spec, host);
     cfg.command = resolve_command(cfg.opts, env);
     resolve_slurm(cfg, env);
+    static_placement(cfg.opts, cfg.nproc);  // the job's ranks fit an int
     if (cfg.opts.virtual_local_rank)  // every local rank needs its GPU before any worker starts
       virtual_visible_device(env, cfg.opts.task ? cfg.opts.task->local_rank : cfg.nproc - 1,
                              cfg.opts.task ? cfg.opts.task->local_rank + 1 : cfg.nproc);

@@ -9,11 +9,40 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 
 namespace ddp {
 namespace pt = boost::property_tree;
+
+namespace {
+
+// Boost's JSON parser recurses once per '[' or '{': 100000 of them overflow
+// the stack (found by tests/fuzz/fuzz_error_file). torchelastic's format
+// nests 3 deep; anything past this is not an error file.
+constexpr int kMaxJsonDepth = 64;
+
+bool nested_deeper_than(const std::string& text, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;  // skip the escaped character
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+}  // namespace
 
 void write_error_file(const std::string& path, const ErrorRecord& rec) {
   pt::ptree extra;
@@ -43,9 +72,14 @@ std::optional<ErrorRecord> read_error_file(const std::string& path) {
     return ErrorRecord{"(error file " + path + " exists but cannot be read: " +
                            std::strerror(errno) + ")", "", 0, std::nullopt, std::nullopt};
   }
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (nested_deeper_than(text, kMaxJsonDepth))
+    return ErrorRecord{"(error file " + path + " is not a torchelastic error file: JSON nested deeper than " +
+                           std::to_string(kMaxJsonDepth) + " levels)", "", 0, std::nullopt};
   pt::ptree root;
   try {
-    pt::read_json(in, root);
+    std::istringstream json(text);
+    pt::read_json(json, root);
   } catch (const pt::json_parser_error& e) {
     return ErrorRecord{"(error file " + path + " is not valid JSON: " + e.message() + ")", "",
                        0, std::nullopt, std::nullopt};

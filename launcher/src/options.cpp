@@ -153,8 +153,10 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
     const std::string typed = a.substr(0, a.find('='));
     const po::option_description* o = nullptr;
     if (n.compare(0, 2, "--") == 0) {
-      o = desc.find_nothrow(n.substr(2, n.find('=') - 2), false);
-      if (!o) throw UsageError("unrecognised option '" + typed + "'");
+      // An empty name ("--=x") matches every option: find_nothrow throws.
+      const std::string name = n.substr(2, n.find('=') - 2);
+      if (!name.empty()) o = desc.find_nothrow(name, false);
+      if (!o) throw UsageError("unrecognised option '" + (name.empty() ? a : typed) + "'");
     } else if (n.size() == 2) {
       o = desc.find_nothrow(n, false);
     }

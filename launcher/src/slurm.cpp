@@ -276,8 +276,8 @@ void resolve_slurm(SupervisorConfig& cfg, const EnvMap& env) {
       if (here > 1)
         throw UsageError("srun started " + std::to_string(here) + " tasks on this node (SLURM_NTASKS=" +
                          std::to_string(*ntasks) + "), and each would start ranks " +
-                         std::to_string(o.node_rank * cfg.nproc) + ".." +
-                         std::to_string(o.node_rank * cfg.nproc + cfg.nproc - 1) +
+                         std::to_string(static_cast<long long>(o.node_rank) * cfg.nproc) + ".." +
+                         std::to_string(static_cast<long long>(o.node_rank + 1) * cfg.nproc - 1) +
                          "; run one ddp-launch per node (srun --ntasks-per-node=1) or one per rank (--slurm_tasks)");
     }
     return;

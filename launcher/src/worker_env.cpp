@@ -1,6 +1,7 @@
 #include "ddp/launcher/worker_env.h"
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 namespace ddp::launcher {
@@ -12,11 +13,18 @@ std::optional<int> default_omp_threads(const EnvMap& parent, int cpus, int nproc
 }
 
 NodePlacement static_placement(const LaunchOptions& o, int nproc) {
+  // Ranks are ints (RANK, WORLD_SIZE, c10d's world size): both bounds are
+  // checked options, their product is not.
+  const long long world = static_cast<long long>(o.nnodes) * nproc;
+  if (world > std::numeric_limits<int>::max())
+    throw UsageError(std::to_string(o.nnodes) + " nodes x " + std::to_string(nproc) + " workers per node = " +
+                     std::to_string(world) + " ranks, more than a job can have (" +
+                     std::to_string(std::numeric_limits<int>::max()) + "); lower --nnodes or --nproc_per_node");
   NodePlacement p;
   p.group_rank = o.node_rank;
   p.group_world_size = o.nnodes;
-  p.base_rank = o.node_rank * nproc;
-  p.world_size = o.nnodes * nproc;
+  p.base_rank = o.node_rank * nproc;  // node_rank < nnodes: fits
+  p.world_size = static_cast<int>(world);
   p.master_addr = o.master_addr;
   return p;
 }

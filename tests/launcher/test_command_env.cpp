@@ -171,6 +171,15 @@ TEST_CASE("run_path wins over --no_python and -m, as in torchrun") {
   CHECK(mod.argv_for(0) == std::vector<std::string>{"-u", script});
 }
 
+// Found by fuzzing (tests/fuzz/fuzz_options, UBSan): the ranks were computed
+// in int, so --nnodes 65536 --node_rank 65535 --nproc_per_node 65536 overflowed
+// (65535 * 65536; signed overflow, in practice a negative RANK and WORLD_SIZE 0).
+TEST_CASE("a job with more ranks than an int holds is a usage error") {
+  LaunchOptions o = parse_launch_options({"--nnodes", "65536", "--node_rank", "65535", "x"}, {});
+  CHECK_THROWS_WITH(static_placement(o, 65536), Catch::Contains("4294967296 ranks"));
+  CHECK(static_placement(o, 32767).world_size == 65536 * 32767);  // 2147418112 fits
+}
+
 TEST_CASE("local rank style: --local_rank=N by default, --local-rank=N with dash, a bad style is an error") {
   EnvMap env{{"PATH", "/usr/bin:/bin"}};
   CHECK(resolve_command(opts_for({"/bin/echo", "a"}), env).argv_for(3) == std::vector<std::string>{"--local_rank=3", "a"});

@@ -152,6 +152,15 @@ TEST_CASE("messages name an option as the user spelled it") {
   CHECK_THAT(usage_message({"--nproc-per-node"}), Catch::Contains("'--nproc-per-node'"));
 }
 
+// Found by fuzzing (tests/fuzz/fuzz_options): an option with no name before
+// '=' reached Boost's find_nothrow with an empty name, which matches every
+// option and throws ambiguous_option past the UsageError handling:
+// `ddp-launch --=d x` died of std::terminate (exit 134).
+TEST_CASE("an option without a name is unrecognised") {
+  CHECK_THAT(usage_message({"--=d", "x"}), Catch::Equals("unrecognised option '--=d'"));
+  CHECK_THAT(usage_message({"--=", "x"}), Catch::Equals("unrecognised option '--='"));
+}
+
 TEST_CASE("every torchrun option is accepted, and the ones that change nothing are still checked") {
   CHECK(parse({"--rdzv_backend=static", "--tee", "0", "-r", "0", "--start_method=fork", "--monitor-interval=0.1", "x"})
             .program == "x");

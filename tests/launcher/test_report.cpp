@@ -47,6 +47,22 @@ TEST_CASE("error files: python's plain form, a string message, garbage, missing"
   CHECK_FALSE(ddp::read_error_file(p).has_value());
 }
 
+// Found by fuzzing (tests/fuzz/fuzz_error_file): Boost's JSON parser recurses
+// once per '[' or '{', so a worker that left 100000 of them in its error file
+// made the launcher die of a stack overflow (exit 139) while writing its
+// failure report.
+TEST_CASE("error files nested too deep are reported instead of parsed") {
+  std::string p = temp_path("deep.json");
+  std::ofstream(p) << std::string(1000000, '[');
+  auto deep = ddp::read_error_file(p);
+  REQUIRE(deep);
+  CHECK_THAT(deep->message, Catch::Contains("nested deeper than"));
+  CHECK_THAT(deep->message, Catch::Contains(p));
+  std::ofstream(p) << R"({"message": {"message": "ValueError: [[{x}]]", "extraInfo": {"py_callstack": "[{", "timestamp": "3"}}})";
+  CHECK(ddp::read_error_file(p)->message == "ValueError: [[{x}]]");  // brackets inside strings do not count
+  std::remove(p.c_str());
+}
+
 TEST_CASE("signal names") {
   CHECK(signal_name(SIGSEGV) == "SIGSEGV");
   CHECK(signal_name(SIGTERM) == "SIGTERM");

@@ -196,6 +196,16 @@ TEST_CASE("checkpoint: missing, empty, truncated and corrupt files are refused n
   CHECK_THROWS_WITH(load_checkpoint(path), Catch::Contains("load_weights"));
 }
 
+// Found by fuzzing (tests/fuzz/fuzz_checkpoint): this 1124-byte file (a
+// weights file whose end-of-archive records were damaged) made
+// torch::jit::pickle_load read outside its buffer: SIGSEGV in LibTorch 1.13's
+// zip reader, in a release build too.
+TEST_CASE("checkpoint: an archive whose records point outside the file is refused, not read out of bounds") {
+  const std::string path = ddp::test::source_path("tests/fuzz/corpus/fuzz_checkpoint/crash-zip-records-out-of-bounds");
+  CHECK_THROWS_WITH(load_weights(path), Catch::Contains(path) && Catch::Contains("corrupt"));
+  CHECK_THROWS_AS(load_checkpoint(path), CheckpointError);
+}
+
 TEST_CASE("checkpoint: a process killed during a save leaves the previous checkpoint loadable") {
   TempDir dir;
   const std::string path = dir.file("ck.pt");

@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/export.h>
+#include <torch/csrc/jit/serialization/import_read.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/torch.h>
@@ -137,9 +138,32 @@ std::vector<char> read_whole(const std::string& path, const char* what) {
   return data;
 }
 
+// The bytes for LibTorch's zip reader, bounded. torch::jit::pickle_load's
+// own reader (LibTorch 1.13's VectorReader) copies whatever range the zip
+// reader asks for, so a damaged end-of-archive record pointing past the end
+// made it read outside the buffer (SIGSEGV; found by
+// tests/fuzz/fuzz_checkpoint). A short read fails the zip reader instead.
+class BoundedReader final : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  explicit BoundedReader(const std::vector<char>& data) : data_(data) {}
+  size_t size() const override { return data_.size(); }
+  size_t read(uint64_t pos, void* buf, size_t n, const char* /*what*/) const override {
+    if (pos >= data_.size()) return 0;
+    n = std::min<size_t>(n, data_.size() - pos);
+    std::memcpy(buf, data_.data() + pos, n);
+    return n;
+  }
+
+ private:
+  const std::vector<char>& data_;
+};
+
 c10::IValue unpickle(const std::string& path, const std::vector<char>& data, const char* what) {
   try {
-    return torch::jit::pickle_load(data);
+    // What pickle_load does, over the bounded reader.
+    caffe2::serialize::PyTorchStreamReader reader(std::make_shared<BoundedReader>(data));
+    return torch::jit::readArchiveAndTensors("data", /*pickle_prefix=*/"", /*tensor_prefix=*/"",
+                                             /*type_resolver=*/{}, /*obj_loader=*/{}, /*device=*/{}, reader);
   } catch (const c10::Error& e) {
     throw CheckpointError(std::string(what) + " '" + path + "' is truncated or corrupt (" + std::to_string(data.size()) +
                           " bytes, not a readable torch.save archive): " + e.what_without_backtrace());

@@ -20,6 +20,8 @@ struct NodePlacement {
   int world_size = 1;          // WORLD_SIZE
   std::string master_addr;     // MASTER_ADDR (MASTER_PORT is GroupSpec::master_port)
 };
+// Throws UsageError when nnodes * nproc ranks do not fit an int (main
+// checks it before anything starts).
 NodePlacement static_placement(const LaunchOptions& opts, int nproc);
 
 struct GroupSpec {
