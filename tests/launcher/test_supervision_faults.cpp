@@ -122,8 +122,9 @@ TEST_CASE("a console that goes away (| head) changes neither the exit code nor -
 }
 
 TEST_CASE("an error file that is a FIFO ends the report at once, named as not a regular file") {
+  TempDir tmp;  // the report names the file, so its run directory is kept
   auto r = run({launcher(), "--standalone", "--use_env", "sh", "-c", "mkfifo \"$TORCHELASTIC_ERROR_FILE\"; exit 1"},
-               {}, 20);
+               {{"TMPDIR", tmp.path()}}, 20);
   INFO(r.output);
   REQUIRE_FALSE(r.timed_out);
   CHECK(r.exit_code == 1);
@@ -132,10 +133,11 @@ TEST_CASE("an error file that is a FIFO ends the report at once, named as not a 
 
 TEST_CASE("a huge error file is reported as too large, not printed") {
   // 20 MB of a valid error file: the launcher reads at most 1 MiB of it.
+  TempDir tmp;  // the report names the file, so its run directory is kept
   auto r = run({launcher(), "--standalone", "--use_env", "sh", "-c",
                 "{ printf '{\"message\": \"ValueError: '; head -c 20000000 /dev/zero | tr '\\0' x; printf '\"}'; } "
                 "> \"$TORCHELASTIC_ERROR_FILE\"; exit 1"},
-               {}, 60);
+               {{"TMPDIR", tmp.path()}}, 60);
   REQUIRE_FALSE(r.timed_out);
   CHECK(r.exit_code == 1);
   INFO(r.output.substr(0, 4096));  // not all of it: that is the defect
