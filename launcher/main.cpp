@@ -10,6 +10,7 @@
 #include "ddp/launcher/worker_env.h"
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <iostream>
 #include <sys/stat.h>
@@ -53,6 +54,11 @@ void check_master_addr(const LaunchOptions& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A console that went away (`ddp-launch ... | head`) is EPIPE on a write,
+  // never the launcher's death: the job's exit code, the report's files and
+  // --summary_json must not depend on who reads the output. Workers get the
+  // default back before exec (spawn.h), as torchrun's do.
+  ::signal(SIGPIPE, SIG_IGN);
   const EnvMap env = current_environment();
   SupervisorConfig cfg;
   try {

@@ -5,11 +5,13 @@
 #include <boost/property_tree/json_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
 
+#include <algorithm>
 #include <cerrno>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 #include <stdexcept>
 
@@ -65,17 +67,75 @@ void write_error_file(const std::string& path, const ErrorRecord& rec) {
   }
 }
 
-std::optional<ErrorRecord> read_error_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    if (errno == ENOENT) return std::nullopt;
-    return ErrorRecord{"(error file " + path + " exists but cannot be read: " +
-                           std::strerror(errno) + ")", "", 0, std::nullopt, std::nullopt};
+namespace {
+
+ErrorRecord problem(const std::string& text) { return ErrorRecord{"(" + text + ")", "", 0, std::nullopt, std::nullopt}; }
+
+const char* file_kind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a file";
+}
+
+std::string not_regular(const std::string& path, mode_t mode) {
+  return "error file " + path + " is not a regular file (" + file_kind(mode) + "); not read";
+}
+
+// The first bytes of a file too large to parse, printable ASCII only.
+std::string printable_start(const std::string& bytes) {
+  constexpr size_t kShown = 200;
+  std::string out;
+  for (size_t i = 0; i < bytes.size() && i < kShown; ++i) {
+    const unsigned char c = static_cast<unsigned char>(bytes[i]);
+    out += c >= 0x20 && c < 0x7f ? static_cast<char>(c) : '?';
   }
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return out + (bytes.size() > kShown ? "..." : "");
+}
+
+}  // namespace
+
+std::optional<ErrorRecord> read_error_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return std::nullopt;
+    return problem("error file " + path + " exists but cannot be read: " + std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) return problem(not_regular(path, st.st_mode));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return std::nullopt;
+    return problem("error file " + path + " exists but cannot be read: " + std::strerror(errno));
+  }
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {  // swapped after the stat
+    const mode_t mode = st.st_mode;
+    ::close(fd);
+    return problem(not_regular(path, mode));
+  }
+  // One byte more than the limit tells a file at the limit from a larger
+  // one (it may grow while we read: the size is only a hint).
+  std::string text(kMaxErrorFileBytes + 1, '\0');
+  size_t got = 0;
+  int read_errno = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) read_errno = errno;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  text.resize(got);
+  if (read_errno != 0) return problem("error file " + path + " exists but cannot be read: " + std::strerror(read_errno));
+  if (got > kMaxErrorFileBytes)
+    return problem("error file " + path + " is " + std::to_string(std::max<off_t>(st.st_size, static_cast<off_t>(got))) +
+                   " bytes; the launcher reads at most " + std::to_string(kMaxErrorFileBytes >> 20) +
+                   " MiB of an error file: look at the file itself; it begins: " + printable_start(text));
   if (nested_deeper_than(text, kMaxJsonDepth))
-    return ErrorRecord{"(error file " + path + " is not a torchelastic error file: JSON nested deeper than " +
-                           std::to_string(kMaxJsonDepth) + " levels)", "", 0, std::nullopt};
+    return problem("error file " + path + " is not a torchelastic error file: JSON nested deeper than " +
+                   std::to_string(kMaxJsonDepth) + " levels");
   pt::ptree root;
   try {
     std::istringstream json(text);

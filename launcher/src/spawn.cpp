@@ -168,6 +168,7 @@ pid_t spawn_worker(const SpawnSpec& spec) {
       affinity_failed = true;
       ::_exit(126);
     }
+    ::signal(SIGPIPE, SIG_DFL);  // the launcher ignores it; exec would keep that
     ::sigprocmask(SIG_SETMASK, &mask, nullptr);
     ::execve(exe.c_str(), argv.data(), envp.data());
     exec_errno = errno;

@@ -175,6 +175,7 @@ class Attempt {
       : cfg_(cfg),
         dir_(dir),
         signals_(signals),
+        watchdog_(watchdog),
         group_(signals.original_mask(), &watchdog),
         setup_(std::move(setup)),
         base_rank_(setup_.placement ? setup_.placement->base_rank : cfg.opts.node_rank * cfg.nproc),
@@ -460,9 +461,31 @@ class Attempt {
     else begin_stop(sig);        // forwards sig to every group and starts the grace period
   }
 
+  // Someone killed the watchdog (`pkill -f` of an older launcher's command
+  // line, a kill of the wrong pid): without one, a SIGKILL of the launcher
+  // would leave its workers' children and run directory behind. A new one
+  // learns the groups alive now; said once per death, as a warning.
+  void replace_watchdog(int status) {
+    const pid_t old = watchdog_.pid();
+    const std::string how = WIFSIGNALED(status) ? "died of " + signal_name(WTERMSIG(status))
+                                                : "exited with code " + std::to_string(WEXITSTATUS(status));
+    log_ << "ddp-launch: warning: the launcher's watchdog (pid " << old << ") " << how;
+    try {
+      watchdog_.replace();
+      for (pid_t g : group_.groups()) watchdog_.add_group(g);
+      log_ << "; started a new one (pid " << watchdog_.pid()
+           << "), which cleans up after the workers if the launcher is killed" << std::endl;
+    } catch (const SpawnError& e) {
+      log_ << "; a new one could not be started (" << e.what()
+           << "): if the launcher is now SIGKILLed, its workers' children and run directory are left behind"
+           << std::endl;
+    }
+  }
+
   void reap() {
     const bool was_stopping = stopping_;
     for (const WorkerGroup::Event& e : group_.reap()) {
+      if (e.is_watchdog) replace_watchdog(e.status);
       if (!e.is_worker) continue;  // an orphaned descendant we adopted as subreaper
       auto it = live_.find(e.pid);
       if (it == live_.end()) continue;
@@ -506,6 +529,7 @@ class Attempt {
   const SupervisorConfig& cfg_;
   RunDirectory& dir_;
   SignalChannel& signals_;
+  Watchdog& watchdog_;
   WorkerGroup group_;
   AttemptSetup setup_;
   int base_rank_;
@@ -760,18 +784,21 @@ int Supervisor::run() {
     log_ << final_events(cfg_, attempts_, rdzv_error, rdzv_signal, totals.wall_s);
   if (!attempts_.empty()) log_ << format_run_summary(attempts_, totals);
   const bool failed = totals.exit_code != 0;
-  if (failed) log_ << format_failure_report(attempts_, host, cfg_.opts.max_restarts);
-  if (!rdzv_error.empty()) log_ << "ddp-launch: error: " << rdzv_error << "\n";
-  if (rdzv_signal) log_ << "ddp-launch: stopped by " << signal_name(rdzv_signal) << " while in the rendezvous\n";
-  // The report just printed these paths: they must outlive the launcher
-  // (the run directory is otherwise removed at exit, by us and the watchdog).
-  // Only then: a job that succeeded after a restart leaves nothing behind.
+  // The report prints these paths: they must outlive the launcher (the run
+  // directory is otherwise removed at exit, by us and the watchdog). Only
+  // then: a job that succeeded after a restart leaves nothing behind.
   const bool keep = failed && report_names_file_in(attempts_, dir.path());
   if (keep) {
     dir.keep();
     watchdog->keep_run_dir();
-    log_ << "ddp-launch: the error files above are kept in " << dir.path() << " (remove it when done)\n";
   }
+  // Every group is gone: the watchdog may end now, while the report is
+  // written, and is reaped when it goes out of scope.
+  watchdog->finish();
+  if (failed) log_ << format_failure_report(attempts_, host, cfg_.opts.max_restarts);
+  if (!rdzv_error.empty()) log_ << "ddp-launch: error: " << rdzv_error << "\n";
+  if (rdzv_signal) log_ << "ddp-launch: stopped by " << signal_name(rdzv_signal) << " while in the rendezvous\n";
+  if (keep) log_ << "ddp-launch: the error files above are kept in " << dir.path() << " (remove it when done)\n";
   if (!cfg_.opts.summary_json.empty()) {
     try {
       ddp::write_file_atomically(cfg_.opts.summary_json,

@@ -1,11 +1,13 @@
 #include "ddp/launcher/worker_group.h"
 
+#include "ddp/launcher/shm_segments.h"
 #include "ddp/launcher/watchdog.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <set>
 #include <stdexcept>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -53,7 +55,8 @@ std::vector<WorkerGroup::Event> WorkerGroup::reap() {
     e.status = status;
     e.kind = WIFSTOPPED(status) ? Event::Stopped : WIFCONTINUED(status) ? Event::Continued : Event::Exited;
     auto it = std::find_if(workers_.begin(), workers_.end(), [&](const Member& m) { return m.pid == pid && !m.reaped; });
-    if (it != workers_.end()) {
+    if (watchdog_ && pid == watchdog_->pid() && e.kind == Event::Exited) e.is_watchdog = true;
+    else if (it != workers_.end()) {
       e.is_worker = true;
       e.local_rank = it->local_rank;
       if (e.kind == Event::Exited) {
@@ -77,14 +80,15 @@ void WorkerGroup::prune() {
       if (m.pid == pg && !m.reaped) return false;
     return ::kill(-pg, 0) != 0 && errno == ESRCH;
   };
-  for (auto it = groups_.begin(); it != groups_.end();) {
-    if (gone(*it)) {
-      if (watchdog_) watchdog_->remove_group(*it);
-      it = groups_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  std::set<pid_t> ended;
+  for (pid_t pg : groups_)
+    if (gone(pg)) ended.insert(pg);
+  if (ended.empty()) return;
+  remove_worker_segments(ended);  // before the watchdog forgets them
+  for (pid_t pg : ended)
+    if (watchdog_) watchdog_->remove_group(pg);
+  groups_.erase(std::remove_if(groups_.begin(), groups_.end(), [&](pid_t pg) { return ended.count(pg) != 0; }),
+                groups_.end());
 }
 
 int WorkerGroup::signal_all(int sig) {

@@ -10,10 +10,15 @@
 // failed only because rank r did (ddp/worker/peer_failure.h).
 // Writing is atomic (write_file_atomically) so a reader never sees half a file.
 
+#include <cstddef>
 #include <optional>
 #include <string>
 
 namespace ddp {
+
+// The most of an error file the launcher reads (a worker's message of
+// hundreds of MB must not grow the launcher or flood its report).
+constexpr size_t kMaxErrorFileBytes = size_t{1} << 20;
 
 struct ErrorRecord {
   std::string message;    // "<Type>: <msg>"
@@ -30,7 +35,18 @@ void write_error_file(const std::string& path, const ErrorRecord& rec);
 
 // Reads an error file. Returns nullopt when the file does not exist; returns a
 // record whose message says what is wrong when the file is unreadable or not
-// valid JSON, so a report always shows something honest.
+// valid JSON, so a report always shows something honest. Never blocks and
+// never reads more than kMaxErrorFileBytes, whatever a worker left there:
+//  - anything but a regular file (a FIFO, which would block an open or a
+//    read forever; a directory; a device such as /dev/zero) is refused,
+//    naming what it is; checked before the open (so a device is never
+//    opened) and again on the open fd (O_NONBLOCK), so a swap in between
+//    cannot make it block;
+//  - a symlink is followed: the worker runs as the launcher's user and may
+//    keep its file elsewhere, and following it reveals nothing the worker
+//    could not read itself; what it points to must be a regular file;
+//  - a file larger than kMaxErrorFileBytes is not parsed (its JSON is cut):
+//    the message gives its size and its first bytes.
 std::optional<ErrorRecord> read_error_file(const std::string& path);
 
 }  // namespace ddp

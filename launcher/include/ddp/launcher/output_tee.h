@@ -17,8 +17,10 @@
 // are also written to one file for all ranks (filtered_stdout.log), whole
 // lines in one write each, as on the console.
 // A console that went away (EPIPE: `ddp-launch ... | head`) stops the
-// console copy, never the files or the job; the launcher blocks SIGPIPE for
-// that while a tee is alive (workers get their original mask back at exec).
+// console copy, never the draining of the pipes, the files or the job. The
+// launcher ignores SIGPIPE from its start (main.cpp); the tee also blocks it
+// while alive, so it holds in a program that does not (workers get their
+// original mask and SIGPIPE's default action back at exec).
 // Exists only when some stream is tee'd: a plain launch has no pipes.
 
 #include <cstddef>

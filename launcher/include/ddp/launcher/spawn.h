@@ -16,7 +16,9 @@
 //    launcher's stdin (see WorkerGroup), and the given stdout/stderr (a log
 //    file, a --tee pipe, /dev/null) when log options ask for them;
 //  - binds itself to the given CPUs (--numa_binding) when there are any;
-//  - restores the launcher's original signal mask.
+//  - restores the launcher's original signal mask, and SIGPIPE's default
+//    action (the launcher ignores SIGPIPE; an ignored signal stays ignored
+//    across exec, and torchrun's workers get the default).
 // The child is the caller's to reap (WorkerGroup does).
 
 #include "ddp/launcher/options.h"

@@ -32,7 +32,10 @@
 //    error files in the private run directory, that directory is kept
 //    (and the watchdog told so), so the paths it prints stay valid.
 // The launcher is a child subreaper, so orphaned descendants of workers are
-// reaped too (and never mistaken for workers).
+// reaped too (and never mistaken for workers). A watchdog that dies (reaped
+// like any child, told apart by its pid) is replaced at once, with one
+// warning line, and told the live groups; at the end it is reaped, never
+// left as a zombie (watchdog.h).
 
 #include "ddp/launcher/command.h"
 #include "ddp/launcher/options.h"

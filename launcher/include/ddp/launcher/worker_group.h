@@ -23,7 +23,12 @@
 //    worker stopped anyway (SIGSTOP, SIGTSTP, SIGTTIN from opening /dev/tty)
 //    is reported by reap(), and a teardown signal is followed by SIGCONT so
 //    it is not waited on forever.
-//  - A Watchdog, when given, is told each group's start and end.
+//  - A Watchdog, when given, is told each group's start and end. It is a
+//    child of the launcher too: reap() collects it like any child should it
+//    die, and marks that event is_watchdog (never a worker).
+//  - A group that is gone has its leader's shared-memory segments removed
+//    (shm_segments.h: a worker killed while setting one up leaks it) before
+//    the watchdog hears of its end, so one of the two always does it.
 
 #include "ddp/launcher/spawn.h"
 
@@ -52,7 +57,8 @@ class WorkerGroup {
   struct Event {
     enum Kind { Exited, Stopped, Continued } kind = Exited;
     pid_t pid = 0;
-    bool is_worker = false;  // false: an orphaned descendant adopted as subreaper
+    bool is_worker = false;  // false: an orphaned descendant adopted as subreaper, or the watchdog
+    bool is_watchdog = false;  // the watchdog died (someone killed it)
     int local_rank = -1;
     int status = 0;          // wait status
     long max_rss_kb = 0;

@@ -1,0 +1,123 @@
+// read_error_file on what a worker may leave at TORCHELASTIC_ERROR_FILE:
+// a record, nothing, a FIFO, a directory, a symlink, a file too large to
+// read. It never blocks, never reads more than kMaxErrorFileBytes, and
+// always says what it found.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ddp/common/error_file.h"
+#include "test_support.h"
+
+using ddp::test::TempDir;
+using ddp::test::write_file;
+
+namespace {
+
+long max_rss_kb() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
+}
+
+// Fails the test run (SIGALRM) instead of hanging it when a read blocks.
+struct Deadline {
+  explicit Deadline(unsigned s) { ::alarm(s); }
+  ~Deadline() { ::alarm(0); }
+};
+
+}  // namespace
+
+TEST_CASE("error file: a record round-trips, a missing file is nothing") {
+  TempDir dir;
+  ddp::ErrorRecord rec{"ValueError: loss is NaN", "trace", 1700000000, 3};
+  ddp::write_error_file(dir.file("e.json"), rec);
+  auto back = ddp::read_error_file(dir.file("e.json"));
+  REQUIRE(back);
+  CHECK(back->message == rec.message);
+  CHECK(back->callstack == "trace");
+  CHECK(back->timestamp == 1700000000);
+  CHECK(back->error_code == 3);
+  CHECK_FALSE(ddp::read_error_file(dir.file("missing.json")));
+}
+
+TEST_CASE("error file: a FIFO is refused at once, without blocking") {
+  TempDir dir;
+  const std::string path = dir.file("e.json");
+  REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+  Deadline d(10);
+  auto rec = ddp::read_error_file(path);
+  REQUIRE(rec);
+  CHECK(rec->message == "(error file " + path + " is not a regular file (a FIFO); not read)");
+}
+
+TEST_CASE("error file: a directory or a device is refused, naming what it is") {
+  TempDir dir;
+  const std::string sub = dir.file("e.json");
+  REQUIRE(::mkdir(sub.c_str(), 0700) == 0);
+  auto rec = ddp::read_error_file(sub);
+  REQUIRE(rec);
+  CHECK(rec->message == "(error file " + sub + " is not a regular file (a directory); not read)");
+  // A symlink to /dev/zero would otherwise be read forever.
+  const std::string link = dir.file("zero.json");
+  REQUIRE(::symlink("/dev/zero", link.c_str()) == 0);
+  Deadline d(10);
+  rec = ddp::read_error_file(link);
+  REQUIRE(rec);
+  CHECK(rec->message == "(error file " + link + " is not a regular file (a character device); not read)");
+}
+
+TEST_CASE("error file: a symlink to a regular file the worker wrote is read") {
+  TempDir dir;
+  write_file(dir.file("real.json"), R"({"message": "RuntimeError: via a link"})");
+  REQUIRE(::symlink(dir.file("real.json").c_str(), dir.file("e.json").c_str()) == 0);
+  auto rec = ddp::read_error_file(dir.file("e.json"));
+  REQUIRE(rec);
+  CHECK(rec->message == "RuntimeError: via a link");
+}
+
+TEST_CASE("error file: one at the size limit is read, one over it is named as too large and not read") {
+  TempDir dir;
+  const std::string head = R"({"message": "ValueError: )";
+  const std::string tail = R"("})";
+  const size_t fits = ddp::kMaxErrorFileBytes - head.size() - tail.size();
+  write_file(dir.file("fits.json"), head + std::string(fits, 'x') + tail);
+  auto rec = ddp::read_error_file(dir.file("fits.json"));
+  REQUIRE(rec);
+  CHECK(rec->message.size() == std::string("ValueError: ").size() + fits);
+
+  // 30 MB of a valid record: reading it whole would raise the peak RSS by
+  // at least that much.
+  const std::string big = dir.file("big.json");
+  const size_t size = 30u << 20;
+  {
+    std::string body = head + std::string(size - head.size() - tail.size(), 'y') + tail;
+    write_file(big, body);
+  }
+  const long before = max_rss_kb();
+  rec = ddp::read_error_file(big);
+  const long grown_kb = max_rss_kb() - before;
+  REQUIRE(rec);
+  INFO(rec->message);
+  CHECK(rec->message.rfind("(error file " + big + " is " + std::to_string(size) +
+                               " bytes; the launcher reads at most 1 MiB of an error file: look at the file itself; it begins: "
+                               "{\"message\": \"ValueError: yyy",
+                           0) == 0);
+  CHECK(rec->message.size() < 1024);
+  CHECK(grown_kb < 8 * 1024);
+}
+
+TEST_CASE("error file: invalid JSON and a missing message say so") {
+  TempDir dir;
+  write_file(dir.file("bad.json"), "{not json");
+  auto rec = ddp::read_error_file(dir.file("bad.json"));
+  REQUIRE(rec);
+  CHECK(rec->message.rfind("(error file " + dir.file("bad.json") + " is not valid JSON: ", 0) == 0);
+  write_file(dir.file("nomsg.json"), R"({"other": 1})");
+  rec = ddp::read_error_file(dir.file("nomsg.json"));
+  REQUIRE(rec);
+  CHECK(rec->message == "(error file " + dir.file("nomsg.json") + " has no \"message\" field)");
+}
