@@ -9,7 +9,8 @@
 //   done          -> finished [<what cut the exit barrier short>]
 // and, unasked while the workers run: restart <counted> <reason> | abort <reason>.
 // A store that stops answering is `error <message>` and the end of this
-// process. EOF on stdin (the launcher is gone) ends it too; so does the
+// process; so is one that is not a ddp-launch rendezvous (a torchrun node's
+// state in it, or another TCPStore protocol: see first_contact), at once. EOF on stdin (the launcher is gone) ends it too; so does the
 // launcher's death (PR_SET_PDEATHSIG).
 //   ddp-rdzv --host=H --port=P --id=ID --min=N --max=M --nproc=K [--local_addr=A]
 //            [--is_host=auto|1|0] [--join_timeout=S] [--last_call_timeout=S]
@@ -20,9 +21,12 @@
 #include "ddp/worker/compat.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <cstdlib>
+#include <future>
 #include <iostream>
 #include <map>
 #include <netdb.h>
@@ -115,6 +119,25 @@ bool can_host(const std::string& host, int port) {
   return false;
 }
 
+// Whether something accepts TCP connections at host:port now (each address
+// tried for at most a second: a host that drops packets must not block).
+bool accepts(const std::string& host, int port) {
+  for (sockaddr_storage s : resolve(host, port)) {
+    const int fd = ::socket(s.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) continue;
+    bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&s), len_of(s)) == 0;
+    if (!ok && errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      int err = 0;
+      socklen_t len = sizeof(err);
+      ok = ::poll(&p, 1, 1000) == 1 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+    }
+    ::close(fd);
+    if (ok) return true;
+  }
+  return false;
+}
+
 std::string numeric(const sockaddr_storage& s) {
   char buf[INET6_ADDRSTRLEN] = {};
   if (s.ss_family == AF_INET6)
@@ -161,6 +184,46 @@ int free_port() {
 }
 
 std::chrono::milliseconds ms(double s) { return std::chrono::milliseconds(static_cast<long long>(s * 1000)); }
+
+// How long the store may take to answer the first request (and the
+// handshake): a TCPStore answers in milliseconds; one that does not answer at
+// all speaks another protocol.
+constexpr std::chrono::milliseconds kFirstAnswer{10000};
+
+// torch 1.x and 2.x TCPStores speak different protocols (2.x validates each
+// connection first, and numbers its requests differently): a LibTorch 1.x
+// client's requests to a 2.x store go unanswered, a 2.x client's handshake
+// is reset by a 1.x store. Another torch's torchrun hosts such a store.
+std::string other_protocol(const ddp::rdzv::Config& cfg, const std::string& what) {
+  return "the rendezvous store at " + cfg.endpoint + " (rdzv_id " + cfg.run_id + ") " + what +
+         ": it does not speak the TCPStore protocol of LibTorch " + std::to_string(TORCH_VERSION_MAJOR) + "." +
+         std::to_string(TORCH_VERSION_MINOR) +
+         " that ddp-launch is built with (torch 1.x and 2.x stores differ; is it torchrun of another PyTorch "
+         "version?); ddp-launch and torchrun nodes cannot join one rendezvous: start every node with the same "
+         "launcher, built against the same PyTorch";
+}
+
+// The first request to the store, bounded by kFirstAnswer: claims the
+// rendezvous for ddp-launch or finds torchrun's. False (after saying why)
+// when this node cannot take part.
+bool first_contact(ddp::rdzv::Rendezvous& rz, const ddp::rdzv::Config& cfg) {
+  auto first = std::async(std::launch::async, [&] { rz.claim_store(); });
+  if (first.wait_for(kFirstAnswer) == std::future_status::timeout) {
+    say("error " + other_protocol(cfg, "accepted the connection but did not answer ddp-launch's first request within " +
+                                           std::to_string(kFirstAnswer.count() / 1000) + " s"));
+    // The request's thread is blocked in a read that nothing will end.
+    std::_Exit(1);
+  }
+  try {
+    first.get();
+    return true;
+  } catch (const ddp::rdzv::RendezvousError& e) {
+    say(std::string("error ") + e.what());
+  } catch (const std::exception& e) {
+    say("error " + other_protocol(cfg, "failed ddp-launch's first request") + ": " + what_of(e));
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -216,9 +279,24 @@ int main(int argc, char** argv) {
       }
     }
     if (!store) {
-      store = c10::make_intrusive<c10d::TCPStore>(
-          host, ddp::worker::compat::tcp_store_options(static_cast<std::uint16_t>(port), false, std::nullopt, false,
-                                                       ms(cfg.join_timeout_s)));
+      // Wait for the host's store to listen (it may start later than this
+      // node), then connect with a short timeout: a store that accepts the
+      // connection but fails LibTorch's handshake speaks another protocol
+      // and waiting for the join timeout would not change that.
+      const auto deadline = Clock::now() + ms(cfg.join_timeout_s);
+      while (!accepts(host, port)) {
+        if (Clock::now() >= deadline)
+          throw std::runtime_error("nothing accepts connections at " + cfg.endpoint);
+        if (!idle(100)) return 0;
+      }
+      try {
+        store = c10::make_intrusive<c10d::TCPStore>(
+            host, ddp::worker::compat::tcp_store_options(static_cast<std::uint16_t>(port), false, std::nullopt, false,
+                                                         std::min(ms(cfg.join_timeout_s), kFirstAnswer)));
+      } catch (const std::exception& e) {
+        say("error " + other_protocol(cfg, "accepts connections but its TCPStore handshake failed") + ": " + what_of(e));
+        return 1;
+      }
       store->setTimeout(ms(read_timeout_s));
     }
   } catch (const std::exception& e) {
@@ -229,6 +307,7 @@ int main(int argc, char** argv) {
   }
 
   ddp::rdzv::Rendezvous rz(*store, cfg, free_port);
+  if (!first_contact(rz, cfg)) return 1;
   bool running = false;
   auto report = [&](const ddp::rdzv::Stop& s) {
     if (s.kind == ddp::rdzv::Stop::Abort) say("abort " + s.reason);

@@ -40,6 +40,11 @@ Descriptor parse_descriptor(const std::string& s) {
 
 }  // namespace
 
+std::string torchrun_state_key(const std::string& run_id) { return "torch.rendezvous." + run_id; }
+// 73 base64 data characters (73 = 4 * 18 + 1): "Invalid base64-encoded string".
+const char* const kTorchrunMarker =
+    "ddp-launch c10d rendezvous (not a torchrun state: start every node with the same launcher)";
+
 Rendezvous::Rendezvous(c10d::Store& store, Config cfg, std::function<int()> pick_port)
     : store_(store), cfg_(std::move(cfg)), pick_port_(std::move(pick_port)) {}
 
@@ -89,7 +94,20 @@ std::string Rendezvous::timeout_message(int round, double waited_s) {
   return m.str();
 }
 
+void Rendezvous::claim_store() {
+  if (claimed_) return;
+  const std::string k = torchrun_state_key(cfg_.run_id);
+  const std::string now = text(store_.compareSet(k, {}, bytes(kTorchrunMarker)));
+  if (now != kTorchrunMarker)
+    throw RendezvousError("the rendezvous store at " + cfg_.endpoint + " (rdzv_id " + cfg_.run_id +
+                          ") is used by torchrun's c10d rendezvous (key '" + k +
+                          "' present); ddp-launch and torchrun nodes cannot join one rendezvous: start every node "
+                          "with the same launcher");
+  claimed_ = true;
+}
+
 Round Rendezvous::join(const std::function<bool(int)>& idle) {
+  claim_store();
   const auto start = Clock::now();
   const auto deadline = start + seconds(cfg_.join_timeout_s);
   if (!members_.empty()) last_members_ = members_;

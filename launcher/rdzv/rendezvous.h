@@ -20,6 +20,16 @@
 //    (r<R>/done), so the host keeps the store up until all are through.
 // Everything that can block takes a deadline; a store that stops answering
 // is reported, never waited on forever.
+//
+// torchrun's c10d rendezvous keeps its whole state (one pickled, base64'd
+// blob) under "torch.rendezvous.<rdzv_id>" of the same store
+// (torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py). At the
+// first contact a node claims that key with kTorchrunMarker (compareSet from
+// absent): a value already there means a torchrun node uses this rendezvous,
+// and the node stops at once instead of waiting for a node that never
+// comes; a torchrun node that arrives later reads the marker as its state,
+// which never decodes, and stops with RendezvousStateError. A torchrun
+// state is never overwritten (its job may be running).
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -72,6 +82,12 @@ struct Stop {
   std::string reason;
 };
 
+// torchrun's state key for a rdzv_id, and what ddp-launch nodes put there.
+// The marker has 4k+1 base64 alphabet characters and no '=', so Python's
+// b64decode always fails on it, before any unpickling.
+std::string torchrun_state_key(const std::string& run_id);
+extern const char* const kTorchrunMarker;
+
 // The rendezvous could not be made (timeout, store gone): one line.
 struct RendezvousError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -83,6 +99,11 @@ class Rendezvous {
   // idle: called between store polls with the milliseconds to wait, returns
   // false when the caller wants to give up (the launcher has gone).
   Rendezvous(c10d::Store& store, Config cfg, std::function<int()> pick_port);
+
+  // The first contact: claims torchrun's state key for this rdzv_id, or
+  // throws RendezvousError naming torchrun when it holds a torchrun state.
+  // One store request; join() calls it when nobody did.
+  void claim_store();
 
   // Joins the next round and waits for it to close. Throws RendezvousError.
   Round join(const std::function<bool(int)>& idle);
@@ -128,6 +149,7 @@ class Rendezvous {
   std::vector<Clock::time_point> beat_seen_;
   Clock::time_point last_beat_sent_;
   bool abort_seen_ = false;
+  bool claimed_ = false;
 };
 
 }  // namespace ddp::rdzv

@@ -2,17 +2,20 @@
 // processes meet at one endpoint on 127.0.0.1 (the first hosts the store, the
 // others are its clients), with the shell worker. Short timeouts keep each
 // case to seconds. Across network namespaces, with ddp-train and Python, see
-// tests/worker/test_multinode.cpp.
+// tests/worker/test_multinode.cpp. Beside stock torchrun: a torchrun node and
+// a ddp-launch node at one endpoint and rdzv_id fail at once (issue 15).
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
 #include <csignal>
+#include <cstdlib>
 #include <memory>
 #include <netinet/in.h>
 #include <set>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "reference_python.h"
 #include "scenario_util.h"
 #include "test_skip.h"
 
@@ -45,8 +48,9 @@ struct Job {
     return *nodes.back();
   }
 
-  // Waits until the store is up (so the node started first is its host).
-  void wait_for_store() const {
+  // Waits until the store is up (so the node started first is its host);
+  // torchrun takes longer (Python imports torch first).
+  void wait_for_store(double timeout_s = 30) const {
     const bool up = wait_until(
         [&] {
           const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -58,7 +62,7 @@ struct Job {
           ::close(fd);
           return ok;
         },
-        30);
+        timeout_s);
     REQUIRE(up);
   }
 
@@ -77,6 +81,24 @@ struct Job {
         60);
   }
 };
+
+// The major version of the torch that `python` imports, or -1.
+int torch_major(const std::string& python) {
+  if (::access(python.c_str(), X_OK) != 0) return -1;
+  auto r = run({python, "-c", "import torch; print('TORCHMAJOR', torch.__version__.split('.')[0])"}, {}, 120);
+  const auto at = r.output.find("TORCHMAJOR ");
+  if (r.exit_code != 0 || at == std::string::npos) return -1;
+  return std::atoi(r.output.c_str() + at + 11);
+}
+
+// A stock torchrun node of the job: torch.distributed.run of `python`, the
+// c10d rendezvous at the job's endpoint and rdzv_id, 2 nodes of 1 worker.
+std::unique_ptr<Proc> torchrun_node(const std::string& python, const Job& job, const std::string& conf) {
+  return std::make_unique<Proc>(std::vector<std::string>{
+      python, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1", "--rdzv_backend=c10d",
+      "--rdzv_endpoint=127.0.0.1:" + std::to_string(job.port), "--rdzv_id=" + job.id, "--rdzv_conf=" + conf,
+      "--no_python", "/bin/true"});
+}
 
 }  // namespace
 
@@ -223,4 +245,75 @@ TEST_CASE("c10d without ddp-rdzv beside ddp-launch: one line that says what is m
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.output, Catch::Contains("ddp-launch: error: --rdzv_backend c10d needs " + dir.file("ddp-rdzv")) &&
                            Catch::Contains("or use static rendezvous"));
+}
+
+// torchrun's c10d rendezvous keeps its state under "torch.rendezvous.<rdzv_id>"
+// (torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py). The
+// reference Python's torchrun speaks this build's TCPStore protocol.
+TEST_CASE("c10d beside stock torchrun: torchrun hosts the store, the ddp-launch node fails at once and names torchrun") {
+  DDP_REFERENCE_PYTHON_OR_SKIP(py);
+  Job job;
+  auto torchrun = torchrun_node(py, job, "join_timeout=120");
+  job.wait_for_store(120);
+  // join_timeout=30 (Job::start): without the check, the node waits this long.
+  Proc& a = job.start("2", "env");
+  CHECK(a.wait(25) == std::optional<int>(1));
+  INFO(a.output() << "\n--- torchrun:\n" << torchrun->output());
+  CHECK_THAT(a.output(), Catch::Contains("ddp-launch: error: the rendezvous store at 127.0.0.1:" +
+                                         std::to_string(job.port) + " (rdzv_id " + job.id +
+                                         ") is used by torchrun's c10d rendezvous (key 'torch.rendezvous." + job.id +
+                                         "' present); ddp-launch and torchrun nodes cannot join one rendezvous: "
+                                         "start every node with the same launcher"));
+  // The torchrun node is not disturbed (it may be a running job): it waits
+  // for its own join timeout, as it would for any node that never comes.
+  CHECK(torchrun->running());
+}
+
+TEST_CASE("c10d beside stock torchrun: ddp-launch hosts the store, the torchrun node stops at once with RendezvousStateError") {
+  DDP_REFERENCE_PYTHON_OR_SKIP(py);
+  Job job;
+  // This node outwaits torchrun's start (Python imports torch first).
+  Proc& a = job.start("2", "env", {}, {}, ",join_timeout=240");
+  job.wait_for_store();
+  // join_timeout=180: without the marker, torchrun waits this long.
+  auto torchrun = torchrun_node(py, job, "join_timeout=180");
+  const auto code = torchrun->wait(120);
+  INFO(torchrun->output());
+  CHECK(code.has_value());
+  CHECK(code != std::optional<int>(0));
+  CHECK_THAT(torchrun->output(), Catch::Contains("RendezvousStateError") && Catch::Contains("corrupt"));
+  CHECK(a.running());
+}
+
+// torch 1.x and 2.x speak different TCPStore protocols (2.x validates each
+// connection first): a LibTorch 1.x client's requests go unanswered by a 2.x
+// store, a 2.x client's handshake is reset by a 1.x store.
+TEST_CASE("c10d beside torchrun of the other torch generation: the ddp-launch node fails within seconds, naming the store protocol") {
+  DDP_REFERENCE_PYTHON_OR_SKIP(py);
+  const int ours = torch_major(py);
+  std::string other;
+  const char* cache = std::getenv("DDP_TORCH2_CACHE");
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  const std::string torch2 = cache && *cache ? cache
+                             : xdg && *xdg   ? std::string(xdg) + "/ddp-launch/torch-2.11.0"
+                                             : std::string(home ? home : "/root") + "/.cache/ddp-launch/torch-2.11.0";
+  for (const std::string& candidate : {std::string("/usr/bin/python3"), torch2 + "/venv/bin/python3"}) {
+    const int m = torch_major(candidate);
+    if (m >= 1 && m != ours) other = candidate;
+  }
+  if (other.empty())
+    DDP_SKIP("no python3 with torch of another major version than " + py + " (torch " + std::to_string(ours) +
+             ".x): neither /usr/bin/python3 nor " + torch2 + "/venv/bin/python3 (scripts/install-torch2)");
+  Job job;
+  auto torchrun = torchrun_node(other, job, "join_timeout=120");
+  job.wait_for_store(120);
+  Proc& a = job.start("2", "env");
+  CHECK(a.wait(28) == std::optional<int>(1));
+  INFO(a.output() << "\n--- torchrun:\n" << torchrun->output());
+  CHECK_THAT(a.output(), Catch::Contains("ddp-launch: error: the rendezvous store at 127.0.0.1:" +
+                                         std::to_string(job.port) + " (rdzv_id " + job.id + ")") &&
+                             Catch::Contains("does not speak the TCPStore protocol of LibTorch") &&
+                             Catch::Contains("start every node with the same launcher"));
+  CHECK_THAT(a.output(), !Catch::Contains("likely exited"));
 }

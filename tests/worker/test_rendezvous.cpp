@@ -1,10 +1,13 @@
 // The c10d rendezvous (launcher/rdzv/rendezvous.cpp) over an in-process
 // store: node ranks, base ranks and the workers' store, with the order in
-// which nodes join forced, which the multi-process tests cannot do.
+// which nodes join forced, which the multi-process tests cannot do; and a
+// store that torchrun's rendezvous uses.
 #include <catch2/catch.hpp>
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <future>
 #include <thread>
@@ -123,4 +126,50 @@ TEST_CASE("rendezvous: a node keeps its node rank in later rounds, ahead of a st
   CHECK(h2.group_rank == 1);
   CHECK(g2.restart_count == 1);
   CHECK(h2.master_port == 1111);
+}
+
+// Issue 15, defect 10: a torchrun node and a ddp-launch node in one c10d
+// rendezvous (same endpoint and rdzv_id) must fail at the first contact,
+// not wait for the join timeout. torchrun keeps its state under
+// "torch.rendezvous.<rdzv_id>" (c10d_rendezvous_backend.py).
+TEST_CASE("rendezvous: a store that holds torchrun's state for this rdzv_id fails the join at once, naming torchrun") {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  // What torchrun writes first: its "no state yet" sentinel.
+  store->set("torch.rendezvous.unit", {'Y', '2', 'F', 'u', 'a', 'W', '1', 'h', 'Z', 'G', 'F', 't'});
+  Config c = node("a", 1, false);
+  c.join_timeout_s = 2;  // without the check, the join waits for the other node this long
+  Rendezvous a(*store, c, [] { return 1111; });
+  CHECK_THROWS_WITH(a.join(idle), Catch::Contains("the rendezvous store at store:29400 (rdzv_id unit) is used by "
+                                                  "torchrun's c10d rendezvous (key 'torch.rendezvous.unit' present)") &&
+                                      Catch::Contains("start every node with the same launcher"));
+  // torchrun's state is left as it was.
+  CHECK(store->get("torch.rendezvous.unit") == std::vector<uint8_t>{'Y', '2', 'F', 'u', 'a', 'W', '1', 'h', 'Z', 'G', 'F', 't'});
+}
+
+TEST_CASE("rendezvous: a join claims torchrun's state key with a marker that torchrun cannot decode") {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  Config c = node("a", 1, false);
+  c.min_nodes = c.max_nodes = 1;
+  Rendezvous a(*store, c, [] { return 1111; });
+  a.join(idle);
+  REQUIRE(store->check({"torch.rendezvous.unit"}));
+  const auto v = store->get("torch.rendezvous.unit");
+  const std::string marker(v.begin(), v.end());
+  CHECK_THAT(marker, Catch::StartsWith("ddp-launch"));
+  // torchrun base64-decodes its state (b64decode, non-strict: characters
+  // outside the alphabet are dropped); a count of 4k+1 data characters can
+  // never decode, so torchrun stops with RendezvousStateError at once.
+  const auto data = std::count_if(marker.begin(), marker.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '+' || ch == '/' || ch == '=';
+  });
+  CHECK(data % 4 == 1);
+  CHECK(marker.find('=') == std::string::npos);
+  // A second ddp-launch node of the same rendezvous is not refused.
+  Config c2 = node("b", 1, false);
+  c2.min_nodes = c2.max_nodes = 1;
+  c2.run_id = "unit";
+  auto store2 = c10::make_intrusive<c10d::HashStore>();
+  store2->set("torch.rendezvous.unit", v);
+  Rendezvous b(*store2, c2, [] { return 2222; });
+  CHECK(b.join(idle).group_world_size == 1);
 }

@@ -11,9 +11,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -121,25 +123,81 @@ bool alive(int pid) {
 std::string text(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
 std::vector<uint8_t> bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
 
-void* map_segment(const std::string& name, size_t size, bool create) {
-  const int fd = create ? ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)
-                        : ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+// The name rank 0 gives its segment: /ddp-shm-<its pid>-<random>. The
+// launcher removes leaked segments by this form; keep it.
+std::string segment_name_head(const std::string& pid0) { return "/ddp-shm-" + pid0 + "-"; }
+
+// Why a segment named in the store may not be used ("" when it may). The
+// store is open to whoever reaches its port (docs/security.md), so the name
+// must be rank 0's form, and the object itself (checked on the open fd, so
+// it cannot change before the mmap) a regular file of this user that nobody
+// else can open, of the expected size.
+std::string name_problem(const std::string& name, const std::string& pid0) {
+  const std::string head = segment_name_head(pid0);
+  const bool ok = !pid0.empty() && name.rfind(head, 0) == 0 && name.size() > head.size() &&
+                  name.find_first_not_of("0123456789", head.size()) == std::string::npos;
+  return ok ? "" : "its name is not " + head + "<n> (rank 0 posted pid " + (pid0.empty() ? "?" : pid0) + ")";
+}
+
+std::string object_problem(const struct stat& st, size_t size) {
+  const unsigned mode = st.st_mode & 07777;
+  if (S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && mode == 0600 && static_cast<size_t>(st.st_size) == size)
+    return "";
+  std::ostringstream m;
+  m << (S_ISREG(st.st_mode) ? "" : "not a regular file, ") << "owned by uid " << st.st_uid << ", mode 0" << std::oct
+    << mode << std::dec << ", " << st.st_size << " bytes (expected uid " << ::geteuid() << ", mode 0600, " << size
+    << " bytes)";
+  return m.str();
+}
+
+// Rank 0 makes the segment: O_EXCL and mode 0600, so it is new and ours.
+void* create_segment(const std::string& name, size_t size) {
+  const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return nullptr;
   // posix_fallocate, not ftruncate: the pages are reserved now, so a small
   // /dev/shm (a container's 64 MiB) fails here instead of SIGBUS later.
-  if (create && ::posix_fallocate(fd, 0, static_cast<off_t>(size)) != 0) {
+  if (::posix_fallocate(fd, 0, static_cast<off_t>(size)) != 0) {
     ::close(fd);
     ::shm_unlink(name.c_str());
-    return nullptr;
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != size) {
-    ::close(fd);
     return nullptr;
   }
   void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);
   return p == MAP_FAILED ? nullptr : p;
+}
+
+// The other ranks map the segment the decision names, after checking it.
+// On failure returns null and says why: "refused the shared-memory segment
+// N: ..." (it may not be used) or "could not map N: ...".
+void* open_segment(const std::string& name, const std::string& pid0, size_t size, std::string* problem) {
+  if (auto p = name_problem(name, pid0); !p.empty()) {
+    *problem = "refused the shared-memory segment " + name + ": " + p;
+    return nullptr;
+  }
+  // O_NONBLOCK: a FIFO planted under the name must not block the open.
+  const int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK, 0);
+  if (fd < 0) {
+    *problem = "could not map " + name + ": " + std::strerror(errno);
+    return nullptr;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    *problem = "could not map " + name + ": fstat: " + std::strerror(errno);
+    ::close(fd);
+    return nullptr;
+  }
+  if (auto p = object_problem(st, size); !p.empty()) {
+    *problem = "refused the shared-memory segment " + name + ": " + p;
+    ::close(fd);
+    return nullptr;
+  }
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) {
+    *problem = "could not map " + name + ": mmap: " + std::strerror(errno);
+    return nullptr;
+  }
+  return p;
 }
 
 }  // namespace
@@ -186,8 +244,8 @@ std::unique_ptr<ShmAllreduce> ShmAllreduce::negotiate(c10d::Store& store, int ra
       }
       if (reason.empty()) {
         std::random_device rd;
-        name = "/ddp-shm-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
-        base = map_segment(name, size, /*create=*/true);
+        name = segment_name_head(std::to_string(::getpid())) + std::to_string(rd());
+        base = create_segment(name, size);
         if (!base)
           reason = "rank 0 could not create a shared-memory segment of " + std::to_string(size) +
                    " bytes in /dev/shm (full or too small?)";
@@ -209,21 +267,50 @@ std::unique_ptr<ShmAllreduce> ShmAllreduce::negotiate(c10d::Store& store, int ra
   if (decision.rfind("on ", 0) != 0) return off(decision.substr(std::min<size_t>(4, decision.size())));
 
   // 2. Every rank maps rank 0's segment; all must succeed (every rank here
-  // runs this code, so the keys come).
+  // runs this code, so the keys come). Whoever can reach the store may have
+  // written the decision: rank 0 uses only the segment it made, the others
+  // only one that passes open_segment's checks.
+  const std::string made = base ? name : "";  // rank 0: the segment it made
   std::istringstream in(decision.substr(3));
   in >> name;
   std::vector<int> pids(static_cast<size_t>(world));
   for (int& p : pids) in >> p;
-  if (rank != 0) base = map_segment(name, size, /*create=*/false);
-  store.set(prefix + "ok/" + std::to_string(rank), bytes(base ? "1" : "0"));
+  std::string problem;
+  if (rank == 0) {
+    if (name != made) problem = "refused the shared-memory segment " + name + ": rank 0 did not make it";
+  } else {
+    // The pid rank 0 posted for itself (step 1), which its segment is named after.
+    std::string pid0;
+    try {
+      store.wait({prefix + "rank/0"}, short_wait);
+      std::istringstream posted(text(store.get(prefix + "rank/0")));
+      std::string id;
+      posted >> id >> pid0;
+    } catch (const std::exception&) {
+    }
+    if (pid0 != std::to_string(pids[0])) pid0.clear();  // the decision disagrees with rank 0's own post
+    base = open_segment(name, pid0, size, &problem);
+  }
+  if (!problem.empty() && problem.rfind("refused", 0) == 0)
+    std::cerr << "ddp_worker: warning: rank " << rank << " " << problem
+              << "; sums stay on Gloo (someone who can reach the store wrote into it? see docs/security.md)"
+              << std::endl;
+  store.set(prefix + "ok/" + std::to_string(rank), bytes(problem.empty() ? "1" : "0 " + problem));
   std::vector<std::string> ok_keys;
   for (int r = 0; r < world; ++r) ok_keys.push_back(prefix + "ok/" + std::to_string(r));
   store.wait(ok_keys, timeout);
   std::string failed;
-  for (int r = 0; r < world && failed.empty(); ++r)
-    if (text(store.get(ok_keys[r])) != "1") failed = "rank " + std::to_string(r) + " could not map " + name;
-  if (store.add(prefix + "mapped", 1) == world || !failed.empty()) ::shm_unlink(name.c_str());
+  for (int r = 0; r < world && failed.empty(); ++r) {
+    const std::string ok = text(store.get(ok_keys[r]));
+    if (ok != "1")
+      failed = "rank " + std::to_string(r) + " " + (ok.size() > 2 ? ok.substr(2) : "could not map " + name);
+  }
+  // The name goes once every rank has mapped it; after a failure rank 0
+  // removes the segment it made (never one it did not make).
+  const bool all_mapped = store.add(prefix + "mapped", 1) == world;
+  if (failed.empty() && all_mapped) ::shm_unlink(name.c_str());
   if (!failed.empty()) {
+    if (!made.empty()) ::shm_unlink(made.c_str());
     if (base) ::munmap(base, size);
     return off(failed);
   }
@@ -242,6 +329,8 @@ ShmAllreduce::~ShmAllreduce() {
   if (thread_.joinable()) thread_.join();
   ::munmap(base_, bytes_);
 }
+
+size_t ShmAllreduce::segment_size(int world) { return segment_bytes(world); }
 
 bool ShmAllreduce::serves(const at::Tensor& t) {
   return t.defined() && t.device().is_cpu() && t.layout() == c10::kStrided && t.is_contiguous() &&

@@ -17,6 +17,11 @@
 // on only when every rank of the group runs this code on the same kernel
 // (boot id) in the same pid and mount namespaces and maps the segment rank 0
 // made; otherwise every rank agrees on Gloo. DDP_SHM_ALLREDUCE=0 (false, no, off) turns it off.
+// The store is open to whoever reaches its port, so the segment name read
+// from it is not trusted: rank 0 uses only the segment it made, the others
+// only /ddp-shm-<rank 0's pid>-<n> that fstat shows is a regular file of
+// this user, mode 0600, of the expected size; a refusal is a warning on
+// stderr and Gloo for the whole group (docs/security.md).
 //
 // Never a hang: a wait ends with an error when a peer process has exited
 // (same pid namespace, so its /proc entry tells), at the group's timeout,
@@ -71,6 +76,9 @@ class ShmAllreduce {
   ~ShmAllreduce();
   ShmAllreduce(const ShmAllreduce&) = delete;
   ShmAllreduce& operator=(const ShmAllreduce&) = delete;
+
+  // The segment's size for a group of `world` ranks.
+  static size_t segment_size(int world);
 
   // Whether this tensor takes the shared-memory path (dtype and layout; the
   // same answer on every rank for the same call).
