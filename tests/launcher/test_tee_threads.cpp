@@ -1,0 +1,40 @@
+// The launcher has one thread, tee included: --tee's pipes are read in the
+// supervisor's poll loop (output_tee.h), so there is nothing for
+// ThreadSanitizer to check there (docs/testing.md, "ThreadSanitizer"); this
+// keeps that statement true.
+#include "scenario_util.h"
+#include "test_support.h"
+
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+
+using namespace ddp::test;
+
+namespace {
+
+// The "Threads:" count of /proc/<pid>/status (0 when it cannot be read).
+int threads_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("the tee runs in the launcher's one thread, while workers are up") {
+  TempDir out;
+  Proc p({launcher(), "--nproc_per_node=2", "--standalone", "--tee", "3", scenario_worker()},
+         scenario_env(out, "sleep"));
+  REQUIRE(wait_until([&] {
+    return std::filesystem::exists(out.file("ready.0")) && std::filesystem::exists(out.file("ready.1"));
+  }, 60));
+  const int threads = threads_of(p.pid());
+  p.signal(SIGTERM);
+  INFO(p.output());
+  CHECK(p.wait(60).has_value());
+  CHECK(threads == 1);
+}
