@@ -324,7 +324,13 @@ ShmAllreduce::ShmAllreduce(int rank, int world, std::chrono::milliseconds timeou
 }
 
 ShmAllreduce::~ShmAllreduce() {
-  stop_ = true;
+  {
+    // Set under the lock the worker thread's wait holds while it checks its
+    // predicate: set without it, a thread between that check and blocking
+    // would miss this wakeup and join() would wait forever.
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   ::munmap(base_, bytes_);
