@@ -12,7 +12,7 @@
 // the root cause's exit code and rank, and leaves no process (alive or
 // zombie), no file in its TMPDIR and no /dev/shm segment (sandbox.h).
 // DDP_RELIABILITY_LONG=1 repeats the restart cases (DDP_RELIABILITY_ROUNDS,
-// default 5) at other random points.
+// default 3) at other random points.
 #include <catch2/catch.hpp>
 
 #include <torch/torch.h>
@@ -181,7 +181,9 @@ bool kill_during_checkpoint_write(Proc& p, const Sandbox& sb, int attempt, const
   REQUIRE(from);
   const auto pid = sb.wait_for({{"RANK", "0"}, {"TORCHELASTIC_RESTART_COUNT", std::to_string(attempt)}}, kRunTimeout);
   REQUIRE(pid);
-  const auto name = watch.wait(".pt.tmp.", kRunTimeout);
+  // The temp file names its writer's pid: an event of an earlier attempt's
+  // write is not this one.
+  const auto name = watch.wait(".pt.tmp." + std::to_string(*pid), kRunTimeout);
   REQUIRE(name);
   ::kill(*pid, SIGKILL);
   return fs::exists(ck_dir + "/" + *name);
@@ -215,7 +217,7 @@ void check_failed(Sandbox& sb, Proc& p, int code, std::optional<int> rank) {
   check_nothing_left(sb, p.output());
 }
 
-int rounds() { return long_variant() ? static_cast<int>(env_count("DDP_RELIABILITY_ROUNDS", 5)) : 1; }
+int rounds() { return long_variant() ? static_cast<int>(env_count("DDP_RELIABILITY_ROUNDS", 3)) : 1; }
 
 }  // namespace
 

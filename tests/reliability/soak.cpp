@@ -146,7 +146,7 @@ Plan draw(std::mt19937_64& rng, long index, const Sandbox& sb) {
 // *zombie_only: the one thing wrong was a zombie left (issue 15 defect 11).
 std::string launch_once(const Plan& plan, Sandbox& sb, bool* zombie_only) {
   std::vector<std::string> argv = {bin_path("ddp-launch"), "--standalone", "--nproc_per_node=2", "--use_env",
-                                   "--shutdown_timeout=2", "--max_restarts=" + std::to_string(plan.max_restarts)};
+                                   "--shutdown_timeout=1", "--max_restarts=" + std::to_string(plan.max_restarts)};
   argv.insert(argv.end(), plan.argv.begin(), plan.argv.end());
   Proc p(sb.wrap(argv), sb.env({{"OMP_NUM_THREADS", "1"}, {"DDP_TIMEOUT_S", "30"}}));
   std::ostringstream why;
