@@ -1,6 +1,7 @@
 // Soak: many consecutive short launches (2 shell workers; every 20th the
 // runtime's test helper, which sets up a process group and its /dev/shm
-// segment), each with one fault drawn from the printed seed, or none. Every
+// segment, and half of those have the launcher SIGKILLed the moment the
+// segment appears), each with one fault drawn from the printed seed, or none. Every
 // launch is bounded; after each: its exit code is the root cause's (the
 // worker's code, 128+signal, the launcher's own signal), the report names the
 // root cause's rank, and nothing is left (sandbox.h). DDP_SOAK_LAUNCHES sets
@@ -14,6 +15,7 @@
 #include <thread>
 
 #include "chaos_common.h"
+#include "create_watch.h"
 #include "sandbox.h"
 #include "test_support.h"
 
@@ -43,7 +45,7 @@ const char* fault_name(Fault f) {
     case Fault::launcher_kill: return "the launcher gets SIGKILL while workers run";
     case Fault::launcher_kill_early: return "the launcher gets SIGKILL 0-20 ms after its start";
     case Fault::helper_ok: return "helper: process group and /dev/shm set-up, no fault";
-    case Fault::helper_launcher_kill: return "helper: the launcher gets SIGKILL during the set-up";
+    case Fault::helper_launcher_kill: return "helper: the launcher gets SIGKILL as rank 0 creates its /dev/shm segment";
     default: return "?";
   }
 }
@@ -57,6 +59,7 @@ struct Plan {
   std::string expect_text;
   double kill_after_ms = -1;  // launcher_kill_early / helper_launcher_kill
   bool wait_ready = false;    // signal the launcher once both workers are running
+  bool kill_on_segment = false;  // signal the launcher when a segment appears in the run's /dev/shm
   int launcher_signal = 0;
 };
 
@@ -134,7 +137,10 @@ Plan draw(std::mt19937_64& rng, long index, const Sandbox& sb) {
       break;
     case Fault::helper_launcher_kill:
       p.argv = {helper(), "init"};
-      p.kill_after_ms = std::uniform_real_distribution<double>(0, 3000)(rng);
+      // At the segment's creation (issue 15 defect 6's window) where the
+      // run has a /dev/shm of its own to watch; else at a drawn moment.
+      p.kill_on_segment = sb.private_shm();
+      p.kill_after_ms = p.kill_on_segment ? -1 : std::uniform_real_distribution<double>(0, 3000)(rng);
       p.launcher_signal = SIGKILL, p.expect_code = 137;
       break;
     default: break;
@@ -148,9 +154,14 @@ std::string launch_once(const Plan& plan, Sandbox& sb, bool* zombie_only) {
   std::vector<std::string> argv = {bin_path("ddp-launch"), "--standalone", "--nproc_per_node=2", "--use_env",
                                    "--shutdown_timeout=1", "--max_restarts=" + std::to_string(plan.max_restarts)};
   argv.insert(argv.end(), plan.argv.begin(), plan.argv.end());
+  std::optional<CreateWatch> segments;
+  if (plan.kill_on_segment) segments.emplace(sb.shm());
   Proc p(sb.wrap(argv), sb.env({{"OMP_NUM_THREADS", "1"}, {"DDP_TIMEOUT_S", "30"}}));
   std::ostringstream why;
-  if (plan.wait_ready) {
+  if (segments) {
+    if (!segments->wait("ddp-shm-", kLaunchTimeout)) why << "no /dev/shm segment was made; ";
+    p.signal(plan.launcher_signal);
+  } else if (plan.wait_ready) {
     const bool ready = wait_until([&] {
       return (fs::exists(sb.work("ready.0")) && fs::exists(sb.work("ready.1"))) || !p.running();
     }, kLaunchTimeout);
