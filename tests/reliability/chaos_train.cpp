@@ -21,12 +21,11 @@
 #include <csignal>
 #include <filesystem>
 #include <netinet/in.h>
-#include <poll.h>
-#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "chaos_common.h"
+#include "create_watch.h"
 #include "ddp/worker/checkpoint.h"
 #include "sandbox.h"
 #include "test_skip.h"
@@ -141,35 +140,6 @@ void fault_at(Proc& p, const Sandbox& sb, int attempt, const Point& point, int s
   REQUIRE(wait_for_text(p, point.text(), *from, kRunTimeout));
   ::kill(*pid, sig);
 }
-
-// inotify on a directory: the first file created whose name contains `part`.
-class CreateWatch {
- public:
-  explicit CreateWatch(const std::string& dir) {
-    fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (fd_ < 0 || ::inotify_add_watch(fd_, dir.c_str(), IN_CREATE) < 0)
-      throw std::runtime_error("inotify on " + dir + " failed");
-  }
-  ~CreateWatch() { ::close(fd_); }
-  std::optional<std::string> wait(const std::string& part, double timeout_s) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-    alignas(inotify_event) char buf[4096];
-    for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return std::nullopt;
-      pollfd pfd{fd_, POLLIN, 0};
-      if (::poll(&pfd, 1, static_cast<int>(left.count())) <= 0) continue;
-      const ssize_t n = ::read(fd_, buf, sizeof(buf));
-      for (ssize_t off = 0; n > 0 && off < n;) {
-        auto* ev = reinterpret_cast<inotify_event*>(buf + off);
-        if (ev->len > 0 && std::string(ev->name).find(part) != std::string::npos) return std::string(ev->name);
-        off += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
-      }
-    }
-  }
- private:
-  int fd_ = -1;
-};
 
 // SIGKILLs rank 0 of attempt `attempt` the moment it creates a checkpoint's
 // temp file. Returns whether the temp file was still there just after the

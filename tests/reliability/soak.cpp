@@ -207,6 +207,7 @@ TEST_CASE("soak: consecutive short launches with seeded random faults: no hang, 
   std::vector<std::string> failures;
   std::map<std::string, int> failed_kinds;
   long zombie_only_failures = 0;
+  std::map<std::string, int> zombie_kinds;  // failed launches whose only fault was a zombie
   Stopwatch clock;
   for (long i = 0; i < launches; ++i) {
     Sandbox sb("soak");
@@ -216,7 +217,7 @@ TEST_CASE("soak: consecutive short launches with seeded random faults: no hang, 
     const std::string why = launch_once(plan, sb, &zombie_only);
     if (!why.empty()) {
       failed_kinds[fault_name(plan.fault)]++;
-      if (zombie_only) ++zombie_only_failures;
+      if (zombie_only) ++zombie_only_failures, zombie_kinds[fault_name(plan.fault)]++;
       else if (failures.size() < 10)
         failures.push_back("launch " + std::to_string(i) + " (" + fault_name(plan.fault) + "): " + why);
     }
@@ -227,11 +228,17 @@ TEST_CASE("soak: consecutive short launches with seeded random faults: no hang, 
   for (const auto& [kind, n] : counts) {
     const int bad = failed_kinds.count(kind) ? failed_kinds[kind] : 0;
     failed += bad;
-    summary << "  " << kind << ": " << n << " launches, " << bad << " failed\n";
-    print_result("soak: " + kind, std::to_string(n - bad) + "/" + std::to_string(n) + " held", 0);
+    const int zombie = zombie_kinds.count(kind) ? zombie_kinds[kind] : 0;
+    summary << "  " << kind << ": " << n << " launches, " << bad << " failed (" << zombie << " only by a zombie)\n";
+    print_result("soak: " + kind,
+                 std::to_string(n - bad) + "/" + std::to_string(n) + " held" +
+                     (bad ? ", " + std::to_string(zombie) + " of the " + std::to_string(bad) + " failed only by a zombie" : ""),
+                 0);
   }
   print_result("soak: all " + std::to_string(launches) + " launches",
-               std::to_string(launches - failed) + "/" + std::to_string(launches) + " held", seconds);
+               std::to_string(launches - failed) + "/" + std::to_string(launches) + " held, " +
+                   std::to_string(zombie_only_failures) + " failed only by a zombie",
+               seconds);
   INFO(launches << " launches in " << seconds << " s (seed " << base_seed() << "):\n" << summary.str()
                 << zombie_only_failures << " of the failed launches left only a zombie behind");
   std::string first;
