@@ -150,7 +150,9 @@ Plan draw(std::mt19937_64& rng, long index, const Sandbox& sb) {
 
 // Runs one launch; returns what was wrong with it ("" when all held).
 // *zombie_only: the one thing wrong was a zombie left (issue 15 defect 11).
-std::string launch_once(const Plan& plan, Sandbox& sb, bool* zombie_only) {
+// Adds one to tally[k] for each kind k of fault found (hang, exit code,
+// root cause, output, live process, zombie, file, segment).
+std::string launch_once(const Plan& plan, Sandbox& sb, bool* zombie_only, std::map<std::string, int>& tally) {
   std::vector<std::string> argv = {bin_path("ddp-launch"), "--standalone", "--nproc_per_node=2", "--use_env",
                                    "--shutdown_timeout=1", "--max_restarts=" + std::to_string(plan.max_restarts)};
   argv.insert(argv.end(), plan.argv.begin(), plan.argv.end());
@@ -191,6 +193,15 @@ std::string launch_once(const Plan& plan, Sandbox& sb, bool* zombie_only) {
   const bool launcher_killed = plan.launcher_signal == SIGKILL;
   const Leftovers l = sb.leftovers(/*allow_zombies=*/launcher_killed, /*settle_s=*/launcher_killed ? 20 : 0, out);
   *zombie_only = why.str().empty() && l.only_zombies();
+  const std::string w = why.str();
+  if (w.find("HANG") != std::string::npos) tally["hang"]++;
+  if (w.find("exit code ") != std::string::npos) tally["wrong exit code"]++;
+  if (w.find("root cause is not") != std::string::npos) tally["wrong root-cause rank"]++;
+  if (w.find("output lacks") != std::string::npos) tally["output lacks a line"]++;
+  if (l.zombies > 0) tally["zombie left"]++;
+  if (static_cast<int>(l.processes.size()) > l.zombies) tally["live process left"]++;
+  if (!l.tmp_files.empty()) tally["file left in TMPDIR"]++;
+  if (!l.segments.empty()) tally["/dev/shm segment left"]++;
   if (!l.empty()) why << "left behind:\n" << l.describe();
   if (!why.str().empty()) why << "\n--- output ---\n" << out.substr(0, 4000);
   return why.str();
@@ -208,13 +219,14 @@ TEST_CASE("soak: consecutive short launches with seeded random faults: no hang, 
   std::map<std::string, int> failed_kinds;
   long zombie_only_failures = 0;
   std::map<std::string, int> zombie_kinds;  // failed launches whose only fault was a zombie
+  std::map<std::string, int> tally;         // launches with each kind of fault
   Stopwatch clock;
   for (long i = 0; i < launches; ++i) {
     Sandbox sb("soak");
     const Plan plan = draw(rng, i, sb);
     counts[fault_name(plan.fault)]++;
     bool zombie_only = false;
-    const std::string why = launch_once(plan, sb, &zombie_only);
+    const std::string why = launch_once(plan, sb, &zombie_only, tally);
     if (!why.empty()) {
       failed_kinds[fault_name(plan.fault)]++;
       if (zombie_only) ++zombie_only_failures, zombie_kinds[fault_name(plan.fault)]++;
@@ -239,6 +251,10 @@ TEST_CASE("soak: consecutive short launches with seeded random faults: no hang, 
                std::to_string(launches - failed) + "/" + std::to_string(launches) + " held, " +
                    std::to_string(zombie_only_failures) + " failed only by a zombie",
                seconds);
+  std::string kinds;
+  for (const auto& [k, n] : tally) kinds += (kinds.empty() ? "" : ", ") + k + " " + std::to_string(n);
+  print_result("soak: launches by fault found", kinds.empty() ? "none" : kinds, 0);
+  INFO("launches by fault found: " << (kinds.empty() ? "none" : kinds));
   INFO(launches << " launches in " << seconds << " s (seed " << base_seed() << "):\n" << summary.str()
                 << zombie_only_failures << " of the failed launches left only a zombie behind");
   std::string first;
