@@ -55,7 +55,7 @@ std::string rank1_verdict(const std::string& name, int pid0) {
   store->set("ddp_shm/decision", bytes("on " + name + " " + std::to_string(pid0) + " " + std::to_string(::getpid())));
   store->set("ddp_shm/ok/0", bytes("1"));
   std::string why;
-  auto shm = ShmAllreduce::negotiate(*store, 1, 2, std::chrono::milliseconds(5000), &why);
+  auto shm = ShmAllreduce::negotiate(*store, 1, 2, std::chrono::milliseconds(5000), /*enabled=*/true, &why);
   CHECK(shm == nullptr);
   return why;
 }
@@ -110,9 +110,9 @@ TEST_CASE("shm trust: a decision written into the store before rank 0's is refus
   store->set("ddp_shm/decision", bytes("on " + seg.name + " " + std::to_string(pid) + " " + std::to_string(pid)));
   std::string why0, why1;
   auto r0 = std::async(std::launch::async,
-                       [&] { return ShmAllreduce::negotiate(*store, 0, 2, std::chrono::milliseconds(5000), &why0); });
+                       [&] { return ShmAllreduce::negotiate(*store, 0, 2, std::chrono::milliseconds(5000), /*enabled=*/true, &why0); });
   auto r1 = std::async(std::launch::async,
-                       [&] { return ShmAllreduce::negotiate(*store, 1, 2, std::chrono::milliseconds(5000), &why1); });
+                       [&] { return ShmAllreduce::negotiate(*store, 1, 2, std::chrono::milliseconds(5000), /*enabled=*/true, &why1); });
   CHECK(r0.get() == nullptr);
   CHECK(r1.get() == nullptr);
   for (const std::string& why : {why0, why1})
@@ -124,9 +124,9 @@ TEST_CASE("shm trust: the negotiation of two ranks of this process still maps ra
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::string why0, why1;
   auto r0 = std::async(std::launch::async,
-                       [&] { return ShmAllreduce::negotiate(*store, 0, 2, std::chrono::milliseconds(5000), &why0); });
+                       [&] { return ShmAllreduce::negotiate(*store, 0, 2, std::chrono::milliseconds(5000), /*enabled=*/true, &why0); });
   auto r1 = std::async(std::launch::async,
-                       [&] { return ShmAllreduce::negotiate(*store, 1, 2, std::chrono::milliseconds(5000), &why1); });
+                       [&] { return ShmAllreduce::negotiate(*store, 1, 2, std::chrono::milliseconds(5000), /*enabled=*/true, &why1); });
   auto a = r0.get();
   auto b = r1.get();
   INFO(why0 << " | " << why1);

@@ -73,6 +73,9 @@ class ShmAllreduce {
   static std::unique_ptr<ShmAllreduce> negotiate(c10d::Store& store, int rank, int world,
                                                  std::chrono::milliseconds timeout, bool enabled,
                                                  std::string* why = nullptr);
+  // The call without `enabled` would turn `why` into it (a pointer is a bool).
+  static std::unique_ptr<ShmAllreduce> negotiate(c10d::Store&, int, int, std::chrono::milliseconds,
+                                                 std::string*) = delete;
   ~ShmAllreduce();
   ShmAllreduce(const ShmAllreduce&) = delete;
   ShmAllreduce& operator=(const ShmAllreduce&) = delete;
