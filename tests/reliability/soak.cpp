@@ -91,7 +91,9 @@ Plan draw(std::mt19937_64& rng, long index, const Sandbox& sb) {
     case Fault::signal: {
       const int sigs[] = {SIGKILL, SIGSEGV, SIGABRT, SIGTERM, SIGBUS};
       const int sig = sigs[std::uniform_int_distribution<int>(0, 4)(rng)];
-      sh("[ \"$RANK\" = " + R + " ] && kill -" + std::to_string(sig) + " $$; " + peer);
+      // "$$$$": the launcher substitutes the program's arguments as torchrun
+      // does (string.Template: "$$" is an escaped "$"), so the shell gets "$$".
+      sh("[ \"$RANK\" = " + R + " ] && kill -" + std::to_string(sig) + " $$$$; " + peer);
       p.expect_code = 128 + sig, p.expect_rank = r;
       break;
     }
@@ -102,7 +104,7 @@ Plan draw(std::mt19937_64& rng, long index, const Sandbox& sb) {
       p.expect_code = 1, p.expect_rank = r, p.expect_text = "soak failure " + std::to_string(index);
       break;
     case Fault::stopped_peer:
-      sh("[ \"$RANK\" = " + R + " ] && kill -STOP $$; exit " + std::to_string(code));
+      sh("[ \"$RANK\" = " + R + " ] && kill -STOP $$$$; exit " + std::to_string(code));
       // The stopped one never fails: its peer is the root cause; the
       // teardown's SIGCONT lets the stopped one act on SIGTERM.
       p.expect_code = code, p.expect_rank = 1 - r;
