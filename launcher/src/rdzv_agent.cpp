@@ -7,6 +7,8 @@
 #include <cstring>
 #include <fcntl.h>
 #include <sstream>
+#include <poll.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -129,7 +131,18 @@ RdzvAgent::~RdzvAgent() {
     }
     ::close(from_);
   }
+  // The pipe's EOF comes a moment before the helper's exit: wait for that
+  // exit on a pidfd (bounded), then reap it, so no ddp-rdzv zombie is left
+  // for a parent that never reaps (WorkerGroup::reap may have reaped it
+  // already: then the pidfd or waitpid fails harmlessly).
   if (pid_ > 0) {
+    const int pfd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
+    if (pfd >= 0) {
+      pollfd p{pfd, POLLIN, 0};
+      while (::poll(&p, 1, 2000) < 0 && errno == EINTR) {
+      }
+      ::close(pfd);
+    }
     int status;
     ::waitpid(pid_, &status, WNOHANG);
   }
