@@ -7,7 +7,13 @@
 //   fail <reason> -> restart <counted 0|1> <reason>      (the round's first reason)
 //   abort <reason>-> aborted
 //   done          -> finished [<what cut the exit barrier short>]
+//   ping          (no answer: the launcher is alive; it writes one every
+//                  keep_alive_interval / 2 from its poll loops)
 // and, unasked while the workers run: restart <counted> <reason> | abort <reason>.
+// While the workers run, this node's heartbeat goes to the store only while
+// the launcher's last line is younger than keep_alive_interval *
+// keep_alive_max_attempt; a launcher silent for longer (stopped, hung) makes
+// the node report itself lost (Rendezvous::tick), so the other nodes go on.
 // A store that stops answering is `error <message>` and the end of this
 // process; so is one that is not a ddp-launch rendezvous (a torchrun node's
 // state in it, or another TCPStore protocol: see first_contact), at once. EOF on stdin (the launcher is gone) ends it too; so does the
@@ -68,8 +74,11 @@ class Commands {
       return !eof_;
     }
     pending_.append(buf, static_cast<std::size_t>(n));
+    last_input_ = Clock::now();
     return true;
   }
+  // Seconds since the launcher last wrote anything (a command or a ping).
+  double silent_s() const { return std::chrono::duration<double>(Clock::now() - last_input_).count(); }
   std::optional<std::string> next() {
     const auto nl = pending_.find('\n');
     if (nl == std::string::npos) return std::nullopt;
@@ -82,6 +91,7 @@ class Commands {
  private:
   std::string pending_;
   bool eof_ = false;
+  Clock::time_point last_input_ = Clock::now();
 };
 
 std::vector<sockaddr_storage> resolve(const std::string& host, int port) {
@@ -347,7 +357,7 @@ int main(int argc, char** argv) {
       }
       if (in.eof()) return 0;
       if (running && Clock::now() >= next_tick) {
-        if (auto s = rz.tick()) report(*s);
+        if (auto s = rz.tick(in.silent_s())) report(*s);
         next_tick = Clock::now() + std::chrono::milliseconds(rz.tick_ms());
         continue;
       }

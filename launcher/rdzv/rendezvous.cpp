@@ -243,12 +243,18 @@ std::optional<std::string> Rendezvous::lost_node() {
   return std::nullopt;
 }
 
-std::optional<Stop> Rendezvous::tick() {
-  heartbeat();
+std::optional<Stop> Rendezvous::tick(double agent_silent_s) {
+  const double limit = cfg_.keep_alive_interval_s * cfg_.keep_alive_max_attempt;
+  const bool agent_lost = agent_silent_s > limit;
+  if (!agent_lost) heartbeat();
   if (auto s = pending_stop()) return s;
   std::optional<std::string> why;
   bool counted = true;
-  if (auto lost = lost_node()) {
+  if (agent_lost) {
+    why = node_name(current_.group_rank) + " left during round " + std::to_string(round_) +
+          " (its launcher has not answered its rendezvous helper for " + seconds_text(agent_silent_s) +
+          ": stopped or hung)";
+  } else if (auto lost = lost_node()) {
     why = *lost;
   } else if (current_.group_world_size < cfg_.max_nodes && counter(rkey(round_ + 1, "joined")) > 0) {
     if (auto d = value(rkey(round_ + 1, "node/0"))) {

@@ -13,7 +13,8 @@
 //    count: the previous round's plus 1 when that round ended by a failure.
 //  - while the workers run: every node bumps r<R>/hb/<rank>; a node whose
 //    counter stops moving for keep_alive_interval * keep_alive_max_attempt
-//    (and that is not done) has left. The first node to see a reason to stop
+//    (and that is not done) has left; so has a node whose launcher has been
+//    silent that long (its helper stops beating and says so). The first node to see a reason to stop
 //    writes it to r<R>/restart (compareSet: one reason per round); every node
 //    sees it and stops. An abort (no restarts left) goes to the run-wide key.
 //  - exit barrier: nodes whose workers succeeded wait for the round's others
@@ -109,7 +110,11 @@ class Rendezvous {
   Round join(const std::function<bool(int)>& idle);
 
   // While the round's workers run: heartbeat, and a reason to stop if any.
-  std::optional<Stop> tick();
+  // agent_silent_s: seconds since this node's launcher last spoke; beyond
+  // keep_alive_interval * keep_alive_max_attempt the node sends no heartbeat
+  // and ends the round as a node lost (its launcher stopped or hung): the
+  // workers of a launcher that cannot supervise them must not hold the job.
+  std::optional<Stop> tick(double agent_silent_s = 0);
 
   // This node's workers failed: records the reason unless another node's
   // came first, and returns the round's reason (which may be the other's).

@@ -2,15 +2,15 @@
 
 #include "ddp/launcher/spawn.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <fcntl.h>
-#include <sstream>
 #include <poll.h>
+#include <sstream>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <thread>
 #include <unistd.h>
 
 namespace ddp::launcher {
@@ -116,35 +116,42 @@ RdzvAgent::RdzvAgent(const LaunchOptions& o, int nproc, const sigset_t& child_ma
   ::close(out[1]);
   to_ = in[1];
   from_ = out[0];
+  // Non-blocking: a ping never waits for a helper that does not read.
+  ::fcntl(to_, F_SETFL, ::fcntl(to_, F_GETFL) | O_NONBLOCK);
+  ping_every_ = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(r.keep_alive_interval_s / 2));
+  next_ping_ = std::chrono::steady_clock::now() + ping_every_;
 }
 
 RdzvAgent::~RdzvAgent() {
   if (to_ >= 0) ::close(to_);  // EOF: the helper exits (the store's host after its exit barrier)
   // The launcher reaps every child (subreaper, WorkerGroup::reap); only wait
   // here for the helper's pipe to close, at most a few seconds.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  bool closed = eof_;
   if (from_ >= 0) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     char buf[256];
-    while (std::chrono::steady_clock::now() < until) {
+    while (!closed && std::chrono::steady_clock::now() < until) {
       const ssize_t n = ::read(from_, buf, sizeof(buf));
-      if (n == 0 || (n < 0 && errno != EINTR)) break;
+      if (n == 0 || (n < 0 && errno != EINTR)) closed = true;
     }
     ::close(from_);
   }
-  // The pipe's EOF comes a moment before the helper's exit: wait for that
-  // exit on a pidfd (bounded), then reap it, so no ddp-rdzv zombie is left
-  // for a parent that never reaps (WorkerGroup::reap may have reaped it
-  // already: then the pidfd or waitpid fails harmlessly).
   if (pid_ > 0) {
-    const int pfd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
-    if (pfd >= 0) {
-      pollfd p{pfd, POLLIN, 0};
-      while (::poll(&p, 1, 2000) < 0 && errno == EINTR) {
-      }
-      ::close(pfd);
-    }
     int status;
-    ::waitpid(pid_, &status, WNOHANG);
+    // Its pipe closes a moment before it can be reaped: once the pipe is
+    // closed, wait for its exit (a pidfd, bounded by the same 5 s), so no
+    // zombie is left to a PID 1 that may not reap.
+    if (::waitpid(pid_, &status, WNOHANG) == 0 && closed) {
+      const int pfd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
+      if (pfd >= 0) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+        pollfd p{pfd, POLLIN, 0};
+        ::poll(&p, 1, static_cast<int>(std::max<long long>(0, left.count())));
+        ::close(pfd);
+      }
+      ::waitpid(pid_, &status, WNOHANG);
+    }
   }
 }
 
@@ -158,9 +165,28 @@ void RdzvAgent::send(const std::string& line) {
   while (left > 0) {
     const ssize_t n = ::write(to_, p, left);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) {  // the pipe is full: a command waits for room
+      pollfd w{to_, POLLOUT, 0};
+      ::poll(&w, 1, -1);
+      continue;
+    }
     if (n <= 0) return;  // the helper is gone: its EOF on fd() says so
     p += n;
     left -= static_cast<std::size_t>(n);
+  }
+}
+
+int RdzvAgent::ms_to_ping() const {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(next_ping_ - std::chrono::steady_clock::now());
+  return static_cast<int>(std::max<long long>(0, left.count() + 1));
+}
+
+void RdzvAgent::ping_if_due() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_ping_ || to_ < 0) return;
+  next_ping_ = now + ping_every_;
+  // 5 bytes: a pipe write of at most PIPE_BUF is whole or not at all.
+  while (::write(to_, "ping\n", 5) < 0 && errno == EINTR) {
   }
 }
 

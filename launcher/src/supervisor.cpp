@@ -403,9 +403,18 @@ class Attempt {
     if (agent) polls_.push_back(pollfd{setup_.agent->fd(), POLLIN, 0});
     if (tee_)
       for (int fd : tee_->fds()) polls_.push_back(pollfd{fd, POLLIN, 0});
-    int r = ::poll(polls_.data(), polls_.size(), timeout_ms);
+    // c10d: the helper's next ping may come before timeout_ms; a poll that
+    // ends for it is not the caller's time running out.
+    bool ping_first = false;
+    int wait_ms = timeout_ms;
+    if (agent && (wait_ms < 0 || setup_.agent->ms_to_ping() < wait_ms)) {
+      wait_ms = setup_.agent->ms_to_ping();
+      ping_first = true;
+    }
+    int r = ::poll(polls_.data(), polls_.size(), wait_ms);
     if (r < 0 && errno != EINTR) throw std::runtime_error(std::string("poll failed: ") + std::strerror(errno));
-    if (r == 0) return false;
+    if (agent) setup_.agent->ping_if_due();
+    if (r == 0) return ping_first;
     if (agent && polls_[1].revents != 0)
       for (const RdzvEvent& e : setup_.agent->read()) on_rdzv(e);
     if (tee_) {
@@ -626,8 +635,10 @@ struct ElasticRun {
   std::optional<RdzvEvent> await(RdzvAgent& agent, std::initializer_list<RdzvEvent::Kind> kinds) {
     while (true) {
       pollfd p[2] = {{signals.fd(), POLLIN, 0}, {agent.fd(), POLLIN, 0}};
-      const int r = ::poll(p, agent.gone() ? 1 : 2, -1);
+      const int r = ::poll(p, agent.gone() ? 1 : 2, agent.gone() ? -1 : agent.ms_to_ping());
       if (r < 0 && errno != EINTR) throw std::runtime_error(std::string("poll failed: ") + std::strerror(errno));
+      if (!agent.gone()) agent.ping_if_due();
+      if (r <= 0) continue;
       if (p[0].revents != 0)
         for (int sig : signals.drain())
           if (SignalChannel::is_forwarded(sig)) {

@@ -132,6 +132,31 @@ TEST_CASE("rendezvous: a node keeps its node rank in later rounds, ahead of a st
 // rendezvous (same endpoint and rdzv_id) must fail at the first contact,
 // not wait for the join timeout. torchrun keeps its state under
 // "torch.rendezvous.<rdzv_id>" (c10d_rendezvous_backend.py).
+TEST_CASE("rendezvous: a node whose launcher is silent longer than keep_alive_interval x keep_alive_max_attempt "
+          "sends no heartbeat and ends the round as a node lost, named") {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  Rendezvous guest(*store, node("guest", 1, false), [] { return 1111; });
+  Rendezvous host(*store, node("host", 1, true), [] { return 2222; });
+  const auto [g, h] = join_in_order(*store, guest, host, 0);
+  REQUIRE(g.group_rank == 1);
+  // The limit is 0.1 s x 3: a launcher silent for less goes on.
+  CHECK_FALSE(guest.tick(0.2));
+  const std::string beats_key = "/ddp-rdzv/unit/r0/hb/1";
+  const long long beats = store->add(beats_key, 0);
+  idle(150);  // a heartbeat is due again (keep_alive_interval 0.1 s)
+  const auto stop = guest.tick(0.5);
+  REQUIRE(stop);
+  CHECK(stop->counted);
+  CHECK_THAT(stop->reason, Catch::StartsWith("node n1 (pid ") && Catch::Contains("host guest)") &&
+                               Catch::Contains("left during round 0") &&
+                               Catch::Contains("its launcher has not answered its rendezvous helper"));
+  CHECK(store->add(beats_key, 0) == beats);  // no heartbeat for a launcher that is gone
+  // The other node stops for the same reason.
+  const auto seen = host.tick();
+  REQUIRE(seen);
+  CHECK(seen->reason == stop->reason);
+}
+
 TEST_CASE("rendezvous: a store that holds torchrun's state for this rdzv_id fails the join at once, naming torchrun") {
   auto store = c10::make_intrusive<c10d::HashStore>();
   // What torchrun writes first: its "no state yet" sentinel.

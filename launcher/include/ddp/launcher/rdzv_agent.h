@@ -7,10 +7,17 @@
 // protocol); parse_rdzv_line() is pure so tests check it without processes.
 // The helper leads its own process group (Ctrl-C is the launcher's to
 // forward) and dies with the launcher (PR_SET_PDEATHSIG).
+// Liveness: the launcher writes `ping` every keep_alive_interval / 2 from
+// its poll loops (ms_to_ping() is their timeout, ping_if_due() after each
+// poll); the helper heartbeats for this node only while the launcher's last
+// line is younger than keep_alive_interval * keep_alive_max_attempt, so a
+// launcher that is stopped (SIGSTOP) or hung is a lost node, not a node whose
+// helper and workers go on without it.
 
 #include "ddp/launcher/options.h"
 #include "ddp/launcher/worker_env.h"
 
+#include <chrono>
 #include <csignal>
 #include <optional>
 #include <string>
@@ -51,12 +58,18 @@ class RdzvAgent {
   // readable). Its exit without a final line is one Error event.
   std::vector<RdzvEvent> read();
   bool gone() const { return eof_; }
+  // Milliseconds until the next ping is due (0: now): a poll loop's timeout.
+  int ms_to_ping() const;
+  // Writes `ping` when it is due; never blocks (a full pipe skips this one).
+  void ping_if_due();
 
  private:
   pid_t pid_ = -1;
   int to_ = -1, from_ = -1;
   std::string pending_;
   bool eof_ = false;
+  std::chrono::steady_clock::duration ping_every_{};
+  std::chrono::steady_clock::time_point next_ping_{};
 };
 
 }  // namespace ddp::launcher
