@@ -1,0 +1,12 @@
+# Sourced by the build scripts (from the repository root): compile through
+# ccache when it is installed, so an unchanged file is not compiled again by
+# the next build of the same kind, in this checkout or another (CI's fresh
+# clone on a machine that built before). CCACHE_BASEDIR makes the cached paths
+# relative to the checkout; the sloppiness lets precompiled headers hit.
+# Without ccache nothing changes: cache_args stays empty.
+cache_args=()
+if command -v ccache > /dev/null; then
+  cache_args=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
+  export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}
+fi
