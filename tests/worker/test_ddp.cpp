@@ -184,9 +184,11 @@ TEST_CASE("ddp: models that differ across ranks are an error on every rank, not 
 TEST_CASE("ddp: when a rank dies mid-training the other fails with a message, well before the timeout") {
   const int port = free_port();
   std::vector<std::unique_ptr<Proc>> procs;
+  TempDir dir;
   for (int r = 0; r < 2; ++r) {
     auto env = rank_env(r, 2, port);
     env["DDP_TIMEOUT_S"] = "60";
+    env["TORCHELASTIC_ERROR_FILE"] = dir.file("error." + std::to_string(r) + ".json");
     procs.push_back(std::make_unique<Proc>(std::vector<std::string>{helper_path(), "train-forever"}, env));
   }
   REQUIRE(wait_until([&] { return procs[0]->output().find("step 3") != std::string::npos &&
@@ -203,6 +205,11 @@ TEST_CASE("ddp: when a rank dies mid-training the other fails with a message, we
   CHECK(took < 30);
   // The collective in flight (a bucket allreduce or the buffer broadcast) names itself.
   CHECK_THAT(procs[0]->output(), Catch::Contains("failed (a peer may have exited or timed out)"));
+  // A sum through shared memory knows which peer died: rank 0's error file
+  // then says it follows rank 1, so the launcher never names rank 0 the root
+  // cause (rank 0 may write it before the launcher reaps rank 1).
+  if (procs[0]->output().find("exited during a shared-memory allreduce") != std::string::npos)
+    CHECK_THAT(read_file(dir.file("error.0.json")), Catch::Contains("\"follows_rank\": \"1\""));
 }
 
 // The failure tests bound each run well below the collective timeout: a rank

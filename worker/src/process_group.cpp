@@ -24,6 +24,7 @@
 #include "ddp/common/parse.h"
 #include "ddp/worker/compat.h"
 #include "ddp/worker/device_choice.h"
+#include "ddp/worker/peer_failure.h"
 #include "ddp/worker/process_group_native.h"
 #include "shm_allreduce.h"
 
@@ -419,6 +420,9 @@ void AsyncWork::wait() {
     auto& w = *static_cast<c10::intrusive_ptr<compat::Work>*>(work_.get());
     w->wait();
     if (after_) (*static_cast<c10::intrusive_ptr<c10::ivalue::Future>*>(after_.get()))->wait();
+  } catch (const PeerFailure& e) {  // a peer known to have died: keep who it was
+    throw PeerFailure(e.peer_rank(), "rank " + std::to_string(rank_) + ": " + what_ +
+                                         " failed (a peer may have exited or timed out): " + what_of(e));
   } catch (const std::exception& e) {
     throw std::runtime_error("rank " + std::to_string(rank_) + ": " + what_ +
                              " failed (a peer may have exited or timed out): " + what_of(e));

@@ -2,6 +2,8 @@
 
 #include "shm_allreduce.h"
 
+#include "ddp/worker/peer_failure.h"
+
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <fcntl.h>
@@ -386,7 +388,9 @@ void ShmAllreduce::run() {
 void ShmAllreduce::check_peers(const char* during) const {
   for (int r = 0; r < world_; ++r)
     if (r != rank_ && !alive(pids_[static_cast<size_t>(r)]))
-      throw std::runtime_error("rank " + std::to_string(r) + " (pid " + std::to_string(pids_[static_cast<size_t>(r)]) +
+      // A PeerFailure: this rank fails because rank r died, and must not be
+      // named the root cause (its error file may be written before r is reaped).
+      throw PeerFailure(r, "rank " + std::to_string(r) + " (pid " + std::to_string(pids_[static_cast<size_t>(r)]) +
                                ") exited during a shared-memory allreduce (" + during + ")");
 }
 
