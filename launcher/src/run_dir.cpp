@@ -4,6 +4,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <random>
+#include <sstream>
+#include <sys/stat.h>
 #include <stdexcept>
 #include <unistd.h>
 #include <vector>
@@ -13,17 +16,23 @@ namespace fs = std::filesystem;
 
 RunDirectory::RunDirectory() {
   const char* tmp = std::getenv("TMPDIR");
-  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/ddp-launch-XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  if (!::mkdtemp(buf.data()))  // mkdtemp creates it with mode 0700
-    throw std::runtime_error("cannot create the run directory " + tmpl + ": " + std::strerror(errno) +
+  std::random_device rd;
+  std::ostringstream name;
+  name << (tmp && *tmp ? tmp : "/tmp") << "/ddp-launch-" << std::hex << rd() << rd();
+  path_ = name.str();
+}
+
+void RunDirectory::create() {
+  // mkdir, not mkdtemp: the name was handed to the watchdog already. A name
+  // that exists (64 random bits: another process's) is an error, never reused.
+  if (::mkdir(path_.c_str(), 0700) != 0)
+    throw std::runtime_error("cannot create the run directory " + path_ + ": " + std::strerror(errno) +
                              " (set TMPDIR to a writable directory)");
-  path_ = buf.data();
+  created_ = true;
 }
 
 RunDirectory::~RunDirectory() {
-  if (keep_) return;
+  if (keep_ || !created_) return;
   // The files we named are all a worker normally leaves; anything else (a
   // worker's temp files) takes the slower recursive removal.
   for (const auto& f : handed_out_) ::unlink(f.c_str());

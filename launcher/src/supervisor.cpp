@@ -748,7 +748,7 @@ int Supervisor::run() {
   // Adopt orphaned grandchildren so they are reaped here, not left as zombies.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   SignalChannel signals(cfg_.opts.signals_to_handle);
-  RunDirectory dir;
+  RunDirectory dir;  // named, not yet created: the watchdog knows the name first
   std::optional<Watchdog> watchdog;
   try {
     watchdog.emplace(dir.path());
@@ -756,6 +756,12 @@ int Supervisor::run() {
     const std::string limits = process_limit_text(e.errno_value);
     throw std::runtime_error(std::string("cannot start the launcher's watchdog process: ") + e.what() +
                              (limits.empty() ? "" : "; " + limits));
+  }
+  try {
+    dir.create();
+  } catch (const std::runtime_error&) {
+    watchdog->keep_run_dir();  // the name may be another process's: never removed
+    throw;
   }
   const bool stdin_to_rank0 = stdin_is_ours();
   const std::string host = hostname();

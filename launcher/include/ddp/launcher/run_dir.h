@@ -15,7 +15,13 @@ namespace ddp::launcher {
 
 class RunDirectory {
  public:
-  RunDirectory();  // throws std::runtime_error naming the directory
+  // Picks a fresh name under $TMPDIR (or /tmp) and creates nothing yet, so
+  // the watchdog can be started with the name first: a launcher SIGKILLed
+  // between creating the directory and starting its watchdog would leave it.
+  RunDirectory();
+  // Creates the directory (mode 0700). Throws std::runtime_error naming it;
+  // the caller must then tell the watchdog to leave that name alone.
+  void create();
   ~RunDirectory();
   RunDirectory(const RunDirectory&) = delete;
   RunDirectory& operator=(const RunDirectory&) = delete;
@@ -31,6 +37,7 @@ class RunDirectory {
   std::string path_;
   std::vector<std::string> handed_out_;
   bool keep_ = false;
+  bool created_ = false;
 };
 
 }  // namespace ddp::launcher
