@@ -1,5 +1,6 @@
 #include "ddp/launcher/command.h"
 #include "ddp/launcher/worker_env.h"
+#include "scratch_dir.h"
 
 #include <catch2/catch.hpp>
 
@@ -13,19 +14,9 @@ using namespace ddp::launcher;
 namespace fs = std::filesystem;
 
 namespace {
-struct Scratch {
-  std::string dir;
-  Scratch() {
-    char t[] = "/tmp/ddp-cmd-XXXXXX";
-    dir = ::mkdtemp(t);
-  }
-  ~Scratch() { fs::remove_all(dir); }
-  std::string make(const std::string& name, mode_t mode) {
-    std::string p = dir + "/" + name;
-    std::ofstream(p) << "#!/bin/sh\n";
-    ::chmod(p.c_str(), mode);
-    return p;
-  }
+// Scripts made by the cases: a "#!/bin/sh" file with the given mode.
+struct Scratch : ddp::test::ScratchDir {
+  std::string make(const std::string& name, mode_t mode) { return ScratchDir::make(name, "#!/bin/sh\n", mode); }
 };
 
 LaunchOptions opts_for(std::vector<std::string> args) { return parse_launch_options(args, {}); }

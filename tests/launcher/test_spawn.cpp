@@ -2,6 +2,7 @@
 // execve could not run (a missing or CRLF-damaged #! interpreter, a file
 // that is not a program) and keeps a shell's exit code.
 #include "ddp/launcher/spawn.h"
+#include "scratch_dir.h"
 
 #include <catch2/catch.hpp>
 
@@ -16,18 +17,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Scratch {
-  std::string dir;
-  Scratch() {
-    char t[] = "/tmp/ddp-spawn-XXXXXX";
-    dir = ::mkdtemp(t);
-  }
-  ~Scratch() { fs::remove_all(dir); }
+// Files made by the cases: make(name, content, mode = 0755).
+struct Scratch : ddp::test::ScratchDir {
   std::string make(const std::string& name, const std::string& content, mode_t mode = 0755) {
-    std::string p = dir + "/" + name;
-    std::ofstream(p, std::ios::binary) << content;
-    ::chmod(p.c_str(), mode);
-    return p;
+    return ScratchDir::make(name, content, mode);
   }
 };
 
