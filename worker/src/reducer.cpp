@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <sstream>
 #include <stdexcept>
 
@@ -345,11 +346,13 @@ void Reducer::decide(bool failed_here, std::string local_error) {
     ready_[k] = 1;
     --buckets_[bucket_of_[k]].pending;
   }
-  std::string comm_error;
+  // The first communication error, rethrown as it is: a PeerFailure keeps
+  // the rank it follows (a sum through shared memory knows which peer died).
+  std::exception_ptr comm_error;
   try {
     launch_ready_buckets();
-  } catch (const std::exception& e) {
-    comm_error = e.what();  // this rank cannot complete the sequence; its peers see it fail
+  } catch (const std::exception&) {
+    comm_error = std::current_exception();  // this rank cannot complete the sequence; its peers see it fail
   }
 
   // 2b. The status every rank decides from (summed over ranks):
@@ -358,7 +361,7 @@ void Reducer::decide(bool failed_here, std::string local_error) {
   // on its way in the last bucket's tail, or an allreduce of its own.
   at::Tensor status;
   AsyncWork status_work;
-  if (comm_error.empty() && !status_in_bucket_) {
+  if (!comm_error && !status_in_bucket_) {
     const auto st = local_status();
     status = at::empty({static_cast<int64_t>(st.size())}, at::TensorOptions().dtype(at::kLong));
     std::memcpy(status.data_ptr<int64_t>(), st.data(), st.size() * sizeof(int64_t));
@@ -366,8 +369,8 @@ void Reducer::decide(bool failed_here, std::string local_error) {
       // On the host even with NCCL: deciding never waits for the GPU; the
       // bucket waits below are stream waits there.
       status_work = pg_->host_allreduce_async(status);
-    } catch (const std::exception& e) {
-      comm_error = e.what();
+    } catch (const std::exception&) {
+      comm_error = std::current_exception();
     }
   }
 
@@ -375,14 +378,14 @@ void Reducer::decide(bool failed_here, std::string local_error) {
   auto wait = [&](AsyncWork& w) {
     try {
       w.wait();
-    } catch (const std::exception& e) {
-      if (comm_error.empty()) comm_error = e.what();
+    } catch (const std::exception&) {
+      if (!comm_error) comm_error = std::current_exception();
     }
   };
   wait(status_work);
   for (auto& b : buckets_)
     if (b.launched) wait(b.work);
-  if (!comm_error.empty()) throw std::runtime_error(comm_error);
+  if (comm_error) std::rethrow_exception(comm_error);
   if (status_in_bucket_) {
     const auto& last = buckets_.back();
     status = last.flat.narrow(0, last.grad_numel, static_cast<int64_t>(status_in_bucket_)).round().to(at::kLong);
