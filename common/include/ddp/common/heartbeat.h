@@ -1,0 +1,95 @@
+#pragma once
+// A rank's heartbeat: one page in a file that the launcher creates and maps
+// (its path in DDP_HEARTBEAT_FILE, one per worker, in the launcher's private
+// run directory) and the worker runtime maps and writes. The worker records
+// the sequence number, kind and size of the collective it is in or last
+// finished, and its training step. Writes are relaxed/release atomic stores
+// into the shared mapping: no system call and no lock on the hot path. The
+// record holds no clock: the launcher notices when the counters change and
+// keeps the time itself.
+//
+// Layout (version 1, native byte order, 64-bit fields; the file is one page):
+//   magic "DDPHB001", pid of the writer (0 until a worker attached),
+//   collective_started (1-based sequence number of the last collective the
+//   rank entered, 0 = none), collective_finished (the last it finished),
+//   kind and bytes of the last entered, step (the training step the rank is
+//   in, 0 before the first).
+// A worker without the runtime never attaches: pid stays 0, and the
+// launcher falls back to other signs of progress (docs/errors.md).
+// Owns its mapping (and, on the launcher's side, nothing else: the file is
+// removed with the run directory).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace ddp {
+
+enum class CollectiveKind : uint64_t {
+  None = 0,
+  Allreduce = 1,
+  Broadcast = 2,
+  Allgather = 3,
+  Barrier = 4,
+  ReduceScatter = 5,
+  Other = 6,
+};
+
+// "allreduce", "broadcast", ...; "none" for None and unknown values.
+const char* collective_kind_name(CollectiveKind k);
+
+struct HeartbeatSnapshot {
+  uint64_t pid = 0;  // the worker that attached, 0: none (yet)
+  uint64_t collective_started = 0;
+  uint64_t collective_finished = 0;
+  CollectiveKind kind = CollectiveKind::None;  // of collective_started
+  uint64_t bytes = 0;                          // of collective_started
+  uint64_t step = 0;
+
+  // In a collective it entered and has not finished.
+  bool in_collective() const { return collective_started > collective_finished; }
+  bool operator==(const HeartbeatSnapshot& o) const {
+    return pid == o.pid && collective_started == o.collective_started &&
+           collective_finished == o.collective_finished && step == o.step;
+  }
+  bool operator!=(const HeartbeatSnapshot& o) const { return !(*this == o); }
+};
+
+class Heartbeat {
+ public:
+  static constexpr const char* kEnvVar = "DDP_HEARTBEAT_FILE";
+
+  // The launcher's side: creates `path` (new, mode 0600, one page of zeros
+  // but the magic) and maps it. Throws std::runtime_error naming the path.
+  static std::unique_ptr<Heartbeat> create(const std::string& path);
+  // The worker's side: maps an existing heartbeat file read-write and writes
+  // this process's pid into it. Throws std::runtime_error naming the path
+  // and what is wrong (missing, not a regular file, wrong size or magic).
+  static std::unique_ptr<Heartbeat> attach(const std::string& path);
+
+  ~Heartbeat();
+  Heartbeat(const Heartbeat&) = delete;
+  Heartbeat& operator=(const Heartbeat&) = delete;
+
+  // Writer (hot path): the rank enters collective `seq` (the caller counts
+  // from 1), of `kind` and `bytes`; it finished collective `seq`; it is in
+  // training step `step`.
+  void collective_started(uint64_t seq, CollectiveKind kind, uint64_t bytes);
+  void collective_finished(uint64_t seq);
+  void set_step(uint64_t step);
+
+  // Reader: a consistent-enough copy (each field is read atomically; kind
+  // and bytes may belong to a newer collective than collective_started).
+  HeartbeatSnapshot read() const;
+
+  const std::string& path() const { return path_; }
+
+ private:
+  struct Record;
+  Heartbeat(std::string path, Record* rec) : path_(std::move(path)), rec_(rec) {}
+
+  std::string path_;
+  Record* rec_;
+};
+
+}  // namespace ddp

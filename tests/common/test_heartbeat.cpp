@@ -1,0 +1,66 @@
+// The heartbeat page: what the worker writes the launcher reads through its
+// own mapping, and what attach() refuses (missing, foreign, wrong size).
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ddp/common/heartbeat.h"
+#include "test_support.h"
+
+using ddp::CollectiveKind;
+using ddp::Heartbeat;
+
+TEST_CASE("heartbeat: a worker's writes are seen through the launcher's mapping, across a fork") {
+  ddp::test::TempDir dir;
+  const std::string path = dir.file("hb");
+  auto launcher = Heartbeat::create(path);
+  CHECK(launcher->read().pid == 0);
+  CHECK_FALSE(launcher->read().in_collective());
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    try {
+      auto worker = Heartbeat::attach(path);
+      worker->set_step(7);
+      worker->collective_started(1, CollectiveKind::Allreduce, 4096);
+      worker->collective_finished(1);
+      worker->collective_started(2, CollectiveKind::Broadcast, 12);
+      ::_exit(0);
+    } catch (...) {
+      ::_exit(1);
+    }
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  const auto s = launcher->read();
+  CHECK(s.pid == static_cast<uint64_t>(child));
+  CHECK(s.step == 7);
+  CHECK(s.collective_started == 2);
+  CHECK(s.collective_finished == 1);
+  CHECK(s.in_collective());
+  CHECK(s.kind == CollectiveKind::Broadcast);
+  CHECK(s.bytes == 12);
+  CHECK(std::string(ddp::collective_kind_name(s.kind)) == "broadcast");
+}
+
+TEST_CASE("heartbeat: attach refuses a missing file, a foreign file and a wrong size, naming the path") {
+  ddp::test::TempDir dir;
+  CHECK_THROWS_WITH(Heartbeat::attach(dir.file("missing")), Catch::Contains(dir.file("missing")));
+  {
+    std::ofstream(dir.file("small")) << "hello";
+  }
+  CHECK_THROWS_WITH(Heartbeat::attach(dir.file("small")), Catch::Contains("regular file made by ddp-launch"));
+  {
+    std::ofstream out(dir.file("foreign"), std::ios::binary);
+    out << std::string(4096, 'x');
+  }
+  CHECK_THROWS_WITH(Heartbeat::attach(dir.file("foreign")), Catch::Contains("wrong magic"));
+  CHECK_THROWS_WITH(Heartbeat::attach(dir.path()), Catch::Contains(dir.path()));
+  // create() never reuses a file someone placed there.
+  Heartbeat::create(dir.file("hb"));
+  CHECK_THROWS_WITH(Heartbeat::create(dir.file("hb")), Catch::Contains("cannot create the heartbeat file"));
+}
