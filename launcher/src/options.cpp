@@ -61,6 +61,9 @@ po::options_description supported_options() {
       ("max_restarts", po::value<std::string>()->value_name("K"), "restart the whole group up to K times after a failure (default 0)")
       ("shutdown_timeout", po::value<std::string>()->value_name("SECONDS"),
        "grace period between SIGTERM and SIGKILL when tearing down (default 30)")
+      ("stall_timeout", po::value<std::string>()->value_name("SECONDS"),
+       "end the attempt as stalled (exit code 124; --max_restarts applies) when a rank makes no progress for this "
+       "long: its heartbeat (C++ runtime workers), else CPU time or output (default: off)")
       ("log_dir", po::value<std::string>()->value_name("DIR"),
        "per run, attempt and local rank: DIR/<rdzv_id>_XXXXXX/attempt_N/<local_rank>/{stdout.log,stderr.log,error.json}")
       ("redirects,r", po::value<std::string>()->value_name("S"),
@@ -340,6 +343,15 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
     o.max_restarts = static_cast<int>(usage_checked([&] { return parse_int(v->first, v->second, 0, 1000000); }));
   if (auto v = value("shutdown_timeout"))
     o.shutdown_timeout_s = usage_checked([&] { return parse_seconds(v->first, v->second); });
+  if (auto v = value("stall_timeout")) {
+    const auto s = parse_finite_double(v->first);
+    if (!s || *s <= 0)
+      throw UsageError(given_as("stall_timeout", *v) + ": " +
+                       (s ? "must be above 0" : std::string("not a number of seconds")) +
+                       "; give how long a rank may make no progress before the job ends as stalled (e.g. 300), "
+                       "or leave it out to never check");
+    o.stall_timeout_s = *s;
+  }
 
   if (auto v = value("log_dir")) {  // "" (torchrun's default): none
     o.logs.dir = v->first;

@@ -8,6 +8,9 @@
 namespace ddp::launcher {
 
 std::string WorkerExit::status_text() const {
+  if (!stalled.empty())
+    return "stalled; ended by the launcher: " + (signaled ? "signal " + std::to_string(code) + " (" + signal_name(code) + ")"
+                                                           : "exit code " + std::to_string(code));
   if (signaled) return "signal " + std::to_string(code) + " (" + signal_name(code) + ")";
   return "exit code " + std::to_string(code);
 }
@@ -68,6 +71,7 @@ std::string indent(const std::string& text, const std::string& pad) {
 }
 
 std::string message_of(const WorkerExit& w) {
+  if (!w.stalled.empty()) return w.stalled;
   if (!w.spawn_error.empty()) return w.spawn_error;
   if (w.error && !w.error->message.empty()) return w.error->message;
   if (w.signaled)
@@ -88,7 +92,7 @@ void root_cause_block(std::ostringstream& s, const WorkerExit& w, const std::str
     << "  rank       : " << w.rank << " (local_rank: " << w.local_rank << ")\n"
     << "  pid        : " << (w.pid > 0 ? std::to_string(w.pid) : "- (never started)") << "\n"
     << "  exitcode   : " << w.shell_code() << " (" << w.status_text()
-    << (w.after_teardown ? ", stopped by the launcher after it wrote its error file" : "") << ")\n";
+    << (w.after_teardown && w.stalled.empty() ? ", stopped by the launcher after it wrote its error file" : "") << ")\n";
   if (w.max_rss_kb > 0) s << "  max_rss    : " << rss_text(w.max_rss_kb) << "\n";
   s
     << "  error_file : " << (w.error ? w.error_file : "<none>") << "\n"

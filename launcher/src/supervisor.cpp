@@ -6,6 +6,7 @@
 #include "ddp/launcher/log_dir.h"
 #include "ddp/launcher/log_spec.h"
 #include "ddp/launcher/output_tee.h"
+#include "ddp/launcher/progress_watch.h"
 #include "ddp/launcher/rdzv_agent.h"
 #include "ddp/launcher/run_dir.h"
 #include "ddp/launcher/signals.h"
@@ -180,7 +181,8 @@ class Attempt {
         setup_(std::move(setup)),
         base_rank_(setup_.placement ? setup_.placement->base_rank : cfg.opts.node_rank * cfg.nproc),
         stdin_to_rank0_(stdin_to_rank0),
-        log_(log) {
+        log_(log),
+        progress_(cfg.opts.stall_timeout_s) {
     result_.attempt = attempt;
     result_.restart_count = setup_.restart_count;
     result_.group_rank = setup_.placement ? setup_.placement->group_rank : cfg.opts.node_rank;
@@ -216,6 +218,7 @@ class Attempt {
       warn_tee();
     }
     if (spawn_failure_) result_.root_cause = spawn_failure_;
+    else if (stall_) result_.root_cause = stalled_exit();
     else if (failure_seen_) result_.root_cause = earliest_failure(result_.exits);
     return result_;
   }
@@ -250,9 +253,12 @@ class Attempt {
           live.error_file = paths.error_file;
           route_output(lr, paths, s, live, close_after);
         }
-        s.env = worker_environment(cfg_.parent_env, spec, lr, live.error_file);
+        const std::string heartbeat = progress_.create_heartbeat(lr, dir_.heartbeat_file(result_.attempt, lr));
+        warn_progress();
+        s.env = worker_environment(cfg_.parent_env, spec, lr, live.error_file, heartbeat);
         live.start = Clock::now();
         const pid_t pid = group_.spawn(std::move(s), lr, lr == 0 && stdin_to_rank0_);
+        progress_.started(lr, base_rank_ + lr, pid);
         for (int fd : close_after) ::close(fd);
         live_[pid] = live;
         started_.push_back(pid);
@@ -318,6 +324,7 @@ class Attempt {
           const int rank = base_rank_ + lr;
           const int fd = tee_->add(open_log_file(path), path, console_fd,
                                    expand_prefix(cfg_.opts.logs.prefix_template, cfg_.opts.role, rank, lr));
+          if (progress_.watching()) tee_ranks_[tee_->fds().back()] = lr;  // its read end: output is progress
           close_after.push_back(fd);
           return fd;
         }
@@ -355,6 +362,37 @@ class Attempt {
     failure_seen_ = true;
     tell_failure(w);
     begin_stop(SIGTERM);
+  }
+
+  // --stall_timeout: the straggler is the root cause (exit code 124); the
+  // group is stopped like a failed one, so --max_restarts applies.
+  void on_stall(const StallVerdict& v) {
+    log_ << "ddp-launch: " << v.message << "; stopping the group" << std::endl;
+    // STACKS: dump_all_stacks("stalled")
+    stall_ = v;
+    failure_seen_ = true;
+    WorkerExit told = stalled_exit();
+    told.spawn_error = "it stalled (no progress for " + std::to_string(static_cast<long long>(v.idle_s)) + " s)";
+    tell_failure(told);
+    begin_stop(SIGTERM);
+  }
+
+  // The straggler's exit (once reaped) marked as stalled.
+  WorkerExit stalled_exit() const {
+    WorkerExit w;
+    w.pid = stall_->straggler.pid;
+    w.rank = stall_->straggler.rank;
+    w.local_rank = stall_->straggler.local_rank;
+    w.time = std::chrono::system_clock::now();
+    for (const WorkerExit& e : result_.exits)
+      if (e.pid == w.pid) w = e;
+    w.stalled = stall_->message;
+    return w;
+  }
+
+  void warn_progress() {
+    const std::string w = progress_.take_warning();
+    if (!w.empty()) log_ << w << std::endl;
   }
 
   void begin_stop(int sig) {
@@ -411,10 +449,24 @@ class Attempt {
       wait_ms = setup_.agent->ms_to_ping();
       ping_first = true;
     }
+    // --stall_timeout: the next look at the workers' progress, likewise.
+    bool progress_first = false;
+    if (!stopping_ && progress_.ms_to_check() >= 0 && (wait_ms < 0 || progress_.ms_to_check() < wait_ms)) {
+      wait_ms = progress_.ms_to_check();
+      progress_first = true;
+    }
     int r = ::poll(polls_.data(), polls_.size(), wait_ms);
     if (r < 0 && errno != EINTR) throw std::runtime_error(std::string("poll failed: ") + std::strerror(errno));
     if (agent) setup_.agent->ping_if_due();
-    if (r == 0) return ping_first;
+    if (tee_ && progress_.watching())
+      for (size_t i = agent ? 2 : 1; i < polls_.size(); ++i)
+        if (polls_[i].revents != 0)
+          if (auto it = tee_ranks_.find(polls_[i].fd); it != tee_ranks_.end()) progress_.note_output(it->second);
+    // Not while a signal waits: a worker's exit reaped below comes first
+    // (the look is due again at once).
+    if (!stopping_ && (r <= 0 || polls_[0].revents == 0))
+      if (std::optional<StallVerdict> v = progress_.check()) on_stall(*v);
+    if (r == 0) return ping_first || progress_first;
     if (agent && polls_[1].revents != 0)
       for (const RdzvEvent& e : setup_.agent->read()) on_rdzv(e);
     if (tee_) {
@@ -507,6 +559,7 @@ class Attempt {
         continue;
       }
       if (e.kind != WorkerGroup::Event::Exited) continue;
+      progress_.exited(it->second.local_rank);
       WorkerExit w;
       w.pid = e.pid;
       w.local_rank = it->second.local_rank;
@@ -558,6 +611,9 @@ class Attempt {
   bool saw_int_ = false;
   bool leftovers_termed_ = false;
   Clock::time_point deadline_;
+  ProgressWatch progress_;           // heartbeat pages; --stall_timeout's looks
+  std::map<int, int> tee_ranks_;     // --stall_timeout: a tee pipe's read end -> its local rank
+  std::optional<StallVerdict> stall_;
 };
 
 }  // namespace

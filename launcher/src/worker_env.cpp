@@ -1,5 +1,7 @@
 #include "ddp/launcher/worker_env.h"
 
+#include "ddp/common/heartbeat.h"
+
 #include <algorithm>
 #include <limits>
 #include <vector>
@@ -50,7 +52,7 @@ std::string virtual_visible_device(const EnvMap& parent, int local_rank, int npr
 }
 
 EnvMap worker_environment(const EnvMap& parent, const GroupSpec& g, int local_rank,
-                          const std::string& error_file) {
+                          const std::string& error_file, const std::string& heartbeat_file) {
   const LaunchOptions& o = *g.opts;
   const NodePlacement p = g.placement ? *g.placement : static_placement(o, g.nproc);
   const int world = p.world_size;
@@ -78,6 +80,8 @@ EnvMap worker_environment(const EnvMap& parent, const GroupSpec& g, int local_ra
   // per round keeps ranks of different rounds apart by construction.
   set("TORCHELASTIC_USE_AGENT_STORE", "False");
   set("TORCHELASTIC_ERROR_FILE", error_file);
+  if (heartbeat_file.empty()) env.erase(Heartbeat::kEnvVar);
+  else set(Heartbeat::kEnvVar, heartbeat_file);
   // torchrun 2.x sets TORCH_NCCL_ASYNC_ERROR_HANDLING, 1.13 the name its
   // LibTorch reads, NCCL_ASYNC_ERROR_HANDLING (each: the parent's value, else
   // 1). Both, in every mode: without the old name an NCCL worker of LibTorch

@@ -90,6 +90,7 @@ struct LaunchOptions {
   int max_restarts = 0;
   RdzvOptions rdzv;                // --rdzv_backend, --rdzv_endpoint, --rdzv_conf, --nnodes MIN:MAX, --local_addr
   double shutdown_timeout_s = 30.0;
+  double stall_timeout_s = 0;      // --stall_timeout: a rank without progress this long ends the attempt; 0 off (progress_watch.h)
   LogOptions logs;                 // --log_dir, --redirects, --tee, --local_ranks_filter, prefix
   std::vector<int> signals_to_handle = default_handled_signals();  // --signals_to_handle (signals.h)
   bool virtual_local_rank = false; // --virtual_local_rank: LOCAL_RANK=0, one GPU per worker (worker_env.h)

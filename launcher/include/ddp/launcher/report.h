@@ -18,6 +18,9 @@
 
 namespace ddp::launcher {
 
+// The launcher's exit code for a stalled job (as timeout(1)); docs/errors.md.
+constexpr int kStallExitCode = 124;
+
 struct WorkerExit {
   int rank = 0;
   int local_rank = 0;
@@ -37,11 +40,14 @@ struct WorkerExit {
   double cpu_s = 0;                  // user + system CPU time (wait4), its waited-for children included
   std::string stdout_log;            // its stdout.log / stderr.log under --log_dir, "" when not redirected
   std::string stderr_log;
+  // --stall_timeout ended the attempt and this rank is the straggler: the
+  // verdict's message (stall_detector.h). Its code is then 124 (timeout(1)'s).
+  std::string stalled;
 
   bool failed() const { return signaled || code != 0; }
   // Its error file says it failed because another rank did (follows_rank).
   bool follower() const { return error && error->follows_rank.has_value(); }
-  int shell_code() const { return signaled ? 128 + code : code; }
+  int shell_code() const { return !stalled.empty() ? kStallExitCode : signaled ? 128 + code : code; }
   std::string status_text() const;  // "exit code 3" / "signal 11 (SIGSEGV)"
   std::chrono::system_clock::time_point failure_time() const { return error_time ? *error_time : time; }
 };

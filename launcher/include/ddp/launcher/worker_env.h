@@ -46,10 +46,12 @@ std::optional<int> default_omp_threads(const EnvMap& parent, int cpus, int nproc
 // local rank before any worker starts.
 std::string virtual_visible_device(const EnvMap& parent, int local_rank, int nproc);
 
-// error_file: this worker's TORCHELASTIC_ERROR_FILE. With
+// error_file: this worker's TORCHELASTIC_ERROR_FILE; heartbeat_file: its
+// DDP_HEARTBEAT_FILE (heartbeat.h), "" for none (an inherited one is then
+// removed: it is another launcher's worker's page). With
 // --virtual_local_rank, LOCAL_RANK is 0 and CUDA_VISIBLE_DEVICES is
 // virtual_visible_device() (in srun-per-rank mode, of srun's local id).
 EnvMap worker_environment(const EnvMap& parent, const GroupSpec& group, int local_rank,
-                          const std::string& error_file);
+                          const std::string& error_file, const std::string& heartbeat_file = "");
 
 }  // namespace ddp::launcher

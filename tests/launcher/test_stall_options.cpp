@@ -1,0 +1,75 @@
+// --stall_timeout's option and what every worker gets for it: the heartbeat
+// page's path (DDP_HEARTBEAT_FILE) in the run directory.
+#include "ddp/common/heartbeat.h"
+#include "ddp/launcher/options.h"
+#include "ddp/launcher/progress_watch.h"
+#include "ddp/launcher/run_dir.h"
+#include "ddp/launcher/worker_env.h"
+
+#include <catch2/catch.hpp>
+
+#include "usage_message.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace ddp::launcher;
+using ddp::test::usage_message;
+
+TEST_CASE("stall_timeout option: off by default with both spellings and PET_STALL_TIMEOUT where the command line wins") {
+  CHECK(parse_launch_options({"x"}, {}).stall_timeout_s == 0);
+  CHECK(parse_launch_options({"--stall_timeout", "5", "x"}, {}).stall_timeout_s == 5);
+  CHECK(parse_launch_options({"--stall-timeout=0.5", "x"}, {}).stall_timeout_s == 0.5);
+  CHECK(parse_launch_options({"x"}, {{"PET_STALL_TIMEOUT", "300"}}).stall_timeout_s == 300);
+  CHECK(parse_launch_options({"--stall_timeout", "7", "x"}, {{"PET_STALL_TIMEOUT", "300"}}).stall_timeout_s == 7);
+}
+
+TEST_CASE("stall_timeout option: 0 or negative or non-numbers are one-line errors naming the value") {
+  const std::string hint = "; give how long a rank may make no progress before the job ends as stalled (e.g. 300), "
+                           "or leave it out to never check";
+  CHECK(usage_message({"--stall_timeout", "0", "x"}) == "--stall_timeout 0: must be above 0" + hint);
+  CHECK(usage_message({"--stall-timeout=-3", "x"}) == "--stall-timeout -3: must be above 0" + hint);
+  CHECK(usage_message({"--stall_timeout", "5s", "x"}) == "--stall_timeout 5s: not a number of seconds" + hint);
+  CHECK(usage_message({"x"}, {{"PET_STALL_TIMEOUT", "nan"}}) == "PET_STALL_TIMEOUT=nan: not a number of seconds" + hint);
+}
+
+TEST_CASE("every worker gets its own heartbeat page in the run directory and none inherited") {
+  RunDirectory dir;
+  dir.create();
+  const std::string path = dir.heartbeat_file(2, 1);
+  CHECK(path == dir.path() + "/attempt_2.rank_1.heartbeat");
+  ProgressWatch watch(0);
+  CHECK_FALSE(watch.watching());
+  CHECK(watch.ms_to_check() == -1);
+  REQUIRE(watch.create_heartbeat(1, path) == path);
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  CHECK_FALSE(watch.heartbeat(1));  // nobody attached yet
+  auto worker = ddp::Heartbeat::attach(path);
+  worker->collective_started(3, ddp::CollectiveKind::Broadcast, 10);
+  REQUIRE(watch.heartbeat(1));
+  CHECK(watch.heartbeat(1)->collective_started == 3);
+  // A page that cannot be made: no path, one warning, the worker runs without.
+  CHECK(watch.create_heartbeat(2, dir.path() + "/no/such/dir/x.heartbeat").empty());
+  CHECK_THAT(watch.take_warning(), Catch::Contains("cannot create the heartbeat file"));
+
+  LaunchOptions o = parse_launch_options({"x"}, {});
+  GroupSpec g;
+  g.opts = &o;
+  g.nproc = 2;
+  const EnvMap parent = {{"DDP_HEARTBEAT_FILE", "/elsewhere/outer.heartbeat"}};
+  CHECK(worker_environment(parent, g, 1, "/e.json", path).at("DDP_HEARTBEAT_FILE") == path);
+  CHECK(worker_environment(parent, g, 1, "/e.json", "").count("DDP_HEARTBEAT_FILE") == 0);
+}
+
+TEST_CASE("the CPU time of a process group and whether a process waits in a futex come from /proc") {
+  const auto cpu = process_group_cpu_seconds({::getpgrp()});
+  REQUIRE(cpu.size() == 1);
+  CHECK(cpu[0].first == ::getpgrp());
+  CHECK(cpu[0].second >= 0);
+  CHECK(process_group_cpu_seconds({999999999}).empty());
+  // This thread is running, not in a futex.
+  CHECK(blocked_in_futex(::getpid()) == std::optional<bool>(false));
+  CHECK_FALSE(blocked_in_futex(999999999));
+}

@@ -1,0 +1,120 @@
+// --stall_timeout with the real ddp-launch: a C++ worker whose heartbeat
+// stops (programs/heartbeat_worker.cpp), a plain Python Gloo job whose rank 1
+// sleeps before an allreduce, and a slow job without the option. Every wait
+// is on a condition with a deadline; the bound on the detection is the
+// feature's (stall_timeout + 2 s), not a speed goal.
+#include "reference_python.h"
+#include "scenario_util.h"
+#include "test_skip.h"
+#include "test_support.h"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <filesystem>
+
+using namespace ddp::test;
+namespace fs = std::filesystem;
+using SteadyClock = std::chrono::steady_clock;
+
+namespace {
+
+std::string heartbeat_worker() { return bin_path("ddp-heartbeat-test-worker"); }
+
+}  // namespace
+
+TEST_CASE("stall: rank 1's heartbeat stops and the job ends 124 within stall_timeout + 2 s naming rank 1 as root cause") {
+  TempDir out;
+  Proc p({launcher(), "--standalone", "--nproc_per_node", "2", "--use_env", "--stall_timeout", "5",
+          heartbeat_worker()},
+         {{"OUT", out.path()}, {"STALL_AFTER", "100"}});
+  REQUIRE(wait_until([&] { return fs::exists(out.file("stopped")); }, 30));
+  const auto stopped = SteadyClock::now();
+  const auto code = p.wait(30);
+  const double took = std::chrono::duration<double>(SteadyClock::now() - stopped).count();
+  const std::string o = p.output();
+  INFO(o);
+  REQUIRE(code);
+  CHECK(*code == 124);
+  CHECK(took >= 4.5);  // never before the timeout (the marker follows the last heartbeat by microseconds)
+  CHECK(took <= 7.0);
+  CHECK(report_value(o, "  rank      ") == "1 (local_rank: 1)");
+  CHECK_THAT(report_value(o, "  exitcode  "), Catch::StartsWith("124 (stalled; ended by the launcher: signal 15 (SIGTERM))"));
+  const std::string msg = report_value(o, "  message   ");
+  CHECK_THAT(msg, Catch::StartsWith("rank 1 (local_rank 1, pid ") && Catch::Contains(") stalled: no progress for ") &&
+                      Catch::EndsWith(" s; rank 1 last finished collective #100; rank 0 waits in #101 (allreduce, 1.6 MiB)"));
+  // The same line when the launcher decides, before the report.
+  CHECK_THAT(o, Catch::Contains("ddp-launch: " + msg + "; stopping the group"));
+}
+
+TEST_CASE("stall: --max_restarts restarts a stalled group (TORCHELASTIC_RESTART_COUNT 1)") {
+  TempDir out;
+  auto r = run({launcher(), "--standalone", "--nproc_per_node", "2", "--use_env", "--stall_timeout", "1",
+                "--max_restarts", "1", heartbeat_worker()},
+               {{"OUT", out.path()}, {"STALL_AFTER", "20"}, {"EXIT_ON_RESTART", "1"}}, 60);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("ddp-launch: attempt 0 failed: rank 1 stalled; ended by the launcher: signal 15 "
+                                       "(SIGTERM); restarting the group (restart 1 of 1)"));
+  for (const char* rank : {"0", "1"}) {
+    CHECK(fs::exists(out.file(std::string("attached.") + rank + ".0")));
+    CHECK(fs::exists(out.file(std::string("attached.") + rank + ".1")));
+  }
+}
+
+TEST_CASE("stall: a plain Python Gloo job whose rank 1 sleeps before an allreduce ends 124 naming rank 1") {
+  DDP_REFERENCE_PYTHON_OR_SKIP(py);
+  TempDir out;
+  const std::string script = out.file("sleepy.py");
+  write_file(script,
+             "import os, time, torch, torch.distributed as dist\n"
+             "dist.init_process_group('gloo')\n"
+             "if dist.get_rank() == 1:\n"
+             "    open(os.path.join(os.environ['OUT'], 'sleeping'), 'w').close()\n"
+             "    time.sleep(120)\n"
+             "t = torch.ones(4)\n"
+             "dist.all_reduce(t)\n");
+  auto r = run({launcher(), "--standalone", "--nproc_per_node", "2", "--stall_timeout", "2", script},
+               {{"OUT", out.path()}, {"PYTHON_EXEC", py}, {"OMP_NUM_THREADS", "1"}}, 90);
+  INFO(r.output);
+  REQUIRE(fs::exists(out.file("sleeping")));
+  CHECK(r.exit_code == 124);
+  CHECK(report_value(r.output, "  rank      ") == "1 (local_rank: 1)");
+  // Without heartbeats the straggler is the rank outside a collective's wait.
+  CHECK_THAT(report_value(r.output, "  message   "),
+             Catch::StartsWith("rank 1 (local_rank 1, pid ") &&
+                 Catch::Contains("; no rank used CPU time or wrote output that the launcher sees; rank 0 waits in a "
+                                 "futex (where a collective waits), rank 1 does not"));
+}
+
+TEST_CASE("stall: without --stall_timeout a job that idles runs to its end while with it the same job stalls") {
+  TempDir out;
+  const std::string w = out.file("slow.sh");
+  write_file(w, "#!/bin/sh\nsleep 2\n", true);
+  auto plain = run({launcher(), "--standalone", "--nproc_per_node", "2", "--use_env", w}, {}, 60);
+  INFO(plain.output);
+  CHECK(plain.exit_code == 0);
+  CHECK_THAT(plain.output, !Catch::Contains("stalled"));
+  auto watched = run({launcher(), "--standalone", "--nproc_per_node", "2", "--use_env", "--stall_timeout", "0.5", w},
+                     {}, 60);
+  INFO(watched.output);
+  CHECK(watched.exit_code == 124);
+  CHECK_THAT(watched.output, Catch::Contains(") stalled: no progress for "));
+}
+
+TEST_CASE("stall: output the launcher sees (--tee) is progress and without the tee the same job stalls") {
+  TempDir out;
+  // A line every 0.5 s, hardly any CPU time (the shell forks one sleep per line).
+  const std::string w = out.file("chatty.sh");
+  write_file(w, "#!/bin/sh\ni=0\nwhile [ $i -lt 8 ]; do echo \"tick $i\"; sleep 0.5; i=$((i+1)); done\n", true);
+  auto teed = run({launcher(), "--standalone", "--nproc_per_node", "2", "--use_env", "--stall_timeout", "1.5",
+                   "--tee", "3", "--log_dir", out.file("logs"), w},
+                  {}, 60);
+  INFO(teed.output);
+  CHECK(teed.exit_code == 0);
+  CHECK_THAT(teed.output, Catch::Contains("[default1]:tick 7") && !Catch::Contains("stalled"));
+  auto direct = run({launcher(), "--standalone", "--nproc_per_node", "2", "--use_env", "--stall_timeout", "1.5", w},
+                    {}, 60);
+  INFO(direct.output);
+  CHECK(direct.exit_code == 124);
+}
