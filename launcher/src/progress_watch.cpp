@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <unordered_map>
 
 namespace ddp::launcher {
 
@@ -29,36 +30,32 @@ std::string read_small(const std::string& path) {
 
 std::vector<std::pair<pid_t, double>> process_group_cpu_seconds(const std::vector<pid_t>& pgids) {
   static const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
-  std::vector<std::pair<pid_t, double>> out;
+  std::vector<pid_t> wanted = pgids;
+  std::sort(wanted.begin(), wanted.end());
+  std::unordered_map<pid_t, double> sums;
   DIR* proc = ::opendir("/proc");
-  if (!proc) return out;
+  if (!proc) return {};
   while (const dirent* e = ::readdir(proc)) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
     const std::string stat = read_small(std::string("/proc/") + e->d_name + "/stat");
     // The name (field 2) may hold spaces and parentheses: fields count from the last ')'.
     const auto close = stat.rfind(')');
-    if (close == std::string::npos) continue;
-    const char* p = stat.c_str() + close + 1;
-    long long f[16] = {};  // fields 3..17; field 3 (the state) is a letter
-    char* end = nullptr;
-    while (*p == ' ') ++p;
-    ++p;  // the state
-    int got = 0;
-    for (int i = 4; i <= 17; ++i, ++got) {
-      f[i - 2] = std::strtoll(p, &end, 10);
+    if (close == std::string::npos || close + 3 >= stat.size()) continue;
+    const char* p = stat.c_str() + close + 3;  // past ") " and the state letter (field 3)
+    long long f[18] = {};                      // f[i]: field i, 4..17
+    int i = 4;
+    for (char* end = nullptr; i <= 17; ++i, p = end) {
+      f[i] = std::strtoll(p, &end, 10);
       if (end == p) break;
-      p = end;
     }
-    if (got < 14) continue;
-    const pid_t pgrp = static_cast<pid_t>(f[5 - 2]);
-    if (std::find(pgids.begin(), pgids.end(), pgrp) == pgids.end()) continue;
-    const double cpu = static_cast<double>(f[14 - 2] + f[15 - 2] + f[16 - 2] + f[17 - 2]) / ticks;
-    auto it = std::find_if(out.begin(), out.end(), [&](const auto& g) { return g.first == pgrp; });
-    if (it == out.end()) out.emplace_back(pgrp, cpu);
-    else it->second += cpu;
+    if (i <= 17) continue;
+    const pid_t pgrp = static_cast<pid_t>(f[5]);
+    if (!std::binary_search(wanted.begin(), wanted.end(), pgrp)) continue;
+    // utime, stime, and the same of its children it waited for.
+    sums[pgrp] += static_cast<double>(f[14] + f[15] + f[16] + f[17]) / ticks;
   }
   ::closedir(proc);
-  return out;
+  return {sums.begin(), sums.end()};
 }
 
 std::optional<bool> blocked_in_futex(pid_t pid) {
@@ -77,27 +74,26 @@ ProgressWatch::ProgressWatch(double stall_timeout_s) {
   next_look_ = Clock::now();
 }
 
-ProgressWatch::Worker* ProgressWatch::worker(int local_rank) {
-  for (Worker& w : workers_)
-    if (w.local_rank == local_rank) return &w;
-  return nullptr;
+const Heartbeat* ProgressWatch::page(int local_rank) const {
+  if (local_rank < 0 || static_cast<size_t>(local_rank) >= pages_.size()) return nullptr;
+  return pages_[local_rank].get();
 }
 
 std::string ProgressWatch::create_heartbeat(int local_rank, const std::string& path) {
-  Worker w;
-  w.local_rank = local_rank;
+  if (local_rank < 0) return "";
+  if (static_cast<size_t>(local_rank) >= pages_.size()) pages_.resize(static_cast<size_t>(local_rank) + 1);
   try {
-    w.page = Heartbeat::create(path);
+    pages_[local_rank] = Heartbeat::create(path);
   } catch (const std::runtime_error& e) {
+    pages_[local_rank].reset();
     if (!warned_) {
       warned_ = true;
       warning_ = std::string("ddp-launch: warning: ") + e.what() +
                  "; workers without one are watched by CPU time and output only (--stall_timeout)";
     }
+    return "";
   }
-  const std::string made = w.page ? path : "";
-  workers_.push_back(std::move(w));
-  return made;
+  return path;
 }
 
 void ProgressWatch::started(int local_rank, int rank, pid_t pid) {
@@ -113,12 +109,11 @@ void ProgressWatch::note_output(int local_rank) {
 }
 
 std::optional<HeartbeatSnapshot> ProgressWatch::heartbeat(int local_rank) const {
-  for (const Worker& w : workers_)
-    if (w.local_rank == local_rank && w.page) {
-      const HeartbeatSnapshot s = w.page->read();
-      if (s.pid != 0) return s;
-    }
-  return std::nullopt;
+  const Heartbeat* p = page(local_rank);
+  if (!p) return std::nullopt;
+  const HeartbeatSnapshot s = p->read();
+  if (s.pid == 0) return std::nullopt;
+  return s;
 }
 
 int ProgressWatch::ms_to_check() const {
@@ -128,26 +123,20 @@ int ProgressWatch::ms_to_check() const {
 }
 
 void ProgressWatch::look(Clock::time_point now) {
+  const std::vector<RankProgress> ranks = detector_->ranks();
   // One /proc scan for all ranks, and only when some rank is judged by it.
   std::vector<pid_t> plain;
-  for (const RankProgress& r : detector_->ranks())
+  for (const RankProgress& r : ranks)
     if (!r.heartbeat) plain.push_back(r.pid);
-  std::vector<std::pair<pid_t, double>> cpu;
-  if (!plain.empty()) cpu = process_group_cpu_seconds(plain);
-  struct Id {
-    int local_rank;
-    pid_t pid;
-    double cpu_s;
-  };
-  std::vector<Id> ids;  // observe() writes into ranks(): not iterated meanwhile
-  for (const RankProgress& r : detector_->ranks()) ids.push_back({r.local_rank, r.pid, r.cpu_s});
-  for (Id& id : ids) {
+  std::unordered_map<pid_t, double> cpu;
+  if (!plain.empty())
+    for (const auto& [pgid, s] : process_group_cpu_seconds(plain)) cpu[pgid] = s;
+  for (const RankProgress& r : ranks) {
     // A group gone from /proc (between exit and reaping) keeps its last CPU time.
-    for (const auto& g : cpu)
-      if (g.first == id.pid) id.cpu_s = g.second;
+    const auto it = cpu.find(r.pid);
     std::optional<HeartbeatSnapshot> hb;
-    if (Worker* w = worker(id.local_rank); w && w->page) hb = w->page->read();
-    detector_->observe(id.local_rank, hb, id.cpu_s, now);
+    if (const Heartbeat* p = page(r.local_rank)) hb = p->read();
+    detector_->observe(r.local_rank, hb, it == cpu.end() ? r.cpu_s : it->second, now);
   }
 }
 

@@ -69,25 +69,30 @@ Clock::duration StallDetector::interval() const {
 }
 
 RankProgress* StallDetector::find(int local_rank) {
-  for (RankProgress& r : ranks_)
-    if (r.local_rank == local_rank) return &r;
-  return nullptr;
+  if (local_rank < 0 || static_cast<size_t>(local_rank) >= slots_.size() || !slots_[local_rank]) return nullptr;
+  return &*slots_[local_rank];
+}
+
+std::vector<RankProgress> StallDetector::ranks() const {
+  std::vector<RankProgress> out;
+  for (const auto& r : slots_)
+    if (r) out.push_back(*r);
+  return out;
 }
 
 void StallDetector::add(int local_rank, int rank, pid_t pid, Clock::time_point now) {
-  remove(local_rank);
+  if (local_rank < 0) return;
+  if (static_cast<size_t>(local_rank) >= slots_.size()) slots_.resize(static_cast<size_t>(local_rank) + 1);
   RankProgress r;
   r.rank = rank;
   r.local_rank = local_rank;
   r.pid = pid;
   r.last_progress = now;
-  ranks_.push_back(r);
+  slots_[local_rank] = r;
 }
 
 void StallDetector::remove(int local_rank) {
-  ranks_.erase(std::remove_if(ranks_.begin(), ranks_.end(),
-                              [&](const RankProgress& r) { return r.local_rank == local_rank; }),
-               ranks_.end());
+  if (find(local_rank)) slots_[local_rank].reset();
 }
 
 void StallDetector::observe(int local_rank, const std::optional<HeartbeatSnapshot>& hb, double cpu_s,
@@ -125,7 +130,9 @@ Clock::time_point StallDetector::deadline() const {
   Clock::time_point plain = Clock::time_point::min();
   bool any_plain = false;
   const auto timeout = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
-  for (const RankProgress& r : ranks_) {
+  for (const auto& slot : slots_) {
+    if (!slot) continue;
+    const RankProgress& r = *slot;
     if (r.heartbeat) {
       beat = std::min(beat, r.last_progress + timeout);
     } else {
@@ -137,7 +144,7 @@ Clock::time_point StallDetector::deadline() const {
 }
 
 bool StallDetector::stalled(Clock::time_point now) const {
-  return !ranks_.empty() && deadline() <= now;
+  return deadline() <= now;
 }
 
 std::string collective_summary(const std::vector<RankProgress>& ranks) {

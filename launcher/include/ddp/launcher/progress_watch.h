@@ -52,15 +52,11 @@ class ProgressWatch {
   std::string take_warning();
 
  private:
-  struct Worker {
-    int local_rank = 0;
-    std::unique_ptr<Heartbeat> page;
-  };
-  Worker* worker(int local_rank);
+  const Heartbeat* page(int local_rank) const;
   void look(StallDetector::Clock::time_point now);
 
   std::optional<StallDetector> detector_;
-  std::vector<Worker> workers_;
+  std::vector<std::unique_ptr<Heartbeat>> pages_;  // by local rank; null: none
   StallDetector::Clock::time_point next_look_;
   bool decided_ = false;
   std::string warning_;

@@ -95,13 +95,13 @@ class StallDetector {
   Clock::time_point deadline() const;
 
   // The ranks alive, by local rank (the caller fills in_futex for decide()).
-  const std::vector<RankProgress>& ranks() const { return ranks_; }
+  std::vector<RankProgress> ranks() const;
 
  private:
   RankProgress* find(int local_rank);
 
   double timeout_s_;
-  std::vector<RankProgress> ranks_;
+  std::vector<std::optional<RankProgress>> slots_;  // by local rank: every look is O(ranks)
 };
 
 // The straggler among `ranks` (the alive ones at a stall, as stalled() saw
