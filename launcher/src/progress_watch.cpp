@@ -97,6 +97,9 @@ std::string ProgressWatch::create_heartbeat(int local_rank, const std::string& p
 }
 
 void ProgressWatch::started(int local_rank, int rank, pid_t pid) {
+  if (local_rank >= 0 && static_cast<size_t>(local_rank) >= ranks_.size())
+    ranks_.resize(static_cast<size_t>(local_rank) + 1, -1);
+  if (local_rank >= 0) ranks_[local_rank] = rank;
   if (detector_) detector_->add(local_rank, rank, pid, Clock::now());
 }
 
@@ -114,6 +117,20 @@ std::optional<HeartbeatSnapshot> ProgressWatch::heartbeat(int local_rank) const 
   const HeartbeatSnapshot s = p->read();
   if (s.pid == 0) return std::nullopt;
   return s;
+}
+
+std::string ProgressWatch::collective_summary() const {
+  std::vector<RankProgress> ranks;
+  for (size_t lr = 0; lr < pages_.size() && lr < ranks_.size(); ++lr) {
+    if (!pages_[lr] || ranks_[lr] < 0) continue;
+    RankProgress r;
+    r.rank = ranks_[lr];
+    r.local_rank = static_cast<int>(lr);
+    r.snapshot = pages_[lr]->read();
+    r.heartbeat = r.snapshot.pid != 0 && (r.snapshot.collective_started > 0 || r.snapshot.step > 0);
+    ranks.push_back(r);
+  }
+  return launcher::collective_summary(ranks);
 }
 
 int ProgressWatch::ms_to_check() const {

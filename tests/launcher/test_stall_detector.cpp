@@ -1,6 +1,7 @@
 // --stall_timeout's decisions without processes: what counts as progress,
 // when the job is stalled and who the straggler is (stall_detector.h), with
 // made-up heartbeats, CPU times and a fake clock.
+#include "ddp/launcher/report.h"
 #include "ddp/launcher/stall_detector.h"
 
 #include <catch2/catch.hpp>
@@ -172,4 +173,25 @@ TEST_CASE("stall detector: an exited rank stalls nothing and no rank means no st
   d.remove(0);
   CHECK_FALSE(d.stalled(at(100)));
   CHECK(d.deadline() == Clock::time_point::max());
+}
+
+TEST_CASE("stall report: the straggler is the root cause with exit code 124 and the verdict as its message") {
+  WorkerExit w;
+  w.rank = 1;
+  w.local_rank = 1;
+  w.pid = 4242;
+  w.signaled = true;
+  w.code = 15;  // the launcher's SIGTERM
+  w.after_teardown = true;
+  w.stalled = "rank 1 (local_rank 1, pid 4242) stalled: no progress for 5.0 s; rank 1 last finished collective #9";
+  AttemptResult a;
+  a.root_cause = w;
+  a.exits = {w};
+  CHECK(a.exit_code() == 124);
+  CHECK(a.restartable());
+  CHECK(format_restart_line(a, 1) == "ddp-launch: attempt 0 failed: rank 1 stalled; ended by the launcher: signal 15 "
+                                     "(SIGTERM); restarting the group (restart 1 of 1)");
+  const std::string report = format_failure_report({a}, "h", 0);
+  CHECK_THAT(report, Catch::Contains("  exitcode   : 124 (stalled; ended by the launcher: signal 15 (SIGTERM))\n") &&
+                         Catch::Contains("  message    : " + w.stalled + "\n"));
 }

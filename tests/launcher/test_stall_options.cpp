@@ -52,6 +52,8 @@ TEST_CASE("every worker gets its own heartbeat page in the run directory and non
   worker->collective_started(3, ddp::CollectiveKind::Broadcast, 10);
   REQUIRE(watch.heartbeat(1));
   CHECK(watch.heartbeat(1)->collective_started == 3);
+  watch.started(1, 5, 4242);
+  CHECK(watch.collective_summary() == "rank 5 waits in #3 (broadcast, 10 B)");
   // A page that cannot be made: no path, one warning, the worker runs without.
   CHECK(watch.create_heartbeat(2, dir.path() + "/no/such/dir/x.heartbeat").empty());
   CHECK_THAT(watch.take_warning(), Catch::Contains("cannot create the heartbeat file"));
