@@ -183,10 +183,10 @@ StallVerdict decide_stall(const std::vector<RankProgress>& ranks, Clock::time_po
   std::string why;
   if (beat_stalled || plain.empty()) {
     // A rank that has not entered the collective the others entered last
-    // is the one they wait for; the furthest behind first.
+    // is the one they wait for: the furthest behind (the lowest collective
+    // entered), then the first to stop.
     uint64_t newest = 0;
     for (const RankProgress* r : beat) newest = std::max(newest, r->snapshot.collective_started);
-    // The furthest behind (lowest collective entered), then the first to stop.
     const RankProgress* best = beat.front();
     for (const RankProgress* r : beat) {
       const uint64_t a = r->snapshot.collective_started, b = best->snapshot.collective_started;
