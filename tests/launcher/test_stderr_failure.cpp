@@ -204,7 +204,7 @@ TEST_CASE("stderr failure: a chain gives the last exception, naming the one it w
   CHECK(m->traceback.rfind("(raised from: KeyError: 'lr')\n", 0) == 0);
 }
 
-TEST_CASE("stderr failure: other lines, '\\r' progress and a long recursion around the traceback") {
+TEST_CASE("stderr failure: other lines, carriage-return progress and a long recursion around the traceback") {
   const auto f = failure_from_stderr(kProgress);
   REQUIRE(f);
   CHECK(f->message == "AssertionError: loss is nan at step 7");

@@ -4,7 +4,8 @@
 // else its exit time; not the first one reaped; never a rank whose error
 // file says it only followed another rank's failure) of each attempt with rank,
 // local rank, pid, host, exit code or signal, time, peak memory, the
-// worker's own error file message and, when its streams went to files, the
+// worker's own error file message (without one: the exception its stderr
+// ended with, stderr_failure.h) and, when its streams went to files, the
 // paths of its stdout.log/stderr.log. Formatting is pure so tests check it
 // without processes.
 
@@ -37,6 +38,10 @@ struct WorkerExit {
   double cpu_s = 0;                  // user + system CPU time (wait4), its waited-for children included
   std::string stdout_log;            // its stdout.log / stderr.log under --log_dir, "" when not redirected
   std::string stderr_log;
+  // No error file: the exception line and last frames quoted from the end
+  // of its stderr (stderr_failure.h); "" when there was nothing to quote.
+  std::string stderr_message;
+  std::string stderr_traceback;
 
   bool failed() const { return signaled || code != 0; }
   // Its error file says it failed because another rank did (follows_rank).
