@@ -9,6 +9,7 @@
 namespace ddp::launcher {
 
 void OutputTail::append(const char* data, size_t n) {
+  total_ += n;
   if (cap_ == 0 || n == 0) return;
   if (n >= cap_) {  // only its last cap_ bytes stay
     wrapped_ = wrapped_ || n > cap_ || !buf_.empty();

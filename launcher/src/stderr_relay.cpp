@@ -128,10 +128,14 @@ std::vector<int> StderrRelay::fds() const {
   return out;
 }
 
-void StderrRelay::pump() {
-  if (winch_fd_ >= 0) follow_window_size();
-  for (Stream& s : streams_)
-    if (s.read_fd >= 0) read_stream(s, false);
+void StderrRelay::pump(const pollfd* polled, size_t n) {
+  size_t i = 0;
+  for (Stream& s : streams_) {
+    if (s.read_fd < 0) continue;
+    if (i >= n || polled[i].fd != s.read_fd) return;  // not what fds() gave: read nothing rather than guess
+    if (polled[i++].revents != 0) read_stream(s, false);
+  }
+  if (winch_fd_ >= 0 && i < n && polled[i].fd == winch_fd_ && polled[i].revents != 0) follow_window_size();
 }
 
 void StderrRelay::finish() {

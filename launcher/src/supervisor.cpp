@@ -446,6 +446,7 @@ class Attempt {
     if (agent) polls_.push_back(pollfd{setup_.agent->fd(), POLLIN, 0});
     if (tee_)
       for (int fd : tee_->fds()) polls_.push_back(pollfd{fd, POLLIN, 0});
+    const size_t relay_at = polls_.size();
     if (relay_)
       for (int fd : relay_->fds()) polls_.push_back(pollfd{fd, POLLIN, 0});
     // c10d: the helper's next ping may come before timeout_ms; a poll that
@@ -466,7 +467,7 @@ class Attempt {
       tee_->pump();
       warn_tee();
     }
-    if (relay_) relay_->pump();
+    if (relay_) relay_->pump(polls_.data() + relay_at, polls_.size() - relay_at);
     // Only on a signal: reap() signals every group to see which are empty,
     // which chatty tee'd output must not cost each time.
     if (polls_[0].revents == 0) return true;

@@ -286,6 +286,8 @@ TEST_CASE("output tail: keeps the last bytes, starting at a line once it dropped
   for (char c : s) b.append(&c, 1);
   CHECK(a.text() == b.text());
   CHECK(a.text() == "55555\n");
+  CHECK(a.total() == s.size());
+  CHECK(b.total() == s.size());
 }
 
 TEST_CASE("output tail: the end of a file") {

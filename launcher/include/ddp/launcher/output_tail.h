@@ -23,12 +23,16 @@ class OutputTail {
   // (partial) line is left out too, so the text starts at a line.
   std::string text() const;
   bool empty() const { return buf_.empty(); }
+  // Bytes appended in all, dropped ones included: grows whenever the worker
+  // wrote (what a stall watch can read as "output seen").
+  unsigned long long total() const { return total_; }
 
  private:
   size_t cap_;
   std::vector<char> buf_;  // grows to cap_, then wraps
   size_t head_ = 0;        // once full: where the oldest byte is
   bool wrapped_ = false;   // bytes were dropped
+  unsigned long long total_ = 0;
 };
 
 // The last `capacity` bytes of a file, through OutputTail::text()'s rule

@@ -34,6 +34,7 @@
 
 #include <csignal>
 #include <cstddef>
+#include <poll.h>
 #include <functional>
 #include <string>
 #include <vector>
@@ -56,7 +57,10 @@ class StderrRelay {
   int add(int local_rank, int console_fd);
 
   std::vector<int> fds() const;  // read ends still open and the SIGWINCH signalfd, for the caller's poll
-  void pump();                   // whatever is ready, never blocks; follows a window-size change
+  // Reads the streams that `polled` (fds() as polled just now, in its
+  // order) marks ready, never blocks; follows a window-size change. Only
+  // those: with thousands of workers a wake must not read every stream.
+  void pump(const struct pollfd* polled, size_t n);
   void finish();                 // the writers are gone: reads what is left, closes everything
 
   std::string take_warning();    // a relay that could not be made, once ("" when none)
