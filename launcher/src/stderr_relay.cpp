@@ -171,7 +171,6 @@ void StderrRelay::read_stream(Stream& s, bool at_end) {
       return;
     }
     if (s.console_fd >= 0) to_console(s.console_fd, buf.data(), static_cast<size_t>(n));
-    // STALL: note_output(s.local_rank) belongs here (any output of the worker is progress).
     if (sink_) sink_(s.local_rank, buf.data(), static_cast<size_t>(n));
   }
 }

@@ -347,6 +347,7 @@ class Attempt {
   void relay_stderr(int lr, SpawnSpec& s, std::vector<int>& close_after) {
     const StreamTarget t = cfg_.run_log_dir.empty() ? StreamTarget::Console : plan_output(cfg_.opts.logs, lr).err;
     if (t != StreamTarget::Console && t != StreamTarget::Null) return;
+    // STALL: note_output(rank) belongs in this sink and in tee_observer's (output is progress).
     if (!relay_)
       relay_.emplace([this](int rank, const char* data, size_t n) { stderr_tails_[static_cast<size_t>(rank)].append(data, n); });
     const int fd = relay_->add(lr, t == StreamTarget::Console ? 2 : -1);
