@@ -132,6 +132,8 @@ TEST_CASE("a worker's stderr is never lost at exit: 1 MiB written just before it
 
 TEST_CASE("a worker whose stderr is a terminal still sees one, with its size, and its bytes arrive unchanged") {
   if (::access("/usr/bin/script", X_OK) != 0) DDP_SKIP("no /usr/bin/script (util-linux / bsdutils) to run the launcher on a terminal");
+  if (run({"/usr/bin/script", "-qec", "test -t 2", "/dev/null"}, {}, 30).exit_code != 0)
+    DDP_SKIP("script(1) cannot make a pseudo-terminal here (no /dev/ptmx or devpts)");
   TempDir out;
   // The launcher on a pseudo-terminal of `script` (123 x 45), stdin from
   // /dev/null so every worker stays in the terminal's session (the tty
