@@ -161,13 +161,19 @@ std::optional<StderrFailure> failure_from_stderr(std::string_view raw, int max_f
   size_t cxx = t.rfind(kTerminate);
   while (cxx != std::string_view::npos && cxx > 0 && t[cxx - 1] != '\n' && t[cxx - 1] != '\r')
     cxx = cxx == 0 ? std::string_view::npos : t.rfind(kTerminate, cxx - 1);
-  // The later one first; a Python traceback that never got to its exception
-  // line leaves the other one, and then earlier complete tracebacks.
-  while (py != std::string_view::npos || cxx != std::string_view::npos) {
-    if (cxx != std::string_view::npos && (py == std::string_view::npos || cxx > py))
-      return terminate_failure(t, cxx);
+  // The later one. A Python traceback that never got to its exception line
+  // (killed while printing it, or mangled by another writer inside its
+  // lines) gives way only to the one it was chained to, which is the same
+  // failure's: an earlier, unrelated traceback (a logged one) is never quoted.
+  if (cxx != std::string_view::npos && (py == std::string_view::npos || cxx > py)) return terminate_failure(t, cxx);
+  while (py != std::string_view::npos) {
     if (auto f = python_failure(t, py, max_frames)) return f;
-    py = py == 0 ? std::string_view::npos : t.rfind(kPyHeader, py - 1);
+    std::string_view before = t.substr(0, py);
+    while (!before.empty() && std::isspace(static_cast<unsigned char>(before.back()))) before.remove_suffix(1);
+    const bool chained = (before.size() >= kCause.size() && before.substr(before.size() - kCause.size()) == kCause) ||
+                         (before.size() >= kContext.size() && before.substr(before.size() - kContext.size()) == kContext);
+    if (!chained) break;
+    py = t.rfind(kPyHeader, before.size());
   }
   return std::nullopt;
 }

@@ -164,6 +164,57 @@ const std::string kTerminate = R"ERR(terminate called after throwing an instance
 const std::string kNoActive = R"ERR(terminate called without an active exception
 )ERR";
 
+// /usr/bin/python3: a forked child writing 200000 lines flat out while the traceback is printed, so its
+// lines land inside the traceback's (Python writes a line in pieces); whole noise lines left out
+const std::string kMangled = R"ERR(Traceback (most recent call last):
+  File "/tmp/st-cap/procnoise.py", line 9, in <module>
+    [W ProcessGroupGloo.cpp:2810] Warning: loader 1952
+collate({"x": 1, "y": None})[W ProcessGroupGloo.cpp:2810] Warning: loader 1953
+
+  File "/tmp/st-cap/procnoise.py", line 8, in collate
+    [W ProcessGroupGloo.cpp:2810] Warning: loader 2046
+return batch["x"] + batch["y"][W ProcessGroupGloo.cpp:2810] Warning: loader 2047
+
+ [W ProcessGroupGloo.cpp:2810] Warning: loader 2063
+ [W ProcessGroupGloo.cpp:2810] Warning: loader 2064
+ [W ProcessGroupGloo.cpp:2810] Warning: loader 2065
+ [W ProcessGroupGloo.cpp:2810] Warning: loader 2066
+ [W ProcessGroupGloo.cpp:2810] Warning: loader 2067
+ [W ProcessGroupGloo.cpp:2810] Warning: loader 2068
+ [W ProcessGroupGloo.cpp:2810] Warning: loader 2069
+ [W ProcessGroupGloo.cpp:2810] Warning: loader 2070
+ [W ProcessGroupGloo.cpp:2810] Warning: loader 2071
+ [W ProcessGroupGloo.cpp:2810] Warning: loader 2072
+ [W ProcessGroupGloo.cpp:2810] Warning: loader 2073
+~[W ProcessGroupGloo.cpp:2810] Warning: loader 2074
+~[W ProcessGroupGloo.cpp:2810] Warning: loader 2075
+~[W ProcessGroupGloo.cpp:2810] Warning: loader 2076
+~[W ProcessGroupGloo.cpp:2810] Warning: loader 2077
+~[W ProcessGroupGloo.cpp:2810] Warning: loader 2078
+~[W ProcessGroupGloo.cpp:2810] Warning: loader 2079
+~[W ProcessGroupGloo.cpp:2810] Warning: loader 2080
+~[W ProcessGroupGloo.cpp:2810] Warning: loader 2081
+~[W ProcessGroupGloo.cpp:2810] Warning: loader 2082
+~[W ProcessGroupGloo.cpp:2810] Warning: loader 2083
+~[W ProcessGroupGloo.cpp:2810] Warning: loader 2084
+^[W ProcessGroupGloo.cpp:2810] Warning: loader 2085
+~[W ProcessGroupGloo.cpp:2810] Warning: loader 2086
+~[W ProcessGroupGloo.cpp:2810] Warning: loader 2087
+~[W ProcessGroupGloo.cpp:2810] Warning: loader 2088
+~[W ProcessGroupGloo.cpp:2810] Warning: loader 2089
+~[W ProcessGroupGloo.cpp:2810] Warning: loader 2090
+~[W ProcessGroupGloo.cpp:2810] Warning: loader 2091
+~[W ProcessGroupGloo.cpp:2810] Warning: loader 2092
+~[W ProcessGroupGloo.cpp:2810] Warning: loader 2093
+~[W ProcessGroupGloo.cpp:2810] Warning: loader 2094
+~[W ProcessGroupGloo.cpp:2810] Warning: loader 2095
+~[W ProcessGroupGloo.cpp:2810] Warning: loader 2096
+
+TypeError[W ProcessGroupGloo.cpp:2810] Warning: loader 2108
+: [W ProcessGroupGloo.cpp:2810] Warning: loader 2109
+unsupported operand type(s) for +: 'int' and 'NoneType'[W ProcessGroupGloo.cpp:2810] Warning: loader 2110
+)ERR";
+
 }  // namespace
 
 TEST_CASE("stderr failure: a Python traceback gives its exception line and last frames") {
@@ -249,6 +300,9 @@ TEST_CASE("stderr failure: nothing to quote") {
   CHECK_FALSE(failure_from_stderr("epoch 1 loss 0.3\nSegmentation fault\n"));
   // Killed while printing its traceback: no exception line, no message.
   CHECK_FALSE(failure_from_stderr(kPlain.substr(0, kPlain.find("ValueError: bad batch"))));
+  // Mangled inside its exception line: nothing, and not an earlier, unrelated traceback either.
+  CHECK_FALSE(failure_from_stderr(kMangled));
+  CHECK_FALSE(failure_from_stderr(kPlain + "epoch 2\n" + kMangled));
   // "loss: 0.5" is not an exception line (not CapWords), an indented one is a frame's.
   CHECK_FALSE(failure_from_stderr("Traceback (most recent call last):\n  File \"x\", line 1\nloss: 0.5\n"));
 }

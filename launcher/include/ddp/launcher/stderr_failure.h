@@ -12,7 +12,9 @@
 //    instance of 'X'" and "  what():  text" give "X: text" (the first line of
 //    what(); c10::Error's "Exception raised from" lines stay in the
 //    traceback); "terminate called without an active exception" as it is;
-// whichever came last. ANSI colour sequences (Python 3.13 colours its
+// whichever came last. A traceback without its exception line (killed while
+// printing it; another process writing inside its lines) quotes nothing,
+// unless it was chained to a complete one. ANSI colour sequences (Python 3.13 colours its
 // tracebacks on a terminal) are removed first. Pure: a string in, nothing
 // read or written; the supervisor calls it once per failed worker after the
 // group is gone, the report (report.h) prints the result.
