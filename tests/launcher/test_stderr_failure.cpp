@@ -3,6 +3,7 @@
 // torch 2.11 venv's python (scripts/install-torch2) and a g++ 12 program;
 // and OutputTail (output_tail.h), the ring that keeps them.
 #include "ddp/launcher/output_tail.h"
+#include "ddp/launcher/report.h"
 #include "ddp/launcher/stderr_failure.h"
 
 #include <catch2/catch.hpp>
@@ -352,4 +353,35 @@ TEST_CASE("output tail: the end of a file") {
   CHECK(read_file_tail(path, 1000) == "old line\n" + std::string(100, 'x') + "\nTraceback\n");
   CHECK(read_file_tail(dir.dir + "/missing") == "");
   CHECK(read_file_tail(dir.dir) == "");  // a directory
+}
+
+TEST_CASE("report: a message quoted from stderr, its traceback below it; an error file's message wins") {
+  WorkerExit w;
+  w.rank = 1;
+  w.local_rank = 1;
+  w.pid = 4242;
+  w.code = 1;
+  const auto f = failure_from_stderr(kPlain);
+  REQUIRE(f);
+  w.stderr_message = f->message;
+  w.stderr_traceback = f->traceback;
+  WorkerExit other = w;
+  other.rank = 0;
+  other.local_rank = 0;
+  other.pid = 4241;
+  other.stderr_message = "RuntimeError: Connection reset by peer";
+  other.stderr_traceback.clear();
+  AttemptResult a;
+  a.exits = {w, other};
+  a.root_cause = w;
+  const std::string r = format_failure_report({a}, "h", 0);
+  CHECK_THAT(r, Catch::Contains("  message    : ValueError: bad batch\n"
+                                "  traceback  : (from its stderr; no error file)\n"
+                                "      File \"/tmp/st-cap/plain.py\", line 5, in <module>\n"));
+  CHECK_THAT(r, Catch::Contains("        raise ValueError(\"bad batch\")\n    ValueError: bad batch\n"));
+  CHECK_THAT(r, Catch::Contains("rank 0 (local_rank 0, pid 4241): exit code 1\n    message: RuntimeError: Connection reset by peer\n"));
+  a.root_cause->error = ddp::ErrorRecord{"KeyError: 'lr'", "", 0, std::nullopt};
+  const std::string with_file = format_failure_report({a}, "h", 0);
+  CHECK_THAT(with_file, Catch::Contains("  message    : KeyError: 'lr'\n"));
+  CHECK_THAT(with_file, !Catch::Contains("from its stderr"));
 }
