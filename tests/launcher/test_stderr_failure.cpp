@@ -355,7 +355,7 @@ TEST_CASE("output tail: the end of a file") {
   CHECK(read_file_tail(dir.dir) == "");  // a directory
 }
 
-TEST_CASE("report: a message quoted from stderr, its traceback below it; an error file's message wins") {
+TEST_CASE("report: a message quoted from stderr with its traceback below it, and an error file's message wins") {
   WorkerExit w;
   w.rank = 1;
   w.local_rank = 1;
