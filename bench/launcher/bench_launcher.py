@@ -5,12 +5,18 @@
    exit. Baseline: posix_spawn of the 4 processes directly and waiting.
 2. Teardown latency: 4 workers; rank 1 exits 1 once all are up, the others
    exit on SIGTERM. Latency = launcher exit - rank 1's exit timestamp.
+3. stderr throughput: 2 workers each write --stream-mib MiB of 56-byte lines
+   to stderr (`yes | head -c`), the launcher's stderr on /dev/null: plain
+   (every worker's stderr passes through the launcher, which keeps its tail
+   for the report) and with `--tee 3 --log_dir` (prefixed lines to the
+   console and the raw bytes to the files). Baseline: the same workers
+   spawned directly, their stderr on /dev/null, and on a file each.
 
 torchrun 1.13 is Debian's python3-torch through bench/torchrun_patched.py
 (the stock one crashes on Python 3.11); torchrun 2.11 is the stock one of the
 pip wheel (--torch2-python, default: the interpreter scripts/install-torch2
 made, when present). Writes its table into docs/benchmarks.md.
-Usage: bench/launcher/bench_launcher.py [--runs N] [--torch2-python PY]
+Usage: bench/launcher/bench_launcher.py [--runs N] [--torch2-python PY] [--stream-mib N]
 """
 import argparse
 import os
@@ -42,6 +48,11 @@ if [ "$RANK" = 1 ]; then
   exit 1
 fi
 while :; do sleep 30 & wait $!; done
+"""
+
+
+STREAM_WORKER = r"""#!/bin/sh
+yes "ddp-launch stderr throughput: 0123456789 abcdefghijklmn" | head -c "$BYTES" >&2
 """
 
 
@@ -117,6 +128,51 @@ def teardown_latency(argv_prefix, runs):
     return out
 
 
+def stream_throughput(runs, mib):
+    """MiB/s of all workers' stderr: direct to /dev/null, direct to files, plain ddp-launch, --tee 3."""
+    d = tempfile.mkdtemp(prefix="ddp-bench-")
+    try:
+        worker = os.path.join(d, "stream.sh")
+        with open(worker, "w") as f:
+            f.write(STREAM_WORKER)
+        os.chmod(worker, 0o755)
+        env = quiet_env(0)
+        env["BYTES"] = str(mib << 20)
+        total = 2 * mib
+        devnull = os.open(os.devnull, os.O_WRONLY)
+
+        def direct(to_files):
+            t0 = time.perf_counter()
+            procs = []
+            for r in range(2):
+                err = open(os.path.join(d, f"direct{r}.log"), "wb") if to_files else devnull
+                procs.append(subprocess.Popen([worker], env=env, stderr=err))
+                if to_files:
+                    err.close()
+            for p in procs:
+                p.wait()
+            return time.perf_counter() - t0
+
+        def launched(extra):
+            logs = os.path.join(d, "logs")
+            shutil.rmtree(logs, ignore_errors=True)
+            t0 = time.perf_counter()
+            subprocess.run([LAUNCH, "--nproc_per_node=2", "--standalone", "--use_env"] + extra + [worker], env=env,
+                           stderr=devnull, stdout=devnull)
+            return time.perf_counter() - t0
+
+        rows = {
+            "direct": [direct(False) for _ in range(runs)],
+            "direct_files": [direct(True) for _ in range(runs)],
+            "plain": [launched([]) for _ in range(runs)],
+            "tee": [launched(["--tee", "3", "--log_dir", os.path.join(d, "logs")]) for _ in range(runs)],
+        }
+        os.close(devnull)
+        return {k: total / statistics.median(v) for k, v in rows.items()}
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def ms(xs):
     return f"{statistics.median(xs) * 1e3:.1f}" if xs else "n/a"
 
@@ -125,6 +181,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--torch-runs", type=int, default=3, help="torchrun is slow; fewer runs")
+    ap.add_argument("--stream-mib", type=int, default=256, help="MiB of stderr per worker for the throughput rows")
+    ap.add_argument("--stream-runs", type=int, default=5)
     ap.add_argument("--torch2-python", default=TORCH2_PY, help="python3 with torch 2.x for the torchrun 2.x column")
     args = ap.parse_args()
     if not os.access(LAUNCH, os.X_OK):
@@ -142,6 +200,8 @@ def main():
     td_ours = teardown_latency([LAUNCH, "--nproc_per_node=4", "--standalone", "--use_env"], args.runs)
     td_theirs = [teardown_latency(t + ["--nproc_per_node=4", "--standalone", "--no_python"], args.torch_runs)
                  for _, t in torchruns]
+
+    tp = stream_throughput(args.stream_runs, args.stream_mib)
 
     over = (statistics.median(ours) - statistics.median(direct)) * 1e3
     speedups = [f"{name} / ddp-launch: **{statistics.median(t) / statistics.median(ours):.0f}×**"
@@ -161,6 +221,10 @@ def main():
         + "".join(f"{ms(t)} | " for t in theirs) + "≤ direct + 5 ms; > 100× faster than torchrun |",
         f"| teardown: worker failure → launcher exit | – | {ms(td_ours)} | "
         + "".join(f"{ms(t)} | " for t in td_theirs) + "< 50 ms |",
+        f"| stderr, 2 × {args.stream_mib} MiB, plain launch (MiB/s) | {tp['direct']:.0f} | {tp['plain']:.0f} | "
+        + "– | " * len(names) + "≥ 200 MiB/s |",
+        f"| stderr, 2 × {args.stream_mib} MiB, `--tee 3 --log_dir` (MiB/s; direct: to a file each) | "
+        f"{tp['direct_files']:.0f} | {tp['tee']:.0f} | " + "– | " * len(names) + "≥ 100 MiB/s |",
         "",
         f"ddp-launch overhead above direct spawning: **{over:.1f} ms**"
         + ("; " + "; ".join(speedups) + "." if speedups else "."),

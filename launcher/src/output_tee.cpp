@@ -47,7 +47,8 @@ OutputTee::~OutputTee() {
   ::pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
 }
 
-int OutputTee::add(int file_fd, const std::string& path, int console_fd, const std::string& prefix) {
+int OutputTee::add(int file_fd, const std::string& path, int console_fd, const std::string& prefix,
+                   Observer on_bytes) {
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) {
     const int e = errno;
@@ -62,6 +63,7 @@ int OutputTee::add(int file_fd, const std::string& path, int console_fd, const s
   s.console_fd = console_fd;
   s.path = path;
   s.prefix = prefix;
+  s.on_bytes = std::move(on_bytes);
   streams_.push_back(std::move(s));
   return p[1];
 }
@@ -104,6 +106,7 @@ void OutputTee::read_stream(Stream& s, bool at_end) {
       return;
     }
     to_file(s, buf.data(), static_cast<size_t>(n));
+    if (s.on_bytes) s.on_bytes(buf.data(), static_cast<size_t>(n));
     if (s.console_fd < 0) continue;
     // Whole lines go out together, each with the prefix, in one write.
     Duplicate* dup = duplicate_for(s.console_fd);

@@ -74,6 +74,7 @@ std::string message_of(const WorkerExit& w) {
   if (!w.stalled.empty()) return w.stalled;
   if (!w.spawn_error.empty()) return w.spawn_error;
   if (w.error && !w.error->message.empty()) return w.error->message;
+  if (!w.stderr_message.empty()) return w.stderr_message;  // its own words, from its stderr
   if (w.signaled)
     return "Signal " + std::to_string(w.code) + " (" + signal_name(w.code) + ") received by PID " +
            std::to_string(w.pid);
@@ -101,6 +102,8 @@ void root_cause_block(std::ostringstream& s, const WorkerExit& w, const std::str
   if (!w.stderr_log.empty()) s << "  stderr_log : " << w.stderr_log << "\n";
   if (w.error && !w.error->callstack.empty())
     s << "  traceback  :\n" << indent(w.error->callstack, "    ") << "\n";
+  else if (!w.stderr_traceback.empty() && (!w.error || w.error->message.empty()))
+    s << "  traceback  : (from its stderr; no error file)\n" << indent(w.stderr_traceback, "    ") << "\n";
 }
 
 }  // namespace
@@ -146,7 +149,7 @@ std::string format_failure_report(const std::vector<AttemptResult>& attempts, co
   int stopped_shown = 0, stopped_hidden = 0;
   for (const WorkerExit& w : last.exits) {
     if (last.root_cause && w.pid == last.root_cause->pid) continue;
-    const bool has_message = w.error && !w.error->message.empty();
+    const bool has_message = (w.error && !w.error->message.empty()) || !w.stderr_message.empty();
     if (w.after_teardown && !has_message && stopped_shown++ >= kStoppedShown) {
       ++stopped_hidden;
       continue;
@@ -161,7 +164,7 @@ std::string format_failure_report(const std::vector<AttemptResult>& attempts, co
     s << "\n";
     // A later failure's own words help too (e.g. the peer's "Connection reset").
     if (has_message)
-      s << "    message: " << w.error->message
+      s << "    message: " << (w.error && !w.error->message.empty() ? w.error->message : w.stderr_message)
         << (w.follower() ? " (it followed rank " + std::to_string(*w.error->follows_rank) + "'s failure)" : "")
         << "\n";
   }

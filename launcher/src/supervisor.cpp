@@ -5,12 +5,15 @@
 #include "ddp/launcher/event_log.h"
 #include "ddp/launcher/log_dir.h"
 #include "ddp/launcher/log_spec.h"
+#include "ddp/launcher/output_tail.h"
 #include "ddp/launcher/output_tee.h"
 #include "ddp/launcher/progress_watch.h"
 #include "ddp/launcher/rdzv_agent.h"
 #include "ddp/launcher/run_dir.h"
 #include "ddp/launcher/signals.h"
 #include "ddp/launcher/spawn.h"
+#include "ddp/launcher/stderr_failure.h"
+#include "ddp/launcher/stderr_relay.h"
 #include "ddp/launcher/summary.h"
 #include "ddp/launcher/watchdog.h"
 #include "ddp/launcher/worker_group.h"
@@ -182,6 +185,7 @@ class Attempt {
         base_rank_(setup_.placement ? setup_.placement->base_rank : cfg.opts.node_rank * cfg.nproc),
         stdin_to_rank0_(stdin_to_rank0),
         log_(log),
+        stderr_tails_(static_cast<size_t>(cfg.nproc)),
         progress_(cfg.opts.stall_timeout_s) {
     result_.attempt = attempt;
     result_.restart_count = setup_.restart_count;
@@ -217,6 +221,8 @@ class Attempt {
       tee_->finish();  // the workers are gone: what they wrote is all in the pipes
       warn_tee();
     }
+    if (relay_) relay_->finish();
+    explain_failures();
     if (spawn_failure_) result_.root_cause = spawn_failure_;
     else if (stall_) result_.root_cause = stalled_exit();
     else if (failure_seen_) result_.root_cause = earliest_failure(result_.exits);
@@ -253,6 +259,7 @@ class Attempt {
           live.error_file = paths.error_file;
           route_output(lr, paths, s, live, close_after);
         }
+        relay_stderr(lr, s, close_after);
         const std::string heartbeat = progress_.create_heartbeat(lr, dir_.heartbeat_file(result_.attempt, lr));
         warn_progress();
         s.env = worker_environment(cfg_.parent_env, spec, lr, live.error_file, heartbeat);
@@ -323,8 +330,8 @@ class Attempt {
           if (!tee_) tee_.emplace();
           const int rank = base_rank_ + lr;
           const int fd = tee_->add(open_log_file(path), path, console_fd,
-                                   expand_prefix(cfg_.opts.logs.prefix_template, cfg_.opts.role, rank, lr));
-          if (progress_.watching()) tee_ranks_[tee_->fds().back()] = lr;  // its read end: output is progress
+                                   expand_prefix(cfg_.opts.logs.prefix_template, cfg_.opts.role, rank, lr),
+                                   tee_observer(lr, console_fd));
           close_after.push_back(fd);
           return fd;
         }
@@ -338,6 +345,51 @@ class Attempt {
   void warn_tee() {
     const std::string w = tee_->take_warning();
     if (!w.empty()) log_ << w << std::endl;
+  }
+
+  // Stderr tails (stderr_relay.h, output_tail.h): a worker's stderr that
+  // goes to the console or nowhere passes through the relay; a tee'd one is
+  // seen by the tee; one redirected to its file is read from the file's end.
+  void relay_stderr(int lr, SpawnSpec& s, std::vector<int>& close_after) {
+    const StreamTarget t = cfg_.run_log_dir.empty() ? StreamTarget::Console : plan_output(cfg_.opts.logs, lr).err;
+    if (t != StreamTarget::Console && t != StreamTarget::Null) return;
+    // Output is progress for --stall_timeout, here and in tee_observer's.
+    if (!relay_)
+      relay_.emplace([this](int rank, const char* data, size_t n) {
+        stderr_tails_[static_cast<size_t>(rank)].append(data, n);
+        progress_.note_output(rank);
+      });
+    const int fd = relay_->add(lr, t == StreamTarget::Console ? 2 : -1);
+    const std::string w = relay_->take_warning();
+    if (!w.empty()) log_ << w << std::endl;
+    if (fd < 0) return;  // it keeps what it had: the console itself, or /dev/null
+    s.stderr_fd = fd;
+    close_after.push_back(fd);
+  }
+
+  OutputTee::Observer tee_observer(int lr, int console_fd) {
+    if (console_fd != 2) {  // stdout: only progress
+      if (!progress_.watching()) return {};
+      return [this, lr](const char*, size_t) { progress_.note_output(lr); };
+    }
+    return [this, lr](const char* data, size_t n) {
+      stderr_tails_[static_cast<size_t>(lr)].append(data, n);
+      progress_.note_output(lr);
+    };
+  }
+
+  // Every byte is read (the groups are gone): a failure without an error
+  // file message gets one from the end of its stderr (stderr_failure.h).
+  void explain_failures() {
+    for (WorkerExit& w : result_.exits) {
+      if (!w.failed() || !w.spawn_error.empty() || (w.error && !w.error->message.empty())) continue;
+      const OutputTail& tail = stderr_tails_[static_cast<size_t>(w.local_rank)];
+      const std::string text = !tail.empty() ? tail.text() : w.stderr_log.empty() ? "" : read_file_tail(w.stderr_log);
+      if (auto f = failure_from_stderr(text)) {
+        w.stderr_message = f->message;
+        w.stderr_traceback = f->traceback;
+      }
+    }
   }
 
   void spawn_failed(int lr, const SpawnError& e) {
@@ -441,6 +493,9 @@ class Attempt {
     if (agent) polls_.push_back(pollfd{setup_.agent->fd(), POLLIN, 0});
     if (tee_)
       for (int fd : tee_->fds()) polls_.push_back(pollfd{fd, POLLIN, 0});
+    const size_t relay_at = polls_.size();
+    if (relay_)
+      for (int fd : relay_->fds()) polls_.push_back(pollfd{fd, POLLIN, 0});
     // c10d: the helper's next ping may come before timeout_ms; a poll that
     // ends for it is not the caller's time running out.
     bool ping_first = false;
@@ -458,10 +513,6 @@ class Attempt {
     int r = ::poll(polls_.data(), polls_.size(), wait_ms);
     if (r < 0 && errno != EINTR) throw std::runtime_error(std::string("poll failed: ") + std::strerror(errno));
     if (agent) setup_.agent->ping_if_due();
-    if (tee_ && progress_.watching())
-      for (size_t i = agent ? 2 : 1; i < polls_.size(); ++i)
-        if (polls_[i].revents != 0)
-          if (auto it = tee_ranks_.find(polls_[i].fd); it != tee_ranks_.end()) progress_.note_output(it->second);
     // Not while a signal waits: a worker's exit reaped below comes first
     // (the look is due again at once).
     if (!stopping_ && (r <= 0 || polls_[0].revents == 0))
@@ -473,6 +524,7 @@ class Attempt {
       tee_->pump();
       warn_tee();
     }
+    if (relay_) relay_->pump(polls_.data() + relay_at, polls_.size() - relay_at);
     // Only on a signal: reap() signals every group to see which are empty,
     // which chatty tee'd output must not cost each time.
     if (polls_[0].revents == 0) return true;
@@ -602,6 +654,8 @@ class Attempt {
   std::map<pid_t, Live> live_;
   std::vector<pid_t> started_;    // by local rank
   std::optional<OutputTee> tee_;  // only when some stream is tee'd
+  std::optional<StderrRelay> relay_;  // only when some stderr goes to the console or nowhere
+  std::vector<OutputTail> stderr_tails_;  // by local rank, for explain_failures()
   std::vector<pollfd> polls_;
   int devnull_w_ = -1;            // for ranks outside --local_ranks_filter
   std::optional<WorkerExit> spawn_failure_;
@@ -612,7 +666,6 @@ class Attempt {
   bool leftovers_termed_ = false;
   Clock::time_point deadline_;
   ProgressWatch progress_;           // heartbeat pages; --stall_timeout's looks
-  std::map<int, int> tee_ranks_;     // --stall_timeout: a tee pipe's read end -> its local rank
   std::optional<StallVerdict> stall_;
 };
 
@@ -825,6 +878,7 @@ int Supervisor::run() {
     log_ << "ddp-launch: worker logs and error files in " << cfg_.run_log_dir << std::endl;
     raise_fd_limit_for(cfg_.opts, cfg_.nproc);
   }
+  ensure_fd_limit(5 * static_cast<size_t>(cfg_.nproc) + 64);  // a relayed stderr holds one fd per worker
 
   std::string rdzv_error;  // c10d: the rendezvous failed (the job's end on this node)
   int rdzv_signal = 0;     // c10d: a signal while waiting on the rendezvous

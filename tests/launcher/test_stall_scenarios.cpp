@@ -102,7 +102,7 @@ TEST_CASE("stall: without --stall_timeout a job that idles runs to its end while
   CHECK_THAT(watched.output, Catch::Contains(") stalled: no progress for "));
 }
 
-TEST_CASE("stall: output the launcher sees (--tee) is progress and without the tee the same job stalls") {
+TEST_CASE("stall: output the launcher sees (--tee, any stderr) is progress; stdout without the tee is not") {
   TempDir out;
   // A line every 0.5 s, hardly any CPU time (the shell forks one sleep per line).
   const std::string w = out.file("chatty.sh");
@@ -117,4 +117,12 @@ TEST_CASE("stall: output the launcher sees (--tee) is progress and without the t
                     {}, 60);
   INFO(direct.output);
   CHECK(direct.exit_code == 124);
+  // stderr always passes through the launcher (stderr_relay.h): progress without a tee.
+  const std::string e = out.file("chatty_stderr.sh");
+  write_file(e, "#!/bin/sh\ni=0\nwhile [ $i -lt 8 ]; do echo \"tick $i\" >&2; sleep 0.5; i=$((i+1)); done\n", true);
+  auto to_stderr = run({launcher(), "--standalone", "--nproc_per_node", "2", "--use_env", "--stall_timeout", "1.5", e},
+                       {}, 60);
+  INFO(to_stderr.output);
+  CHECK(to_stderr.exit_code == 0);
+  CHECK_THAT(to_stderr.output, Catch::Contains("tick 7") && !Catch::Contains("stalled"));
 }

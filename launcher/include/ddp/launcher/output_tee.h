@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <csignal>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,9 @@ namespace ddp::launcher {
 class OutputTee {
  public:
   static constexpr size_t kMaxLine = 1 << 20;
+  // Sees every byte a stream's worker wrote, as read (the stderr tail of the
+  // failure report: output_tail.h).
+  using Observer = std::function<void(const char* data, size_t n)>;
 
   OutputTee();   // blocks SIGPIPE in the launcher
   ~OutputTee();  // drains nothing; closes every fd; restores the mask
@@ -43,8 +47,8 @@ class OutputTee {
   // the raw bytes, console_fd (1 or 2, not owned) the prefixed lines.
   // Returns the pipe's write end for the worker (close-on-exec; the caller
   // closes it once the worker runs). Throws std::runtime_error when a pipe
-  // cannot be made.
-  int add(int file_fd, const std::string& path, int console_fd, const std::string& prefix);
+  // cannot be made. on_bytes, when given, sees the raw bytes too.
+  int add(int file_fd, const std::string& path, int console_fd, const std::string& prefix, Observer on_bytes = {});
 
   // Lines for console_fd (1 or 2) that contain any of `filters` also go to
   // file_fd (taken over; its path for messages).
@@ -70,6 +74,7 @@ class OutputTee {
     std::string prefix;
     std::string partial;  // bytes after the last newline
     bool file_failed = false;
+    Observer on_bytes;
   };
   struct Duplicate {
     int console_fd = -1;

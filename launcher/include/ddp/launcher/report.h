@@ -4,7 +4,8 @@
 // else its exit time; not the first one reaped; never a rank whose error
 // file says it only followed another rank's failure) of each attempt with rank,
 // local rank, pid, host, exit code or signal, time, peak memory, the
-// worker's own error file message and, when its streams went to files, the
+// worker's own error file message (without one: the exception its stderr
+// ended with, stderr_failure.h) and, when its streams went to files, the
 // paths of its stdout.log/stderr.log. Formatting is pure so tests check it
 // without processes.
 
@@ -43,6 +44,10 @@ struct WorkerExit {
   // --stall_timeout ended the attempt and this rank is the straggler: the
   // verdict's message (stall_detector.h). Its code is then 124 (timeout(1)'s).
   std::string stalled;
+  // No error file: the exception line and last frames quoted from the end
+  // of its stderr (stderr_failure.h); "" when there was nothing to quote.
+  std::string stderr_message;
+  std::string stderr_traceback;
 
   bool failed() const { return signaled || code != 0; }
   // Its error file says it failed because another rank did (follows_rank).
