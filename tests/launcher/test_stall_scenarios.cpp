@@ -102,7 +102,7 @@ TEST_CASE("stall: without --stall_timeout a job that idles runs to its end while
   CHECK_THAT(watched.output, Catch::Contains(") stalled: no progress for "));
 }
 
-TEST_CASE("stall: output the launcher sees (--tee, any stderr) is progress; stdout without the tee is not") {
+TEST_CASE("stall: output the launcher sees (any stderr, tee'd stdout) is progress, stdout without the tee is not") {
   TempDir out;
   // A line every 0.5 s, hardly any CPU time (the shell forks one sleep per line).
   const std::string w = out.file("chatty.sh");
