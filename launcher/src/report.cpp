@@ -162,6 +162,7 @@ std::string format_failure_report(const std::vector<AttemptResult>& attempts, co
         << "\n";
   }
   if (stopped_hidden > 0) s << "  ... and " << stopped_hidden << " more workers stopped by the launcher\n";
+  s << format_unkillable_block(last.unkillable, kAfterKillWaitS, last.attempt < max_restarts);
   s << rule << "\n";
   return s.str();
 }

@@ -11,6 +11,8 @@
 #include "ddp/launcher/signals.h"
 #include "ddp/launcher/spawn.h"
 #include "ddp/launcher/summary.h"
+#include "ddp/launcher/shm_segments.h"
+#include "ddp/launcher/unkillable.h"
 #include "ddp/launcher/watchdog.h"
 #include "ddp/launcher/worker_group.h"
 #include "ddp/launcher/worker_env.h"
@@ -26,6 +28,7 @@
 #include <netinet/in.h>
 #include <optional>
 #include <poll.h>
+#include <set>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -138,8 +141,8 @@ Clock::duration seconds(double s) {
 
 // After SIGKILL a group is normally empty within milliseconds. One that is
 // not (a zombie whose parent is not the launcher, a process stuck in the
-// kernel) is reported and left after this long rather than hanging the job.
-constexpr double kAfterKillWaitS = 5.0;
+// kernel) is reported and left after kAfterKillWaitS (unkillable.h) rather
+// than hanging the job.
 
 std::optional<std::chrono::system_clock::time_point> mtime_of(const std::string& path) {
   struct stat st;
@@ -386,13 +389,33 @@ class Attempt {
       kill_all();
       return true;
     }
-    std::string ids;
-    for (pid_t g : group_.groups()) ids += (ids.empty() ? "" : " ") + std::to_string(g);
-    log_ << "ddp-launch: warning: process group(s) " << ids << " still have processes " << kAfterKillWaitS
-         << " s after SIGKILL (a zombie whose parent is not the launcher, or a process stuck in the kernel); "
-            "going on without them"
-         << std::endl;
+    give_up_on_groups();
     return false;
+  }
+
+  // kAfterKillWaitS after SIGKILL: what is still in the groups is named
+  // (state and wait channel from /proc) and left behind. The watchdog is
+  // told to forget those groups too (it would wait for them at exit), and
+  // their shared-memory names are removed as if they had ended.
+  void give_up_on_groups() {
+    std::vector<std::pair<pid_t, int>> groups;
+    std::string ids;
+    for (pid_t g : group_.groups()) {
+      const auto at = std::find(started_.begin(), started_.end(), g);
+      groups.push_back({g, static_cast<int>(at - started_.begin())});
+      ids += (ids.empty() ? "" : " ") + std::to_string(g);
+    }
+    result_.unkillable = find_unkillable("/proc", groups, base_rank_);
+    for (const UnkillableProcess& u : result_.unkillable) log_ << "ddp-launch: " << format_unkillable(u) << std::endl;
+    if (result_.unkillable.empty())  // gone between the last reap and now, or out of our sight
+      log_ << "ddp-launch: warning: process group(s) " << ids << " still have processes " << kAfterKillWaitS
+           << " s after SIGKILL; going on without them" << std::endl;
+    std::set<pid_t> leaders;
+    for (const auto& g : groups) {
+      watchdog_.remove_group(g.first);
+      leaders.insert(g.first);
+    }
+    remove_worker_segments(leaders);
   }
 
   // Waits up to timeout_ms (-1: forever) for signals, children or tee'd
@@ -712,6 +735,11 @@ struct ElasticRun {
       }
       if (last.rdzv_abort) {
         if (error.empty() && !last.rdzv_stop.empty() && !last.root_cause) error = "the job was ended: " + last.rdzv_stop;
+        return;
+      }
+      if (!last.unkillable.empty()) {  // a new round here would meet them holding GPUs and ports
+        agent.send("abort " + reason + "; " + setup.node + " has workers that SIGKILL cannot end");
+        await(agent, {RdzvEvent::Aborted});
         return;
       }
       if (last.spawn_failed || (last.rdzv_counted && round->restart_count >= max_restarts)) {

@@ -9,6 +9,7 @@
 // without processes.
 
 #include "ddp/common/error_file.h"
+#include "ddp/launcher/unkillable.h"
 
 #include <chrono>
 #include <optional>
@@ -72,9 +73,15 @@ struct AttemptResult {
   int group_world_size = 1;
   int world_size = 1;
   int base_rank = 0;                     // RANK of local rank 0
+  // Processes of its groups still there a few seconds after SIGKILL
+  // (unkillable.h): the attempt ended without them and is not restarted (a
+  // new group would meet them holding their GPUs, ports and files).
+  std::vector<UnkillableProcess> unkillable;
 
   bool succeeded() const { return !root_cause && launcher_signal == 0 && rdzv_stop.empty(); }
-  bool restartable() const { return root_cause && !launcher_signal && !signal_during_teardown && !spawn_failed; }
+  bool restartable() const {
+    return root_cause && !launcher_signal && !signal_during_teardown && !spawn_failed && unkillable.empty();
+  }
   // The launcher's exit code for this attempt.
   int exit_code() const;
 };

@@ -1,0 +1,81 @@
+// Black-box scenarios of workers the kernel decides about: one that SIGKILL
+// cannot end (frozen by a v1 freezer cgroup: D state, as on a hung NFS
+// mount) and one the OOM killer ends (a v1 memory cgroup with a 64 MiB
+// limit). Each skips where the machine cannot make the case; every cgroup
+// made here is removed in every path (cgroup_v1.h).
+#include "cgroup_v1.h"
+#include "scenario_util.h"
+#include "test_skip.h"
+#include "test_support.h"
+
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <unistd.h>
+
+using namespace ddp::test;
+
+namespace {
+
+std::string worker_script(const TempDir& dir, const std::string& body) {
+  const std::string path = dir.file("worker.sh");
+  write_file(path, "#!/bin/sh\n" + body, true);
+  return path;
+}
+
+char proc_state(pid_t pid) {
+  const std::string text = read_file("/proc/" + std::to_string(pid) + "/stat");
+  const auto close = text.rfind(')');
+  return close == std::string::npos || close + 2 >= text.size() ? '?' : text[close + 2];
+}
+
+pid_t read_pid(const std::string& path) {
+  const std::string t = read_file(path);
+  return t.empty() ? 0 : static_cast<pid_t>(std::stol(t));
+}
+
+}  // namespace
+
+TEST_CASE("a worker SIGKILL cannot end (D state) is named with its state and wait channel, and the launcher ends without it (no restart)") {
+  FreezerCgroup freezer;  // declared first: thawed (and the worker gone) after the launcher is
+  if (!freezer.ok()) DDP_SKIP(std::string("cannot make a freezer cgroup under ") + FreezerCgroup::kRoot);
+  TempDir out;
+  // Rank 1 becomes a plain sleep (its pid stays the worker's) that the test
+  // freezes; rank 0 fails once rank 1 is frozen.
+  const std::string w = worker_script(out,
+      "echo $$ > \"$OUT/pid.$RANK.tmp\"; mv \"$OUT/pid.$RANK.tmp\" \"$OUT/pid.$RANK\"\n"
+      "[ \"$RANK\" = 1 ] && exec sleep 300\n"
+      "while [ ! -e \"$OUT/go\" ]; do sleep 0.01; done\n"
+      "exit 5\n");
+  Proc p({launcher(), "--standalone", "--nproc_per_node", "2", "--shutdown_timeout", "1", "--max_restarts", "1",
+          "--summary_json", out.file("s.json"), w},
+         {{"OUT", out.path()}});
+  REQUIRE(wait_until([&] { return read_pid(out.file("pid.1")) > 0; }, 20));
+  const pid_t rank1 = read_pid(out.file("pid.1"));
+  REQUIRE(wait_until([&] { return proc_state(rank1) == 'S'; }, 10));  // the exec'd sleep
+  REQUIRE(freezer.add(rank1));
+  REQUIRE(freezer.freeze());
+  REQUIRE(wait_until([&] { return proc_state(rank1) == 'D'; }, 10));
+  write_file(out.file("go"), "");
+  // SIGTERM, 1 s of grace, SIGKILL, a few seconds for it to take: then the
+  // launcher goes on without rank 1 (before: it waited for it forever).
+  const auto code = p.wait(1 + 5 + 6);
+  INFO(p.output());
+  REQUIRE(code.has_value());
+  CHECK(*code == 5);  // the root cause's code, rank 0's
+  const std::string o = p.output();
+  CHECK_THAT(o, Catch::Contains("rank 1 (pid " + std::to_string(rank1) + ") is in uninterruptible sleep (D, wchan "));
+  CHECK_THAT(o, Catch::Contains("and cannot be killed"));
+  // In the failure report too, with why there is no restart.
+  const auto report = o.find("worker group FAILED");
+  REQUIRE(report != std::string::npos);
+  CHECK_THAT(o.substr(report), Catch::Contains("rank 1 (pid " + std::to_string(rank1) + ") is in uninterruptible sleep"));
+  CHECK_THAT(o.substr(report), Catch::Contains("not restarted"));
+  CHECK_THAT(o, !Catch::Contains("restarting the group"));
+  CHECK_THAT(o, Catch::Contains(std::to_string(rank1) + " not killed"));  // its row of the run summary
+  CHECK_THAT(read_file(out.file("s.json")),
+             Catch::Contains("\"not_killed\": [{\"rank\": 1, \"pid\": " + std::to_string(rank1) + ", \"worker\": true, \"state\": \"D\""));
+  CHECK(proc_state(rank1) == 'D');  // still there: nothing waited for it
+  freezer.thaw();
+  CHECK(wait_until([&] { return !pid_alive(rank1); }, 10));  // the pending SIGKILL ends it
+}
