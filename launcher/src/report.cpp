@@ -70,6 +70,7 @@ std::string indent(const std::string& text, const std::string& pad) {
 std::string message_of(const WorkerExit& w) {
   if (!w.spawn_error.empty()) return w.spawn_error;
   if (w.error && !w.error->message.empty()) return w.error->message;
+  if (w.signaled && !w.oom.empty()) return w.oom;
   if (w.signaled)
     return "Signal " + std::to_string(w.code) + " (" + signal_name(w.code) + ") received by PID " +
            std::to_string(w.pid);
@@ -104,7 +105,8 @@ void root_cause_block(std::ostringstream& s, const WorkerExit& w, const std::str
 std::string format_restart_line(const AttemptResult& a, int max_restarts) {
   std::ostringstream s;
   s << "ddp-launch: attempt " << a.attempt << " failed: rank " << a.root_cause->rank << " "
-    << a.root_cause->status_text() << "; restarting the group (restart " << a.attempt + 1 << " of "
+    << a.root_cause->status_text() << (a.root_cause->oom.empty() ? "" : ", " + a.root_cause->oom)
+    << "; restarting the group (restart " << a.attempt + 1 << " of "
     << max_restarts << ")";
   return s.str();
 }
@@ -154,6 +156,7 @@ std::string format_failure_report(const std::vector<AttemptResult>& attempts, co
     s << "  rank " << w.rank << " (local_rank " << w.local_rank << ", pid " << w.pid << "): " << w.status_text()
       << (w.after_teardown ? ", after the launcher stopped the group" : "");
     if (w.max_rss_kb > 0) s << ", max_rss " << rss_text(w.max_rss_kb);
+    if (!w.oom.empty()) s << "; " << w.oom;
     s << "\n";
     // A later failure's own words help too (e.g. the peer's "Connection reset").
     if (has_message)

@@ -25,6 +25,7 @@ std::string fixed(double v, int decimals) {
 
 std::string status_of(const WorkerExit& w) {
   if (w.pid <= 0) return "not started";
+  if (w.signaled && !w.oom.empty()) return "OOM-killed";
   if (w.signaled) return signal_name(w.code);
   return "exit " + std::to_string(w.code);
 }

@@ -5,6 +5,7 @@
 #include "ddp/launcher/event_log.h"
 #include "ddp/launcher/log_dir.h"
 #include "ddp/launcher/log_spec.h"
+#include "ddp/launcher/oom_kill.h"
 #include "ddp/launcher/output_tee.h"
 #include "ddp/launcher/rdzv_agent.h"
 #include "ddp/launcher/run_dir.h"
@@ -548,6 +549,7 @@ class Attempt {
         w.error = read_error_file(w.error_file);
         if (w.error) w.error_time = mtime_of(w.error_file);
       }
+      if (w.signaled && w.code == SIGKILL && !killed_) w.oom = oom_.explain_sigkill(w.max_rss_kb);
       live_.erase(it);
       result_.exits.push_back(w);
       if (w.failed() && !stopping_) {
@@ -575,6 +577,7 @@ class Attempt {
   std::vector<pollfd> polls_;
   int devnull_w_ = -1;            // for ranks outside --local_ranks_filter
   std::optional<WorkerExit> spawn_failure_;
+  OomWatch oom_;                  // the OOM kill counter of the workers' cgroup before they start
   bool failure_seen_ = false;
   bool stopping_ = false;
   bool killed_ = false;

@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include <csignal>
+#include <optional>
 #include <unistd.h>
 
 using namespace ddp::test;
@@ -78,4 +79,81 @@ TEST_CASE("a worker SIGKILL cannot end (D state) is named with its state and wai
   CHECK(proc_state(rank1) == 'D');  // still there: nothing waited for it
   freezer.thaw();
   CHECK(wait_until([&] { return !pid_alive(rank1); }, 10));  // the pending SIGKILL ends it
+}
+
+namespace {
+
+// A child of this process's v1 memory cgroup limited to 64 MiB (swap too,
+// where the kernel accounts it), or a reason why there cannot be one.
+struct SmallMemoryCgroup {
+  std::optional<ChildCgroup> cg;
+  std::string why_not;
+  SmallMemoryCgroup() {
+    const std::string own = own_memory_cgroup_v1();
+    if (own.empty()) {
+      why_not = "no v1 memory cgroup in /proc/self/cgroup";
+      return;
+    }
+    cg.emplace(own);
+    if (!cg->ok() || !cg->set("memory.limit_in_bytes", std::to_string(64 << 20))) {
+      why_not = "cannot make a memory cgroup with a limit under " + own;
+      cg.reset();
+      return;
+    }
+    if (!read_file(cg->file("memory.memsw.limit_in_bytes")).empty())
+      cg->set("memory.memsw.limit_in_bytes", std::to_string(64 << 20));
+  }
+  // The launcher's command line run inside the cgroup (its workers start there too).
+  std::vector<std::string> wrap(std::vector<std::string> argv) const {
+    std::vector<std::string> out = {"sh", "-c", "echo $$ > \"$0/cgroup.procs\" && exec \"$@\"", cg->dir()};
+    out.insert(out.end(), argv.begin(), argv.end());
+    return out;
+  }
+};
+
+// Rank 1 runs `rank1` (exec'd: its pid stays the worker's); rank 0 waits for SIGTERM.
+std::string memory_worker(const TempDir& out, const std::string& rank1) {
+  return worker_script(out,
+      "echo $$ > \"$OUT/pid.$RANK.tmp\"; mv \"$OUT/pid.$RANK.tmp\" \"$OUT/pid.$RANK\"\n"
+      "[ \"$RANK\" = 1 ] && exec " + rank1 + "\n"
+      "trap 'exit 143' TERM\n"
+      "while :; do sleep 30 & wait $!; done\n");
+}
+
+}  // namespace
+
+TEST_CASE("a worker the OOM killer ends is reported as such, with its cgroup's limit and its peak RSS") {
+  SmallMemoryCgroup mem;  // declared first: removed once the launcher and its workers are gone
+  if (!mem.cg) DDP_SKIP(mem.why_not);
+  TempDir out;
+  // dd fills one 256 MiB buffer from /dev/zero: every page is touched.
+  const std::string w = memory_worker(out, "dd if=/dev/zero of=/dev/null bs=256M count=1");
+  Proc p(mem.wrap({launcher(), "--standalone", "--nproc_per_node", "2", "--shutdown_timeout", "2", w}),
+         {{"OUT", out.path()}});
+  const auto code = p.wait(30);
+  INFO(p.output());
+  REQUIRE(code.has_value());
+  CHECK(*code == 137);
+  if (read_file(mem.cg->file("memory.oom_control")).find("oom_kill 0") != std::string::npos)
+    FAIL("the kernel's oom_kill counter did not rise: the worker was not OOM-killed");
+  CHECK_THAT(report_value(p.output(), "message   "),
+             Catch::Matches("killed by the kernel's OOM killer \\(memory.limit_in_bytes 64 MiB; peak RSS [0-9.]+ MiB\\)"));
+  CHECK_THAT(report_value(p.output(), "rank      "), Catch::StartsWith("1 "));
+}
+
+TEST_CASE("a worker SIGKILLed by someone else in the same cgroup is not called OOM-killed") {
+  SmallMemoryCgroup mem;
+  if (!mem.cg) DDP_SKIP(mem.why_not);
+  TempDir out;
+  const std::string w = memory_worker(out, "sleep 300");
+  Proc p(mem.wrap({launcher(), "--standalone", "--nproc_per_node", "2", "--shutdown_timeout", "2", w}),
+         {{"OUT", out.path()}});
+  REQUIRE(wait_until([&] { return read_pid(out.file("pid.1")) > 0 && read_pid(out.file("pid.0")) > 0; }, 20));
+  ::kill(read_pid(out.file("pid.1")), SIGKILL);
+  const auto code = p.wait(30);
+  INFO(p.output());
+  REQUIRE(code.has_value());
+  CHECK(*code == 137);
+  CHECK_THAT(report_value(p.output(), "message   "), Catch::StartsWith("Signal 9 (SIGKILL) received by PID"));
+  CHECK_THAT(p.output(), !Catch::Contains("OOM"));
 }

@@ -38,6 +38,9 @@ struct WorkerExit {
   double cpu_s = 0;                  // user + system CPU time (wait4), its waited-for children included
   std::string stdout_log;            // its stdout.log / stderr.log under --log_dir, "" when not redirected
   std::string stderr_log;
+  // Its SIGKILL came from the kernel's OOM killer (oom_kill.h): "killed by
+  // the kernel's OOM killer (memory.max 24 GiB; peak RSS 23.1 GiB)", else "".
+  std::string oom;
 
   bool failed() const { return signaled || code != 0; }
   // Its error file says it failed because another rank did (follows_rank).
