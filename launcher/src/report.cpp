@@ -1,5 +1,6 @@
 #include "ddp/launcher/report.h"
 
+#include "ddp/launcher/flight_recorder.h"
 #include "ddp/launcher/signals.h"
 
 #include <ctime>
@@ -166,6 +167,7 @@ std::string format_failure_report(const std::vector<AttemptResult>& attempts, co
   }
   if (stopped_hidden > 0) s << "  ... and " << stopped_hidden << " more workers stopped by the launcher\n";
   s << format_unkillable_block(last.unkillable, kAfterKillWaitS, last.attempt < max_restarts);
+  for (const AttemptResult& a : attempts) s << format_flight_recorder_block(a.fr_dumps, a.fr_prefix);
   s << rule << "\n";
   return s.str();
 }

@@ -3,6 +3,7 @@
 #include "ddp/common/atomic_file.h"
 #include "ddp/common/error_file.h"
 #include "ddp/launcher/event_log.h"
+#include "ddp/launcher/flight_recorder.h"
 #include "ddp/launcher/log_dir.h"
 #include "ddp/launcher/log_spec.h"
 #include "ddp/launcher/oom_kill.h"
@@ -221,6 +222,7 @@ class Attempt {
     }
     if (spawn_failure_) result_.root_cause = spawn_failure_;
     else if (failure_seen_) result_.root_cause = earliest_failure(result_.exits);
+    if (!result_.succeeded()) result_.fr_dumps = new_dumps(fr_before_, list_flight_recorder_files(result_.fr_prefix));
     return result_;
   }
 
@@ -254,6 +256,7 @@ class Attempt {
           live.error_file = paths.error_file;
           route_output(lr, paths, s, live, close_after);
         }
+        if (spec.fr_dump_prefix.empty()) start_flight_recorder(spec, attempt_log_dir);
         s.env = worker_environment(cfg_.parent_env, spec, lr, live.error_file);
         live.start = Clock::now();
         const pid_t pid = group_.spawn(std::move(s), lr, lr == 0 && stdin_to_rank0_);
@@ -273,6 +276,17 @@ class Attempt {
       // failures are handled as they come, not after the last spawn.
       handle_events(0);
     }
+  }
+
+  // flight_recorder.h: the attempt's dumps beside its error files (the run
+  // directory, flat, or the attempt's log directory); under a parent's
+  // prefix, what is there already is noted so that only this attempt's count.
+  void start_flight_recorder(GroupSpec& spec, const std::string& attempt_log_dir) {
+    spec.fr_dump_prefix = attempt_log_dir.empty()
+                              ? dir_.path() + "/attempt_" + std::to_string(result_.attempt) + ".nccl_trace_rank_"
+                              : attempt_log_dir + "/nccl_trace_rank_";
+    result_.fr_prefix = flight_recorder_prefix(cfg_.parent_env, spec.fr_dump_prefix);
+    if (result_.fr_prefix != spec.fr_dump_prefix) fr_before_ = list_flight_recorder_files(result_.fr_prefix);
   }
 
   // --event_log_handler console: START for each worker, once all are started (as torchrun).
@@ -578,6 +592,7 @@ class Attempt {
   int devnull_w_ = -1;            // for ranks outside --local_ranks_filter
   std::optional<WorkerExit> spawn_failure_;
   OomWatch oom_;                  // the OOM kill counter of the workers' cgroup before they start
+  std::vector<DumpFile> fr_before_;  // flight recorder files under a parent's prefix before the attempt
   bool failure_seen_ = false;
   bool stopping_ = false;
   bool killed_ = false;
@@ -618,6 +633,14 @@ bool is_in(const std::string& path, const std::string& dir) { return path.rfind(
 bool report_names_file_in(const std::vector<AttemptResult>& attempts, const std::string& dir) {
   for (const AttemptResult& a : attempts)
     if (a.root_cause && a.root_cause->error && is_in(a.root_cause->error_file, dir)) return true;
+  return false;
+}
+
+// Whether the report lists flight recorder dumps in `dir` (flight_recorder.h).
+bool reports_dumps_in(const std::vector<AttemptResult>& attempts, const std::string& dir) {
+  for (const AttemptResult& a : attempts)
+    for (const std::string& f : a.fr_dumps)
+      if (is_in(f, dir)) return true;
   return false;
 }
 
@@ -835,7 +858,7 @@ int Supervisor::run() {
   // The report prints these paths: they must outlive the launcher (the run
   // directory is otherwise removed at exit, by us and the watchdog). Only
   // then: a job that succeeded after a restart leaves nothing behind.
-  const bool keep = failed && report_names_file_in(attempts_, dir.path());
+  const bool keep = failed && (report_names_file_in(attempts_, dir.path()) || reports_dumps_in(attempts_, dir.path()));
   if (keep) {
     dir.keep();
     watchdog->keep_run_dir();
@@ -846,7 +869,10 @@ int Supervisor::run() {
   if (failed) log_ << format_failure_report(attempts_, host, cfg_.opts.max_restarts);
   if (!rdzv_error.empty()) log_ << "ddp-launch: error: " << rdzv_error << "\n";
   if (rdzv_signal) log_ << "ddp-launch: stopped by " << signal_name(rdzv_signal) << " while in the rendezvous\n";
-  if (keep) log_ << "ddp-launch: the error files above are kept in " << dir.path() << " (remove it when done)\n";
+  if (keep && report_names_file_in(attempts_, dir.path()))
+    log_ << "ddp-launch: the error files above are kept in " << dir.path() << " (remove it when done)\n";
+  else if (keep)
+    log_ << "ddp-launch: the flight recorder dumps above are kept in " << dir.path() << " (remove it when done)\n";
   if (!cfg_.opts.summary_json.empty()) {
     try {
       ddp::write_file_atomically(cfg_.opts.summary_json,

@@ -80,6 +80,10 @@ struct AttemptResult {
   // (unkillable.h): the attempt ended without them and is not restarted (a
   // new group would meet them holding their GPUs, ports and files).
   std::vector<UnkillableProcess> unkillable;
+  // Flight recorder dumps this attempt's workers wrote (flight_recorder.h),
+  // and the prefix they were written under.
+  std::vector<std::string> fr_dumps;
+  std::string fr_prefix;
 
   bool succeeded() const { return !root_cause && launcher_signal == 0 && rdzv_stop.empty(); }
   bool restartable() const {
