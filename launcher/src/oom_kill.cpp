@@ -6,7 +6,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace ddp::launcher {
 
@@ -124,7 +126,9 @@ std::string byte_size_text(long long bytes) {
 
 std::string format_oom_kill(int cgroup_version, std::optional<long long> limit_bytes, long max_rss_kb) {
   std::string s = "killed by the kernel's OOM killer (";
-  if (limit_bytes)
+  if (cgroup_version == 0)
+    s += "named by the kernel log";
+  else if (limit_bytes)
     s += std::string(cgroup_version == 2 ? "memory.max " : "memory.limit_in_bytes ") + byte_size_text(*limit_bytes);
   else
     s += "no memory limit on its cgroup: the machine ran out";
@@ -132,19 +136,55 @@ std::string format_oom_kill(int cgroup_version, std::optional<long long> limit_b
   return s + ")";
 }
 
-OomWatch::OomWatch(const std::string& proc_root, const std::string& cgroup_mount, const std::string& pid) {
-  const auto text = read_small(proc_root + "/" + pid + "/cgroup");
-  if (!text) return;
-  cg_ = find_memory_cgroup(*text, cgroup_mount);
-  if (cg_) baseline_ = read_oom_kill_count(*cg_);
+std::vector<pid_t> parse_oom_victims(const std::string& text) {
+  std::vector<pid_t> out;
+  static const std::string key = "Killed process ";
+  for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + key.size())) {
+    const char* p = text.c_str() + at + key.size();
+    char* end = nullptr;
+    const long pid = std::strtol(p, &end, 10);
+    if (end != p && pid > 0 && *end == ' ') out.push_back(static_cast<pid_t>(pid));
+  }
+  return out;
 }
 
-std::string OomWatch::explain_sigkill(long max_rss_kb) {
-  if (!cg_ || !baseline_) return "";
-  const auto now = read_oom_kill_count(*cg_);
-  if (!now || *now - *baseline_ <= explained_) return "";
-  ++explained_;
-  return format_oom_kill(cg_->version, read_memory_limit(*cg_), max_rss_kb);
+OomWatch::OomWatch(const std::string& proc_root, const std::string& cgroup_mount, const std::string& pid,
+                   const std::string& kernel_log) {
+  if (const auto text = read_small(proc_root + "/" + pid + "/cgroup")) {
+    cg_ = find_memory_cgroup(*text, cgroup_mount);
+    if (cg_) baseline_ = read_oom_kill_count(*cg_);
+  }
+  // Unreadable for most users (kernel.dmesg_restrict): then the counter alone.
+  kmsg_ = ::open(kernel_log.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (kmsg_ >= 0) ::lseek(kmsg_, 0, SEEK_END);
+}
+
+OomWatch::~OomWatch() {
+  if (kmsg_ >= 0) ::close(kmsg_);
+}
+
+void OomWatch::read_kernel_log() {
+  if (kmsg_ < 0) return;
+  // /dev/kmsg gives one record per read; EAGAIN: no more; EPIPE: records
+  // were overwritten meanwhile (the next read goes on). A file ends with 0.
+  char buf[8192];
+  for (int reads = 0; reads < 100000; ++reads) {
+    const ssize_t n = ::read(kmsg_, buf, sizeof(buf));
+    if (n < 0 && (errno == EINTR || errno == EPIPE)) continue;
+    if (n <= 0) break;
+    for (pid_t p : parse_oom_victims(std::string(buf, static_cast<size_t>(n)))) victims_.push_back(p);
+  }
+}
+
+std::string OomWatch::explain_sigkill(pid_t pid, long max_rss_kb) {
+  read_kernel_log();
+  const bool named = std::find(victims_.begin(), victims_.end(), pid) != victims_.end();
+  std::optional<long long> now;
+  if (cg_ && baseline_) now = read_oom_kill_count(*cg_);
+  const bool counted = now && *now - *baseline_ > explained_;
+  if (!named && !counted) return "";
+  if (counted) ++explained_;
+  return format_oom_kill(cg_ ? cg_->version : 0, cg_ ? read_memory_limit(*cg_) : std::nullopt, max_rss_kb);
 }
 
 }  // namespace ddp::launcher

@@ -563,7 +563,7 @@ class Attempt {
         w.error = read_error_file(w.error_file);
         if (w.error) w.error_time = mtime_of(w.error_file);
       }
-      if (w.signaled && w.code == SIGKILL && !killed_) w.oom = oom_.explain_sigkill(w.max_rss_kb);
+      if (w.signaled && w.code == SIGKILL && !killed_) w.oom = oom_.explain_sigkill(w.pid, w.max_rss_kb);
       live_.erase(it);
       result_.exits.push_back(w);
       if (w.failed() && !stopping_) {

@@ -13,7 +13,8 @@ using namespace ddp::test;
 
 namespace {
 
-// Each rank writes "<prefix><RANK>" as torch does, then rank 1 fails.
+// Each rank writes "<prefix><RANK>" as torch does, then rank 1 fails and
+// rank 0 waits for the teardown.
 std::string dumping_worker(const TempDir& dir) {
   const std::string path = dir.file("worker.sh");
   write_file(path,
@@ -22,8 +23,7 @@ std::string dumping_worker(const TempDir& dir) {
              "[ -n \"$TORCH_FR_DUMP_TEMP_FILE\" ] && printf 'trace of rank %s' \"$RANK\" > \"$TORCH_FR_DUMP_TEMP_FILE$RANK\"\n"
              ": > \"$OUT/dumped.$RANK\"\n"
              "[ \"$RANK\" = 1 ] && { while [ ! -e \"$OUT/dumped.0\" ]; do sleep 0.01; done; exit 6; }\n"
-             "trap 'exit 143' TERM\n"
-             "while :; do sleep 30 & wait $!; done\n",
+             "exec sleep 300\n",  // ended by the teardown's SIGTERM (no trap: none can race with it)
              true);
   return path;
 }
@@ -43,7 +43,7 @@ std::vector<std::string> listed_dumps(const std::string& output) {
 TEST_CASE("flight recorder dumps go to the run directory, the report lists them and the directory is kept") {
   TempDir out, tmp;
   const std::string w = dumping_worker(out);
-  auto r = run({launcher(), "--standalone", "--nproc_per_node", "2", w}, {{"OUT", out.path()}, {"TMPDIR", tmp.path()}}, 60);
+  auto r = run({launcher(), "--standalone", "--nproc_per_node", "2", "--shutdown_timeout", "2", w}, {{"OUT", out.path()}, {"TMPDIR", tmp.path()}}, 60);
   INFO(r.output);
   CHECK(r.exit_code == 6);
   const auto env = parse_env_dump(read_file(out.file("env.1")));
@@ -62,7 +62,7 @@ TEST_CASE("a flight recorder prefix the user set is kept, and the report lists t
   TempDir out, tmp;
   write_file(out.file("mine_7"), "an older job's dump");  // not of this run: not listed
   const std::string w = dumping_worker(out);
-  auto r = run({launcher(), "--standalone", "--nproc_per_node", "2", w},
+  auto r = run({launcher(), "--standalone", "--nproc_per_node", "2", "--shutdown_timeout", "2", w},
                {{"OUT", out.path()}, {"TMPDIR", tmp.path()}, {"TORCH_FR_DUMP_TEMP_FILE", out.file("mine_")},
                 {"TORCH_NCCL_DUMP_ON_TIMEOUT", "0"}},
                60);

@@ -111,13 +111,13 @@ struct SmallMemoryCgroup {
   }
 };
 
-// Rank 1 runs `rank1` (exec'd: its pid stays the worker's); rank 0 waits for SIGTERM.
+// Rank 1 runs `rank1` (exec'd: its pid stays the worker's); rank 0 waits for
+// the teardown's SIGTERM (a sleep without a trap: no shell's trap can race with it).
 std::string memory_worker(const TempDir& out, const std::string& rank1) {
   return worker_script(out,
       "echo $$ > \"$OUT/pid.$RANK.tmp\"; mv \"$OUT/pid.$RANK.tmp\" \"$OUT/pid.$RANK\"\n"
       "[ \"$RANK\" = 1 ] && exec " + rank1 + "\n"
-      "trap 'exit 143' TERM\n"
-      "while :; do sleep 30 & wait $!; done\n");
+      "exec sleep 300\n");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <fstream>
 
 using namespace ddp::launcher;
 using ddp::test::ScratchDir;
@@ -99,14 +100,32 @@ TEST_CASE("OomWatch: a rise of the counter explains one SIGKILL each, no rise me
   put(fs, "cg/job/memory.max", std::to_string(64LL << 20) + "\n");
   OomWatch watch(fs.dir + "/proc", fs.dir + "/cg");
   REQUIRE(watch.active());
-  CHECK(watch.explain_sigkill(1000) == "");  // kill -9 by someone: the counter did not move
+  CHECK(watch.explain_sigkill(42, 1000) == "");  // kill -9 by someone: the counter did not move
   put(fs, "cg/job/memory.events", events(2));
-  CHECK(watch.explain_sigkill(63 * 1024) ==
+  CHECK(watch.explain_sigkill(43, 63 * 1024) ==
         "killed by the kernel's OOM killer (memory.max 64 MiB; peak RSS 63 MiB)");
-  CHECK(watch.explain_sigkill(1000) == "");  // that rise is spent
-  OomWatch none(fs.dir + "/proc", fs.dir + "/nothing");
+  CHECK(watch.explain_sigkill(44, 1000) == "");  // that rise is spent
+  OomWatch none(fs.dir + "/proc", fs.dir + "/nothing", "self", fs.dir + "/no-kmsg");
   CHECK_FALSE(none.active());
-  CHECK(none.explain_sigkill(1000) == "");
+  CHECK(none.explain_sigkill(42, 1000) == "");
+}
+
+TEST_CASE("the kernel log: OOM victims' pids, read from where it ended when the attempt began") {
+  CHECK(parse_oom_victims("3,2339,10920559012,-;Memory cgroup out of memory: Killed process 4610 (python3) "
+                          "total-vm:221368kB, anon-rss:65152kB\n") == std::vector<pid_t>{4610});
+  CHECK(parse_oom_victims("[ 5.1] Out of memory: Killed process 77 (a b) total-vm:1kB\n"
+                          "[ 5.2] oom_reaper: reaped process 77 (a b), now anon-rss:0kB\n"
+                          "[ 6.0] Out of memory: Killed process 78 (c)\n") == std::vector<pid_t>{77, 78});
+  CHECK(parse_oom_victims("Killed process x (y)\nKilled process 12\n").empty());
+  ScratchDir fs;
+  put(fs, "proc/self/cgroup", "0::/none\n");  // no memory cgroup to read: the log alone decides
+  const std::string kmsg = fs.make("kmsg", "6,1,1,-;Out of memory: Killed process 500 (old) total-vm:1kB\n", 0644);
+  OomWatch watch(fs.dir + "/proc", fs.dir + "/cg", "self", kmsg);
+  REQUIRE(watch.active());
+  std::ofstream(kmsg, std::ios::app) << "3,2,2,-;Out of memory: Killed process 600 (python3) total-vm:1kB\n";
+  CHECK(watch.explain_sigkill(500, 1000) == "");  // before the attempt
+  CHECK(watch.explain_sigkill(601, 1000) == "");  // not named
+  CHECK(watch.explain_sigkill(600, 2048) == "killed by the kernel's OOM killer (named by the kernel log; peak RSS 2 MiB)");
 }
 
 TEST_CASE("the report, the restart line and the summary say OOM-killed") {
