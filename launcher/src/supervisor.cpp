@@ -141,11 +141,6 @@ Clock::duration seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
 
-// After SIGKILL a group is normally empty within milliseconds. One that is
-// not (a zombie whose parent is not the launcher, a process stuck in the
-// kernel) is reported and left after kAfterKillWaitS (unkillable.h) rather
-// than hanging the job.
-
 std::optional<std::chrono::system_clock::time_point> mtime_of(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return std::nullopt;
