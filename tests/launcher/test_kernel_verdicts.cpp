@@ -81,6 +81,36 @@ TEST_CASE("a worker SIGKILL cannot end (D state) is named with its state and wai
   CHECK(wait_until([&] { return !pid_alive(rank1); }, 10));  // the pending SIGKILL ends it
 }
 
+TEST_CASE("a process of a worker's group that SIGKILL cannot end is named as that rank's, and the launcher ends") {
+  FreezerCgroup freezer;
+  if (!freezer.ok()) DDP_SKIP(std::string("cannot make a freezer cgroup under ") + FreezerCgroup::kRoot);
+  TempDir out;
+  // Rank 1 starts a child in its group (a DataLoader worker, say) and waits;
+  // rank 0 fails once that child is frozen. Rank 1 itself dies of SIGTERM.
+  const std::string w = worker_script(out,
+      "if [ \"$RANK\" = 1 ]; then\n"
+      "  sleep 300 & echo $! > \"$OUT/child.tmp\"; mv \"$OUT/child.tmp\" \"$OUT/child\"\n"
+      "  exec sleep 300\n"
+      "fi\n"
+      "while [ ! -e \"$OUT/go\" ]; do sleep 0.01; done\n"
+      "exit 5\n");
+  Proc p({launcher(), "--standalone", "--nproc_per_node", "2", "--shutdown_timeout", "1", w}, {{"OUT", out.path()}});
+  REQUIRE(wait_until([&] { return read_pid(out.file("child")) > 0; }, 20));
+  const pid_t child = read_pid(out.file("child"));
+  REQUIRE(freezer.add(child));
+  REQUIRE(freezer.freeze());
+  REQUIRE(wait_until([&] { return proc_state(child) == 'D'; }, 10));
+  write_file(out.file("go"), "");
+  const auto code = p.wait(1 + 1 + 5 + 6);  // the worker's grace, the leftover's grace, the wait after SIGKILL
+  INFO(p.output());
+  REQUIRE(code.has_value());
+  CHECK(*code == 5);
+  CHECK_THAT(p.output(), Catch::Contains("rank 1's process " + std::to_string(child) +
+                                         " (sleep, in its group) is in uninterruptible sleep (D"));
+  freezer.thaw();
+  CHECK(wait_until([&] { return !pid_alive(child); }, 10));
+}
+
 namespace {
 
 // A child of this process's v1 memory cgroup limited to 64 MiB (swap too,
