@@ -1,5 +1,6 @@
 #include "ddp/launcher/report.h"
 
+#include "ddp/launcher/flight_recorder.h"
 #include "ddp/launcher/signals.h"
 
 #include <ctime>
@@ -74,6 +75,7 @@ std::string message_of(const WorkerExit& w) {
   if (!w.stalled.empty()) return w.stalled;
   if (!w.spawn_error.empty()) return w.spawn_error;
   if (w.error && !w.error->message.empty()) return w.error->message;
+  if (w.signaled && !w.oom.empty()) return w.oom;  // the kernel's word beats any older line of its stderr
   if (!w.stderr_message.empty()) return w.stderr_message;  // its own words, from its stderr
   if (w.signaled)
     return "Signal " + std::to_string(w.code) + " (" + signal_name(w.code) + ") received by PID " +
@@ -111,7 +113,8 @@ void root_cause_block(std::ostringstream& s, const WorkerExit& w, const std::str
 std::string format_restart_line(const AttemptResult& a, int max_restarts) {
   std::ostringstream s;
   s << "ddp-launch: attempt " << a.attempt << " failed: rank " << a.root_cause->rank << " "
-    << a.root_cause->status_text() << "; restarting the group (restart " << a.attempt + 1 << " of "
+    << a.root_cause->status_text() << (a.root_cause->oom.empty() ? "" : ", " + a.root_cause->oom)
+    << "; restarting the group (restart " << a.attempt + 1 << " of "
     << max_restarts << ")";
   return s.str();
 }
@@ -161,6 +164,7 @@ std::string format_failure_report(const std::vector<AttemptResult>& attempts, co
     s << "  rank " << w.rank << " (local_rank " << w.local_rank << ", pid " << w.pid << "): " << w.status_text()
       << (w.after_teardown ? ", after the launcher stopped the group" : "");
     if (w.max_rss_kb > 0) s << ", max_rss " << rss_text(w.max_rss_kb);
+    if (!w.oom.empty()) s << "; " << w.oom;
     s << "\n";
     // A later failure's own words help too (e.g. the peer's "Connection reset").
     if (has_message)
@@ -169,6 +173,8 @@ std::string format_failure_report(const std::vector<AttemptResult>& attempts, co
         << "\n";
   }
   if (stopped_hidden > 0) s << "  ... and " << stopped_hidden << " more workers stopped by the launcher\n";
+  s << format_unkillable_block(last.unkillable, kAfterKillWaitS, last.attempt < max_restarts);
+  for (const AttemptResult& a : attempts) s << format_flight_recorder_block(a.fr_dumps, a.fr_prefix);
   s << rule << "\n";
   return s.str();
 }

@@ -25,6 +25,7 @@ std::string fixed(double v, int decimals) {
 
 std::string status_of(const WorkerExit& w) {
   if (w.pid <= 0) return "not started";
+  if (w.signaled && !w.oom.empty()) return "OOM-killed";
   if (w.signaled) return signal_name(w.code);
   return "exit " + std::to_string(w.code);
 }
@@ -92,6 +93,9 @@ std::string format_run_summary(const std::vector<AttemptResult>& attempts, const
     row({std::to_string(w->rank), std::to_string(w->local_rank), w->pid > 0 ? std::to_string(w->pid) : "-",
          status_of(*w), fixed(w->wall_s, 2), fixed(w->cpu_s, 2), rss_of(w->max_rss_kb)});
   }
+  // Workers SIGKILL could not end (unkillable.h): never reaped, so no rusage.
+  for (const UnkillableProcess& u : last.unkillable)
+    if (u.worker) row({std::to_string(u.rank), std::to_string(u.local_rank), std::to_string(u.pid), "not killed", "-", "-", "-"});
   if (static_cast<int>(workers.size()) > kSummaryRows)
     s << "  ... and " << workers.size() - kSummaryRows << " more ranks (every rank is in --summary_json)\n";
   return s.str();
@@ -118,7 +122,18 @@ std::string format_summary_json(const std::vector<AttemptResult>& attempts, cons
         << ", \"stdout_log\": " << json_or_null(w.stdout_log) << ", \"stderr_log\": " << json_or_null(w.stderr_log)
         << "}";
     }
-    s << "]}";
+    s << "]";
+    if (!a.unkillable.empty()) {
+      s << ", \"not_killed\": [";
+      for (size_t j = 0; j < a.unkillable.size(); ++j) {
+        const UnkillableProcess& u = a.unkillable[j];
+        s << (j ? ", " : "") << "{\"rank\": " << u.rank << ", \"pid\": " << u.pid
+          << ", \"worker\": " << (u.worker ? "true" : "false") << ", \"state\": " << json_string(std::string(1, u.proc.state))
+          << ", \"wchan\": " << json_or_null(u.proc.wchan) << "}";
+      }
+      s << "]";
+    }
+    s << "}";
   }
   s << "]}\n";
   return s.str();

@@ -3,9 +3,11 @@
 #include "ddp/common/atomic_file.h"
 #include "ddp/common/error_file.h"
 #include "ddp/launcher/event_log.h"
+#include "ddp/launcher/flight_recorder.h"
 #include "ddp/launcher/log_dir.h"
 #include "ddp/launcher/log_spec.h"
 #include "ddp/launcher/output_tail.h"
+#include "ddp/launcher/oom_kill.h"
 #include "ddp/launcher/output_tee.h"
 #include "ddp/launcher/progress_watch.h"
 #include "ddp/launcher/rdzv_agent.h"
@@ -15,6 +17,8 @@
 #include "ddp/launcher/stderr_failure.h"
 #include "ddp/launcher/stderr_relay.h"
 #include "ddp/launcher/summary.h"
+#include "ddp/launcher/shm_segments.h"
+#include "ddp/launcher/unkillable.h"
 #include "ddp/launcher/watchdog.h"
 #include "ddp/launcher/worker_group.h"
 #include "ddp/launcher/worker_env.h"
@@ -30,6 +34,7 @@
 #include <netinet/in.h>
 #include <optional>
 #include <poll.h>
+#include <set>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -140,11 +145,6 @@ Clock::duration seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
 
-// After SIGKILL a group is normally empty within milliseconds. One that is
-// not (a zombie whose parent is not the launcher, a process stuck in the
-// kernel) is reported and left after this long rather than hanging the job.
-constexpr double kAfterKillWaitS = 5.0;
-
 std::optional<std::chrono::system_clock::time_point> mtime_of(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return std::nullopt;
@@ -226,6 +226,7 @@ class Attempt {
     if (spawn_failure_) result_.root_cause = spawn_failure_;
     else if (stall_) result_.root_cause = stalled_exit();
     else if (failure_seen_) result_.root_cause = earliest_failure(result_.exits);
+    if (!result_.succeeded()) result_.fr_dumps = new_dumps(fr_before_, list_flight_recorder_files(result_.fr_prefix));
     return result_;
   }
 
@@ -262,6 +263,7 @@ class Attempt {
         relay_stderr(lr, s, close_after);
         const std::string heartbeat = progress_.create_heartbeat(lr, dir_.heartbeat_file(result_.attempt, lr));
         warn_progress();
+        if (spec.fr_dump_prefix.empty()) start_flight_recorder(spec, attempt_log_dir);
         s.env = worker_environment(cfg_.parent_env, spec, lr, live.error_file, heartbeat);
         live.start = Clock::now();
         const pid_t pid = group_.spawn(std::move(s), lr, lr == 0 && stdin_to_rank0_);
@@ -282,6 +284,17 @@ class Attempt {
       // failures are handled as they come, not after the last spawn.
       handle_events(0);
     }
+  }
+
+  // flight_recorder.h: the attempt's dumps beside its error files (the run
+  // directory, flat, or the attempt's log directory); under a parent's
+  // prefix, what is there already is noted so that only this attempt's count.
+  void start_flight_recorder(GroupSpec& spec, const std::string& attempt_log_dir) {
+    spec.fr_dump_prefix = attempt_log_dir.empty()
+                              ? dir_.path() + "/attempt_" + std::to_string(result_.attempt) + ".nccl_trace_rank_"
+                              : attempt_log_dir + "/nccl_trace_rank_";
+    result_.fr_prefix = flight_recorder_prefix(cfg_.parent_env, spec.fr_dump_prefix);
+    if (result_.fr_prefix != spec.fr_dump_prefix) fr_before_ = list_flight_recorder_files(result_.fr_prefix);
   }
 
   // --event_log_handler console: START for each worker, once all are started (as torchrun).
@@ -476,13 +489,33 @@ class Attempt {
       kill_all();
       return true;
     }
-    std::string ids;
-    for (pid_t g : group_.groups()) ids += (ids.empty() ? "" : " ") + std::to_string(g);
-    log_ << "ddp-launch: warning: process group(s) " << ids << " still have processes " << kAfterKillWaitS
-         << " s after SIGKILL (a zombie whose parent is not the launcher, or a process stuck in the kernel); "
-            "going on without them"
-         << std::endl;
+    give_up_on_groups();
     return false;
+  }
+
+  // kAfterKillWaitS after SIGKILL: what is still in the groups is named
+  // (state and wait channel from /proc) and left behind. The watchdog is
+  // told to forget those groups too (it would wait for them at exit), and
+  // their shared-memory names are removed as if they had ended.
+  void give_up_on_groups() {
+    std::vector<std::pair<pid_t, int>> groups;
+    std::string ids;
+    for (pid_t g : group_.groups()) {
+      const auto at = std::find(started_.begin(), started_.end(), g);
+      groups.push_back({g, static_cast<int>(at - started_.begin())});
+      ids += (ids.empty() ? "" : " ") + std::to_string(g);
+    }
+    result_.unkillable = find_unkillable("/proc", groups, base_rank_);
+    for (const UnkillableProcess& u : result_.unkillable) log_ << "ddp-launch: " << format_unkillable(u) << std::endl;
+    if (result_.unkillable.empty())  // gone between the last reap and now, or out of our sight
+      log_ << "ddp-launch: warning: process group(s) " << ids << " still have processes " << kAfterKillWaitS
+           << " s after SIGKILL; going on without them" << std::endl;
+    std::set<pid_t> leaders;
+    for (const auto& g : groups) {
+      watchdog_.remove_group(g.first);
+      leaders.insert(g.first);
+    }
+    remove_worker_segments(leaders);
   }
 
   // Waits up to timeout_ms (-1: forever) for signals, children or tee'd
@@ -630,6 +663,7 @@ class Attempt {
         w.error = read_error_file(w.error_file);
         if (w.error) w.error_time = mtime_of(w.error_file);
       }
+      if (w.signaled && w.code == SIGKILL && !killed_) w.oom = oom_.explain_sigkill(w.pid, w.max_rss_kb);
       live_.erase(it);
       result_.exits.push_back(w);
       if (w.failed() && !stopping_) {
@@ -659,6 +693,8 @@ class Attempt {
   std::vector<pollfd> polls_;
   int devnull_w_ = -1;            // for ranks outside --local_ranks_filter
   std::optional<WorkerExit> spawn_failure_;
+  OomWatch oom_;                  // the OOM kill counter of the workers' cgroup before they start
+  std::vector<DumpFile> fr_before_;  // flight recorder files under a parent's prefix before the attempt
   bool failure_seen_ = false;
   bool stopping_ = false;
   bool killed_ = false;
@@ -701,6 +737,14 @@ bool is_in(const std::string& path, const std::string& dir) { return path.rfind(
 bool report_names_file_in(const std::vector<AttemptResult>& attempts, const std::string& dir) {
   for (const AttemptResult& a : attempts)
     if (a.root_cause && a.root_cause->error && is_in(a.root_cause->error_file, dir)) return true;
+  return false;
+}
+
+// Whether the report lists flight recorder dumps in `dir` (flight_recorder.h).
+bool reports_dumps_in(const std::vector<AttemptResult>& attempts, const std::string& dir) {
+  for (const AttemptResult& a : attempts)
+    for (const std::string& f : a.fr_dumps)
+      if (is_in(f, dir)) return true;
   return false;
 }
 
@@ -823,6 +867,11 @@ struct ElasticRun {
         if (error.empty() && !last.rdzv_stop.empty() && !last.root_cause) error = "the job was ended: " + last.rdzv_stop;
         return;
       }
+      if (!last.unkillable.empty()) {  // a new round here would meet them holding GPUs and ports
+        agent.send("abort " + reason + "; " + setup.node + " has workers that SIGKILL cannot end");
+        await(agent, {RdzvEvent::Aborted});
+        return;
+      }
       if (last.spawn_failed || (last.rdzv_counted && round->restart_count >= max_restarts)) {
         agent.send("abort " + reason + "; " + setup.node + " has no restarts left (max_restarts " +
                    std::to_string(max_restarts) + ")");
@@ -914,7 +963,7 @@ int Supervisor::run() {
   // The report prints these paths: they must outlive the launcher (the run
   // directory is otherwise removed at exit, by us and the watchdog). Only
   // then: a job that succeeded after a restart leaves nothing behind.
-  const bool keep = failed && report_names_file_in(attempts_, dir.path());
+  const bool keep = failed && (report_names_file_in(attempts_, dir.path()) || reports_dumps_in(attempts_, dir.path()));
   if (keep) {
     dir.keep();
     watchdog->keep_run_dir();
@@ -925,7 +974,10 @@ int Supervisor::run() {
   if (failed) log_ << format_failure_report(attempts_, host, cfg_.opts.max_restarts);
   if (!rdzv_error.empty()) log_ << "ddp-launch: error: " << rdzv_error << "\n";
   if (rdzv_signal) log_ << "ddp-launch: stopped by " << signal_name(rdzv_signal) << " while in the rendezvous\n";
-  if (keep) log_ << "ddp-launch: the error files above are kept in " << dir.path() << " (remove it when done)\n";
+  if (keep && report_names_file_in(attempts_, dir.path()))
+    log_ << "ddp-launch: the error files above are kept in " << dir.path() << " (remove it when done)\n";
+  else if (keep)
+    log_ << "ddp-launch: the flight recorder dumps above are kept in " << dir.path() << " (remove it when done)\n";
   if (!cfg_.opts.summary_json.empty()) {
     try {
       ddp::write_file_atomically(cfg_.opts.summary_json,

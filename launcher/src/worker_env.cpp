@@ -1,6 +1,7 @@
 #include "ddp/launcher/worker_env.h"
 
 #include "ddp/common/heartbeat.h"
+#include "ddp/launcher/flight_recorder.h"
 
 #include <algorithm>
 #include <limits>
@@ -98,6 +99,8 @@ EnvMap worker_environment(const EnvMap& parent, const GroupSpec& g, int local_ra
   // as torchrun 2.x tells its workers: always its own list, never the parent's.
   set("TORCHELASTIC_SIGNALS_TO_HANDLE", signal_list_text(o.signals_to_handle));
   if (g.omp_threads > 0) seti("OMP_NUM_THREADS", g.omp_threads);
+  // PyTorch's flight recorder writes into the run, unless the parent said where.
+  set_flight_recorder_env(env, parent, g.fr_dump_prefix);
   if (o.task) {  // srun-per-rank mode (slurm.h): RANK and WORLD_SIZE are right already
     seti("LOCAL_RANK", o.task->local_rank);
     seti("LOCAL_WORLD_SIZE", o.task->local_world_size);

@@ -91,7 +91,12 @@ TEST_CASE("the worker environment and argv equal torchrun 2.x's, name by name") 
     // and 2.x does not (docs/migration.md).
     CHECK(theirs[r].count("NCCL_ASYNC_ERROR_HANDLING") == 0);
     CHECK(ours[r]["NCCL_ASYNC_ERROR_HANDLING"] == "1");
-    compare(theirs[r], ours[r], {"TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE", "NCCL_ASYNC_ERROR_HANDLING"});
+    // And the flight recorder's dumps in the run (flight_recorder.h, docs/migration.md).
+    CHECK(theirs[r].count("TORCH_FR_DUMP_TEMP_FILE") == 0);
+    CHECK_THAT(ours[r]["TORCH_FR_DUMP_TEMP_FILE"], Catch::EndsWith("/attempt_0.nccl_trace_rank_"));
+    CHECK(ours[r]["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1");
+    compare(theirs[r], ours[r], {"TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE", "NCCL_ASYNC_ERROR_HANDLING",
+                                 "TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DUMP_ON_TIMEOUT"});
     CHECK(ours[r]["ARGV"] == "--x|1");
   }
 }
@@ -113,6 +118,7 @@ TEST_CASE("launch mode equals python -m torch.distributed.launch 2.x with --loca
     CHECK(ours[r]["ARGV"] == theirs[r]["ARGV"]);
     // Launch mode serves 1.x scripts too: LibTorch 1.x's name is set as well.
     CHECK(ours[r]["NCCL_ASYNC_ERROR_HANDLING"] == "1");
-    compare(theirs[r], ours[r], {"TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE", "NCCL_ASYNC_ERROR_HANDLING"});
+    compare(theirs[r], ours[r], {"TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE", "NCCL_ASYNC_ERROR_HANDLING",
+                                 "TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DUMP_ON_TIMEOUT"});
   }
 }

@@ -10,6 +10,7 @@
 // without processes.
 
 #include "ddp/common/error_file.h"
+#include "ddp/launcher/unkillable.h"
 
 #include <chrono>
 #include <optional>
@@ -48,6 +49,9 @@ struct WorkerExit {
   // of its stderr (stderr_failure.h); "" when there was nothing to quote.
   std::string stderr_message;
   std::string stderr_traceback;
+  // Its SIGKILL came from the kernel's OOM killer (oom_kill.h): "killed by
+  // the kernel's OOM killer (memory.max 24 GiB; peak RSS 23.1 GiB)", else "".
+  std::string oom;
 
   bool failed() const { return signaled || code != 0; }
   // Its error file says it failed because another rank did (follows_rank).
@@ -83,9 +87,19 @@ struct AttemptResult {
   int group_world_size = 1;
   int world_size = 1;
   int base_rank = 0;                     // RANK of local rank 0
+  // Processes of its groups still there a few seconds after SIGKILL
+  // (unkillable.h): the attempt ended without them and is not restarted (a
+  // new group would meet them holding their GPUs, ports and files).
+  std::vector<UnkillableProcess> unkillable;
+  // Flight recorder dumps this attempt's workers wrote (flight_recorder.h),
+  // and the prefix they were written under.
+  std::vector<std::string> fr_dumps;
+  std::string fr_prefix;
 
   bool succeeded() const { return !root_cause && launcher_signal == 0 && rdzv_stop.empty(); }
-  bool restartable() const { return root_cause && !launcher_signal && !signal_during_teardown && !spawn_failed; }
+  bool restartable() const {
+    return root_cause && !launcher_signal && !signal_during_teardown && !spawn_failed && unkillable.empty();
+  }
   // The launcher's exit code for this attempt.
   int exit_code() const;
 };

@@ -29,7 +29,8 @@ std::string format_run_summary(const std::vector<AttemptResult>& attempts, const
 // {"exit_code", "wall_s", "host", "log_dir", "attempts": [{"attempt",
 //  "exit_code", "workers": [{"rank", "local_rank", "pid", "started",
 //  "exit_code", "signal", "wall_s", "cpu_s", "max_rss_kb", "error_file",
-//  "stdout_log", "stderr_log"}]}]}; workers sorted by rank. error_file is
+//  "stdout_log", "stderr_log"}], "not_killed" (only when some were):
+//  [{"rank", "pid", "worker", "state", "wchan"}]}]}; workers sorted by rank. error_file is
 //  the file the worker wrote, null when none (or when it was removed at exit).
 std::string format_summary_json(const std::vector<AttemptResult>& attempts, const RunTotals& totals);
 

@@ -16,7 +16,14 @@
 //  - an attempt ends only when no process of its groups is left (a worker's
 //    leftover children get SIGTERM once every worker has exited, then the
 //    same grace and SIGKILL), so a restart never meets the old group's
-//    processes (a DataLoader child holding MASTER_PORT);
+//    processes (a DataLoader child holding MASTER_PORT). A process still
+//    there kAfterKillWaitS after SIGKILL (D state) is named from /proc and
+//    left behind (unkillable.h): the attempt ends without it and is not
+//    restarted, since a new group would meet it;
+//  - a worker dead of a SIGKILL the launcher did not send is checked
+//    against the OOM killer (oom_kill.h); every worker gets the flight
+//    recorder's dump prefix in the run, and a failed attempt's dumps are
+//    listed (flight_recorder.h);
 //  - with restarts left, a failed group is restarted whole with
 //    TORCHELASTIC_RESTART_COUNT + 1; a spawn failure or a launcher signal
 //    is never restarted;
