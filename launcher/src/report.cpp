@@ -162,6 +162,7 @@ std::string format_failure_report(const std::vector<AttemptResult>& attempts, co
         << "\n";
   }
   if (stopped_hidden > 0) s << "  ... and " << stopped_hidden << " more workers stopped by the launcher\n";
+  if (!last.stacks.empty()) s << last.stacks;  // where the ranks were (stack_dump.h)
   s << rule << "\n";
   return s.str();
 }

@@ -10,6 +10,7 @@
 #include "ddp/launcher/run_dir.h"
 #include "ddp/launcher/signals.h"
 #include "ddp/launcher/spawn.h"
+#include "ddp/launcher/stack_dump.h"
 #include "ddp/launcher/summary.h"
 #include "ddp/launcher/watchdog.h"
 #include "ddp/launcher/worker_group.h"
@@ -17,6 +18,7 @@
 
 #include <algorithm>
 #include <arpa/inet.h>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -26,6 +28,7 @@
 #include <netinet/in.h>
 #include <optional>
 #include <poll.h>
+#include <sstream>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -140,6 +143,10 @@ Clock::duration seconds(double s) {
 // not (a zombie whose parent is not the launcher, a process stuck in the
 // kernel) is reported and left after this long rather than hanging the job.
 constexpr double kAfterKillWaitS = 5.0;
+
+// A stack dump of every rank is bounded by this (tools still running then
+// are killed); eu-stack takes well under a second for 8 ranks (docs/benchmarks.md).
+constexpr double kStackDumpTimeoutS = 5.0;
 
 std::optional<std::chrono::system_clock::time_point> mtime_of(const std::string& path) {
   struct stat st;
@@ -383,6 +390,8 @@ class Attempt {
     }
     if (handle_events(timeout_ms)) return true;
     if (!killed_) {  // grace period over
+      dump_all_stacks("shutdown_timeout: still running " + seconds_text(cfg_.opts.shutdown_timeout_s) +
+                      " s after the teardown signal, before SIGKILL");
       kill_all();
       return true;
     }
@@ -426,6 +435,10 @@ class Attempt {
     if (polls_[0].revents == 0) return true;
     for (int sig : signals_.drain()) {
       if (!SignalChannel::is_forwarded(sig)) continue;  // SIGCHLD: reaped below
+      if (signals_.is_dump_request(sig)) {
+        dump_all_stacks(signal_name(sig) + ": a live dump, the job goes on");
+        continue;
+      }
       on_signal(sig);
     }
     reap();
@@ -456,6 +469,7 @@ class Attempt {
   }
 
   void on_signal(int sig) {
+    if (sig == SIGQUIT) dump_all_stacks("SIGQUIT: before forwarding it");  // Ctrl-\ asks where the ranks are
     const bool second_int = sig == SIGINT && saw_int_;
     if (sig == SIGINT) saw_int_ = true;
     if (failure_seen_ || group_.running_workers() == 0) {
@@ -489,6 +503,45 @@ class Attempt {
            << "): if the launcher is now SIGKILLed, its workers' children and run directory are left behind"
            << std::endl;
     }
+  }
+
+  // Stacks of every worker still running (stack_dump.h) into the attempt's
+  // --log_dir directory, else the run directory, which is then kept so the
+  // files outlive the launcher. The summary goes to the log now and, as the
+  // attempt's last dump, into the failure report. `why` starts with a word
+  // that names the files: "SIGQUIT: ..." -> stacks.sigquit.<n>.rank_<r>.txt.
+  void dump_all_stacks(const std::string& why) {
+    std::vector<StackTarget> targets;
+    for (const auto& [pid, live] : live_)
+      targets.push_back(StackTarget{base_rank_ + live.local_rank, live.local_rank, pid, is_python_process(pid)});
+    if (targets.empty()) return;
+    std::sort(targets.begin(), targets.end(), [](const StackTarget& a, const StackTarget& b) { return a.rank < b.rank; });
+    std::string dir = dir_.path(), tag;
+    if (cfg_.run_log_dir.empty()) {
+      dir_.keep();
+      watchdog_.keep_run_dir();
+      tag = "attempt_" + std::to_string(result_.attempt) + ".";
+    } else {
+      dir = cfg_.run_log_dir + "/attempt_" + std::to_string(result_.attempt);
+    }
+    for (char c : why.substr(0, why.find_first_of(" :;,"))) tag += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(c)) : '_';
+    tag += "." + std::to_string(++stack_dumps_);
+    const auto path = cfg_.parent_env.find("PATH");
+    const Clock::time_point start = Clock::now();
+    const std::vector<RankStacks> stacks = dump_stacks(targets, dir, tag, kStackDumpTimeoutS,
+                                                       find_stack_tools(path == cfg_.parent_env.end() ? "" : path->second));
+    const std::string took = seconds_text(std::chrono::duration<double>(Clock::now() - start).count());
+    const std::string ranks = std::to_string(stacks.size()) + (stacks.size() == 1 ? " rank" : " ranks");
+    const std::string summary = format_stack_summary(stacks);
+    log_ << "ddp-launch: stacks of " << ranks << " (" << why << ") in " << took << " s:\n" << summary << std::flush;
+    result_.stacks = "Stacks (" + why + "; " + ranks + ", " + took + " s):\n" + summary;
+  }
+
+  static std::string seconds_text(double s) {
+    std::ostringstream o;
+    o.precision(s < 10 ? 2 : 3);
+    o << s;
+    return o.str();
   }
 
   void reap() {
@@ -557,6 +610,7 @@ class Attempt {
   bool killed_ = false;
   bool saw_int_ = false;
   bool leftovers_termed_ = false;
+  int stack_dumps_ = 0;  // dumps taken in this attempt (they name the files)
   Clock::time_point deadline_;
 };
 
@@ -641,7 +695,7 @@ struct ElasticRun {
       if (r <= 0) continue;
       if (p[0].revents != 0)
         for (int sig : signals.drain())
-          if (SignalChannel::is_forwarded(sig)) {
+          if (SignalChannel::is_forwarded(sig) && !signals.is_dump_request(sig)) {  // no workers to dump
             signal = sig;
             return std::nullopt;
           }

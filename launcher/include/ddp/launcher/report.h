@@ -72,6 +72,9 @@ struct AttemptResult {
   int group_world_size = 1;
   int world_size = 1;
   int base_rank = 0;                     // RANK of local rank 0
+  // The attempt's last stack dump (stack_dump.h): "Stacks (why; N ranks,
+  // T s):\n" and format_stack_summary's lines; "" when none was taken.
+  std::string stacks;
 
   bool succeeded() const { return !root_cause && launcher_signal == 0 && rdzv_stop.empty(); }
   bool restartable() const { return root_cause && !launcher_signal && !signal_during_teardown && !spawn_failed; }
