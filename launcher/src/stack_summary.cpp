@@ -169,7 +169,10 @@ std::string native_signature(const std::string& tool_output, pid_t pid) {
     }
     frames.push_back(cut_gdb_args(rest));
   }
-  return join_frames(frames);
+  const std::string sig = join_frames(frames);
+  // Frames, none named: the thread is in JIT code (oneDNN's kernels) or a
+  // stripped library, where unwinding also stops.
+  return sig.empty() && !frames.empty() ? kNoSymbols : sig;
 }
 
 std::string python_signature(const std::string& py_spy_output, pid_t pid) {

@@ -1,6 +1,7 @@
 // Stack dumps (stack_dump.h): signatures out of real eu-stack, gdb and py-spy
 // output captured from ddp-train and a Python process (fixtures/stacks), the
 // grouped summary, and the real tools against a child of the test.
+#include "ddp/launcher/report.h"
 #include "ddp/launcher/stack_dump.h"
 #include "scratch_dir.h"
 #include "test_skip.h"
@@ -113,6 +114,10 @@ TEST_CASE("native signature: templates, anonymous namespaces, symbol versions an
   CHECK(native_signature(gdb, 7) == "vector::push_back <- Loader::read_idx <- std::operator< <- main");
   const std::string eu = "PID 7 - process\nTID 7:\n#0  0x1 __GI___poll\n#1  0x2\n#2  0x3 clock_nanosleep@GLIBC_2.2.5\n";
   CHECK(native_signature(eu, 7) == "poll <- clock_nanosleep");
+  // The main thread in oneDNN's JIT code (seen with 8 ddp-train ranks): one frame, no name.
+  const std::string jit = "PID 9 - process\nTID 9:\n#0  0x00007f3beeeff820\nTID 10:\n#0  0x00007f3c0e63a26f __poll\n";
+  CHECK(native_signature(jit, 9) == kNoSymbols);
+  CHECK(native_signature(jit, 10) == "poll");
 }
 
 TEST_CASE("python signature: py-spy's main thread, innermost first, file names without their directory") {
@@ -255,4 +260,14 @@ TEST_CASE("dump_stacks of a Python process: py-spy's Python frames and the nativ
   CHECK_THAT(file, Catch::Contains("\"MainThread\""));
   if (!tools.eu_stack.empty()) CHECK_THAT(file, Catch::Contains("time_sleep"));
   CHECK(py.state() == 'S');
+}
+
+TEST_CASE("the failure report ends with the attempt's last stack dump") {
+  AttemptResult a;
+  a.launcher_signal = SIGQUIT;
+  CHECK_THAT(format_failure_report({a}, "h", 0), !Catch::Contains("Stacks ("));
+  a.stacks = "Stacks (SIGQUIT: before forwarding it; 2 ranks, 0.05 s):\n  ranks 0,1: open\n  files: /d/s.rank_*.txt\n";
+  const std::string report = format_failure_report({a}, "h", 0);
+  CHECK_THAT(report, Catch::Contains("stopped by SIGQUIT") &&
+                         Catch::EndsWith(a.stacks + std::string(72, '=') + "\n"));
 }

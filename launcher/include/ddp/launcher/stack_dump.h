@@ -69,8 +69,9 @@ constexpr int kSignatureFrames = 4;
 // output, innermost first, joined by " <- ": arguments, template arguments,
 // addresses, namespaces but the last, symbol versions and libc's internal
 // wait frames left out ("pthread_cond_wait <- Work::wait <- AsyncWork::wait
-// <- ProcessGroup::allreduce"). "" when the main thread is not in it or has
-// no named frame.
+// <- ProcessGroup::allreduce"). "" when the main thread is not in it;
+// kNoSymbols when it has frames but none named (JIT code, a stripped library).
+constexpr const char* kNoSymbols = "?? (no symbols: JIT or stripped code)";
 std::string native_signature(const std::string& tool_output, pid_t pid);
 // The same from py-spy's dump (the thread with that id, else "MainThread"):
 // "inner (sl.py:3) <- outer (sl.py:5)".
