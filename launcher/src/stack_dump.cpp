@@ -150,6 +150,10 @@ class Dumper {
           start_next(*owners[i]);
         }
     }
+    // Every overrunning tool is killed first, then each is waited for: the
+    // exits of large tracers (gdb with LibTorch's symbols) overlap.
+    for (Chain& c : chains_)
+      if (c.tool > 0) ::kill(-c.tool, SIGKILL);
     for (Chain& c : chains_) {
       if (c.tool > 0) finish_step(c, true);
       for (; c.next < c.steps.size(); ++c.next)
