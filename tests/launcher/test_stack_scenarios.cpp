@@ -24,7 +24,8 @@ namespace {
 
 // A worker that notes its pid, then runs `body` (sh). idle() waits in the
 // open of $OUT/fifo (one place, so every rank has the same stack) until
-// release() opens its other end.
+// release() opens its other end. idle_strict() also fails the worker
+// (exit 5) when its open was broken off (EINTR), as a dump's attach must not do.
 std::string stack_worker(const TempDir& dir, const std::string& body) {
   const std::string path = dir.file("worker.sh");
   REQUIRE(::mkfifo(dir.file("fifo").c_str(), 0600) == 0);
@@ -32,6 +33,8 @@ std::string stack_worker(const TempDir& dir, const std::string& body) {
              "#!/bin/sh\n"
              "note() { printf '%s\\n' \"$2\" > \"$OUT/$1.$RANK.tmp\" && mv \"$OUT/$1.$RANK.tmp\" \"$OUT/$1.$RANK\"; }\n"
              "idle() { read _ < \"$OUT/fifo\"; }\n"
+             // read's status is 1 at the end of file, 2 when the open failed.
+             "idle_strict() { read _ < \"$OUT/fifo\"; [ $? = 1 ] || exit 5; }\n"
              "note pid $$\n" +
                  body,
              true);
@@ -140,7 +143,7 @@ TEST_CASE("SIGQUIT to the launcher: every rank's stacks first, then torchrun's s
 TEST_CASE("SIGUSR2 to the launcher: a live dump into the attempt's log directory, the job finishes with exit 0") {
   if (!has_native_tool(test_path())) DDP_SKIP("neither eu-stack nor gdb on PATH (apt-get install elfutils)");
   TempDir out;
-  const std::string w = stack_worker(out, "trap 'note got USR2' USR2\nnote ready 1\nidle\nexit 0\n");
+  const std::string w = stack_worker(out, "trap 'note got USR2' USR2\nnote ready 1\nidle_strict\nexit 0\n");
   Proc p({launcher(), "--standalone", "--nproc_per_node=2", "--log_dir", out.file("logs"), "--tee", "3", w},
          {{"OUT", out.path()}});
   REQUIRE(wait_until([&] { return ready(out, 2, "wait_for_partner"); }, 30));
