@@ -524,7 +524,8 @@ class Attempt {
     } else {
       dir = cfg_.run_log_dir + "/attempt_" + std::to_string(result_.attempt);
     }
-    for (char c : why.substr(0, why.find_first_of(" :;,"))) tag += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(c)) : '_';
+    for (char c : why.substr(0, why.find_first_of(" :;,")))
+      tag += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(c)) : '_';
     tag += "." + std::to_string(++stack_dumps_);
     const auto path = cfg_.parent_env.find("PATH");
     const Clock::time_point start = Clock::now();
