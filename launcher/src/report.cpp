@@ -175,6 +175,7 @@ std::string format_failure_report(const std::vector<AttemptResult>& attempts, co
   if (stopped_hidden > 0) s << "  ... and " << stopped_hidden << " more workers stopped by the launcher\n";
   s << format_unkillable_block(last.unkillable, kAfterKillWaitS, last.attempt < max_restarts);
   for (const AttemptResult& a : attempts) s << format_flight_recorder_block(a.fr_dumps, a.fr_prefix);
+  if (!last.stacks.empty()) s << last.stacks;  // where the ranks were (stack_dump.h)
   s << rule << "\n";
   return s.str();
 }

@@ -90,6 +90,11 @@ SignalChannel::SignalChannel(const std::vector<int>& handled) {
   sigemptyset(&set);
   sigaddset(&set, SIGCHLD);
   for (int s : handled) sigaddset(&set, s);
+  // The live stack dump's request, unless it is one to forward (Slurm's warning signal).
+  if (std::find(handled.begin(), handled.end(), SIGUSR2) == handled.end()) {
+    dump_signal_ = SIGUSR2;
+    sigaddset(&set, SIGUSR2);
+  }
   if (::sigprocmask(SIG_BLOCK, &set, &original_) != 0)
     throw std::runtime_error(std::string("sigprocmask failed: ") + std::strerror(errno));
   fd_ = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);

@@ -157,6 +157,10 @@ pid_t spawn_worker(const SpawnSpec& spec) {
     else ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != launcher) ::_exit(128 + SIGKILL);  // the launcher died before prctl
+    // Where Yama's ptrace_scope is 1 only ancestors may trace a process: let
+    // the launcher's own children (the stack dump's eu-stack, gdb, py-spy)
+    // attach to this worker too. EINVAL without Yama: nothing to allow.
+    ::prctl(PR_SET_PTRACER, launcher, 0, 0, 0);
     if ((spec.stdin_fd >= 0 && ::dup2(spec.stdin_fd, 0) < 0) ||
         (spec.stdout_fd >= 0 && ::dup2(spec.stdout_fd, 1) < 0) ||
         (spec.stderr_fd >= 0 && ::dup2(spec.stderr_fd, 2) < 0)) {

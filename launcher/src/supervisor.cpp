@@ -16,6 +16,7 @@
 #include "ddp/launcher/spawn.h"
 #include "ddp/launcher/stderr_failure.h"
 #include "ddp/launcher/stderr_relay.h"
+#include "ddp/launcher/stack_dump.h"
 #include "ddp/launcher/summary.h"
 #include "ddp/launcher/shm_segments.h"
 #include "ddp/launcher/unkillable.h"
@@ -25,6 +26,7 @@
 
 #include <algorithm>
 #include <arpa/inet.h>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -35,6 +37,7 @@
 #include <optional>
 #include <poll.h>
 #include <set>
+#include <sstream>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -144,6 +147,10 @@ std::string final_events(const SupervisorConfig& cfg, const std::vector<AttemptR
 Clock::duration seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
+
+// A stack dump of every rank is bounded by this (tools still running then
+// are killed); eu-stack takes well under a second for 8 ranks (docs/benchmarks.md).
+constexpr double kStackDumpTimeoutS = 5.0;
 
 std::optional<std::chrono::system_clock::time_point> mtime_of(const std::string& path) {
   struct stat st;
@@ -433,7 +440,7 @@ class Attempt {
   // group is stopped like a failed one, so --max_restarts applies.
   void on_stall(const StallVerdict& v) {
     log_ << "ddp-launch: " << v.message << "; stopping the group" << std::endl;
-    // STACKS: dump_all_stacks("stalled")
+    dump_all_stacks("stalled");
     stall_ = v;
     failure_seen_ = true;
     WorkerExit told = stalled_exit();
@@ -486,6 +493,8 @@ class Attempt {
     }
     if (handle_events(timeout_ms)) return true;
     if (!killed_) {  // grace period over
+      dump_all_stacks("shutdown_timeout: still running " + seconds_text(cfg_.opts.shutdown_timeout_s) +
+                      " s after the teardown signal, before SIGKILL");
       kill_all();
       return true;
     }
@@ -563,6 +572,10 @@ class Attempt {
     if (polls_[0].revents == 0) return true;
     for (int sig : signals_.drain()) {
       if (!SignalChannel::is_forwarded(sig)) continue;  // SIGCHLD: reaped below
+      if (signals_.is_dump_request(sig)) {
+        dump_all_stacks(signal_name(sig) + ": a live dump, the job goes on");
+        continue;
+      }
       on_signal(sig);
     }
     reap();
@@ -593,6 +606,7 @@ class Attempt {
   }
 
   void on_signal(int sig) {
+    if (sig == SIGQUIT) dump_all_stacks("SIGQUIT: before forwarding it");  // Ctrl-\ asks where the ranks are
     const bool second_int = sig == SIGINT && saw_int_;
     if (sig == SIGINT) saw_int_ = true;
     if (failure_seen_ || group_.running_workers() == 0) {
@@ -626,6 +640,48 @@ class Attempt {
            << "): if the launcher is now SIGKILLed, its workers' children and run directory are left behind"
            << std::endl;
     }
+  }
+
+  // Stacks of every worker still running (stack_dump.h) into the attempt's
+  // --log_dir directory, else the run directory, which is then kept so the
+  // files outlive the launcher. The summary goes to the log now and, as the
+  // attempt's last dump, into the failure report. `why` starts with a word
+  // that names the files: "SIGQUIT: ..." -> stacks.sigquit.<n>.rank_<r>.txt.
+  void dump_all_stacks(const std::string& why) {
+    std::vector<StackTarget> targets;
+    for (const auto& [pid, live] : live_)
+      targets.push_back(StackTarget{base_rank_ + live.local_rank, live.local_rank, pid, is_python_process(pid)});
+    if (targets.empty()) return;
+    std::sort(targets.begin(), targets.end(), [](const StackTarget& a, const StackTarget& b) { return a.rank < b.rank; });
+    std::string dir = dir_.path(), tag;
+    if (cfg_.run_log_dir.empty()) {
+      dir_.keep();
+      watchdog_.keep_run_dir();
+      tag = "attempt_" + std::to_string(result_.attempt) + ".";
+    } else {
+      dir = cfg_.run_log_dir + "/attempt_" + std::to_string(result_.attempt);
+    }
+    for (char c : why.substr(0, why.find_first_of(" :;,")))
+      tag += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(c)) : '_';
+    tag += "." + std::to_string(++stack_dumps_);
+    const auto path = cfg_.parent_env.find("PATH");
+    const Clock::time_point start = Clock::now();
+    const std::vector<RankStacks> stacks = dump_stacks(targets, dir, tag, kStackDumpTimeoutS,
+                                                       find_stack_tools(path == cfg_.parent_env.end() ? "" : path->second));
+    const std::string took = seconds_text(std::chrono::duration<double>(Clock::now() - start).count());
+    const std::string ranks = std::to_string(stacks.size()) + (stacks.size() == 1 ? " rank" : " ranks");
+    // With the runtime's heartbeats: where each rank is in the sequence of collectives.
+    const std::string collectives = progress_.collective_summary();
+    const std::string summary = format_stack_summary(stacks) + (collectives.empty() ? "" : "  " + collectives + "\n");
+    log_ << "ddp-launch: stacks of " << ranks << " (" << why << ") in " << took << " s:\n" << summary << std::flush;
+    result_.stacks = "Stacks (" + why + "; " + ranks + ", " + took + " s):\n" + summary;
+  }
+
+  static std::string seconds_text(double s) {
+    std::ostringstream o;
+    o.precision(s < 10 ? 2 : 3);
+    o << s;
+    return o.str();
   }
 
   void reap() {
@@ -700,6 +756,7 @@ class Attempt {
   bool killed_ = false;
   bool saw_int_ = false;
   bool leftovers_termed_ = false;
+  int stack_dumps_ = 0;  // dumps taken in this attempt (they name the files)
   Clock::time_point deadline_;
   ProgressWatch progress_;           // heartbeat pages; --stall_timeout's looks
   std::optional<StallVerdict> stall_;
@@ -794,7 +851,7 @@ struct ElasticRun {
       if (r <= 0) continue;
       if (p[0].revents != 0)
         for (int sig : signals.drain())
-          if (SignalChannel::is_forwarded(sig)) {
+          if (SignalChannel::is_forwarded(sig) && !signals.is_dump_request(sig)) {  // no workers to dump
             signal = sig;
             return std::nullopt;
           }

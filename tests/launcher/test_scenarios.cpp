@@ -239,8 +239,9 @@ TEST_CASE("signals to the launcher are forwarded to every worker") {
   const std::string name = sig == SIGTERM ? "TERM" : sig == SIGINT ? "INT" : sig == SIGHUP ? "HUP" : "QUIT";
   INFO("signal " << name);
   TempDir out;
+  // TMPDIR: SIGQUIT's stack dump keeps the run directory (test_stack_scenarios.cpp).
   Proc p({launcher(), "--nproc_per_node=2", "--master_port=" + std::to_string(free_port()), kWorker},
-         scenario_env(out, "record"));
+         scenario_env(out, "record", {{"TMPDIR", out.path()}}));
   REQUIRE(wait_until([&] { return files_exist(out, "ready", 2); }, 30));
   p.signal(sig);
   auto code = p.wait(30);
@@ -318,7 +319,7 @@ TEST_CASE("shutdown_timeout escalates to SIGKILL for a worker that ignores SIGTE
   auto start = std::chrono::steady_clock::now();
   auto r = run({launcher(), "--nproc_per_node=2", "--shutdown_timeout=1", "--master_port=" + std::to_string(free_port()),
                 kWorker},
-               scenario_env(out, "ignore_term"), 60);
+               scenario_env(out, "ignore_term", {{"TMPDIR", out.path()}}), 60);  // the dump before SIGKILL keeps the run dir
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   CHECK(r.exit_code == 9);
   CHECK(elapsed >= 1.0);  // it did wait the grace period before killing

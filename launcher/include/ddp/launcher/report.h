@@ -95,6 +95,9 @@ struct AttemptResult {
   // and the prefix they were written under.
   std::vector<std::string> fr_dumps;
   std::string fr_prefix;
+  // The attempt's last stack dump (stack_dump.h): "Stacks (why; N ranks,
+  // T s):\n" and format_stack_summary's lines; "" when none was taken.
+  std::string stacks;
 
   bool succeeded() const { return !root_cause && launcher_signal == 0 && rdzv_stop.empty(); }
   bool restartable() const {

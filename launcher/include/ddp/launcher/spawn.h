@@ -12,6 +12,8 @@
 //    which made every launch ~2x slower on a loaded machine;
 //  - asks for SIGKILL when the launcher dies (PR_SET_PDEATHSIG) and exits at
 //    once if the launcher is already gone;
+//  - names the launcher its ptracer (PR_SET_PTRACER), so that under Yama's
+//    ptrace_scope 1 the launcher's stack-dump tools may attach (stack_dump.h);
 //  - takes /dev/null as stdin unless it is the worker that keeps the
 //    launcher's stdin (see WorkerGroup), and the given stdout/stderr (a log
 //    file, a --tee pipe, /dev/null) when log options ask for them;

@@ -34,6 +34,11 @@
 //    the same poll serves, which also feeds --duplicate_*_filters' files);
 //    without them, no pipe and no extra fd exists;
 //  - --event_log_handler console: torchrun's status events (event_log.h);
+//  - stacks of every running worker (stack_dump.h; Attempt::dump_all_stacks)
+//    on SIGQUIT before it is forwarded, on SIGUSR2 unless it is a handled
+//    signal (a live dump: nothing else happens), and before the SIGKILL of
+//    workers that outlived the grace period; the summary is logged at once
+//    and the attempt's last one ends the failure report;
 //  - at the end of every run: the summary table (summary.h), the failure
 //    report, and --summary_json written atomically. When the report names
 //    error files in the private run directory, that directory is kept
