@@ -5,6 +5,7 @@
 // feature's (stall_timeout + 2 s), not a speed goal.
 #include "reference_python.h"
 #include "scenario_util.h"
+#include "stack_tools.h"
 #include "test_skip.h"
 #include "test_support.h"
 
@@ -27,7 +28,7 @@ TEST_CASE("stall: rank 1's heartbeat stops and the job ends 124 within stall_tim
   TempDir out;
   Proc p({launcher(), "--standalone", "--nproc_per_node", "2", "--use_env", "--stall_timeout", "5",
           heartbeat_worker()},
-         {{"OUT", out.path()}, {"STALL_AFTER", "100"}});
+         {{"OUT", out.path()}, {"STALL_AFTER", "100"}, {"TMPDIR", out.path()}});
   REQUIRE(wait_until([&] { return fs::exists(out.file("stopped")); }, 30));
   const auto stopped = SteadyClock::now();
   const auto code = p.wait(30);
@@ -45,6 +46,12 @@ TEST_CASE("stall: rank 1's heartbeat stops and the job ends 124 within stall_tim
                       Catch::EndsWith(" s; rank 1 last finished collective #100; rank 0 waits in #101 (allreduce, 1.6 MiB)"));
   // The same line when the launcher decides, before the report.
   CHECK_THAT(o, Catch::Contains("ddp-launch: " + msg + "; stopping the group"));
+  // Both ranks' stacks, taken before the teardown, with where each is in the collectives.
+  if (!has_native_tool(test_path())) return;  // the dump's own tests skip then
+  CHECK_THAT(o, Catch::Contains("ddp-launch: stacks of 2 ranks (stalled) in ") &&
+                    Catch::Contains("Stacks (stalled; 2 ranks, ") &&
+                    Catch::Contains("  rank 1 last finished collective #100; rank 0 waits in #101 (allreduce, 1.6 MiB)\n"));
+  for (int rank = 0; rank < 2; ++rank) CHECK(stack_files(out.path(), rank).size() == 1);
 }
 
 TEST_CASE("stall: --max_restarts restarts a stalled group (TORCHELASTIC_RESTART_COUNT 1)") {
@@ -62,7 +69,11 @@ TEST_CASE("stall: --max_restarts restarts a stalled group (TORCHELASTIC_RESTART_
   }
 }
 
-TEST_CASE("stall: a plain Python Gloo job whose rank 1 sleeps before an allreduce ends 124 naming rank 1") {
+namespace {
+
+// A plain Python Gloo job whose rank 1 sleeps before an allreduce, under
+// --stall_timeout 2, with the given PATH (with or without py-spy).
+void python_stall(const std::string& path, bool py_spy) {
   DDP_REFERENCE_PYTHON_OR_SKIP(py);
   TempDir out;
   const std::string script = out.file("sleepy.py");
@@ -75,7 +86,9 @@ TEST_CASE("stall: a plain Python Gloo job whose rank 1 sleeps before an allreduc
              "t = torch.ones(4)\n"
              "dist.all_reduce(t)\n");
   auto r = run({launcher(), "--standalone", "--nproc_per_node", "2", "--stall_timeout", "2", script},
-               {{"OUT", out.path()}, {"PYTHON_EXEC", py}, {"OMP_NUM_THREADS", "1"}}, 90);
+               {{"OUT", out.path()}, {"PYTHON_EXEC", py}, {"OMP_NUM_THREADS", "1"}, {"PATH", path},
+                {"TMPDIR", out.path()}},
+               90);
   INFO(r.output);
   REQUIRE(fs::exists(out.file("sleeping")));
   CHECK(r.exit_code == 124);
@@ -85,6 +98,29 @@ TEST_CASE("stall: a plain Python Gloo job whose rank 1 sleeps before an allreduc
              Catch::StartsWith("rank 1 (local_rank 1, pid ") &&
                  Catch::Contains("; no rank used CPU time or wrote output that the launcher sees; rank 0 waits in a "
                                  "futex (where a collective waits), rank 1 does not"));
+  if (!has_native_tool(path)) return;
+  CHECK_THAT(r.output, Catch::Contains("ddp-launch: stacks of 2 ranks (stalled) in "));
+  for (int rank = 0; rank < 2; ++rank) CHECK(stack_files(out.path(), rank).size() == 1);
+  if (py_spy) {  // rank 1's Python frames name the line it sleeps on, rank 0's the allreduce
+    CHECK_THAT(r.output, Catch::Contains("<module> (sleepy.py:5)") && Catch::Contains("<module> (sleepy.py:7)"));
+    CHECK_THAT(r.output, !Catch::Contains("py-spy is not on PATH"));
+  } else {
+    CHECK_THAT(r.output, Catch::Contains("  note: py-spy is not on PATH: no Python frames (pip install py-spy)\n"));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("stall: a plain Python Gloo job whose rank 1 sleeps before an allreduce ends 124 naming rank 1 (no py-spy)") {
+  const std::string path = "/usr/bin:/bin";
+  if (!on_path(path, "py-spy").empty()) DDP_SKIP("py-spy is installed in /usr/bin or /bin");
+  python_stall(path, false);
+}
+
+TEST_CASE("stall: the same Python job with py-spy on PATH shows each rank's Python line in the stacks") {
+  const std::string spy = py_spy_dir();
+  if (spy.empty()) DDP_SKIP("py-spy is not installed (pip install py-spy, or scripts/install-py-spy)");
+  python_stall(spy + ":" + test_path(), true);
 }
 
 TEST_CASE("stall: without --stall_timeout a job that idles runs to its end while with it the same job stalls") {
