@@ -13,6 +13,10 @@
 //     allreduce time by message size: ddp::worker::ProcessGroup::allreduce
 //     against the raw c10d backend it wraps (ProcessGroupGloo, or
 //     ProcessGroupNCCL with DDP_BACKEND=nccl), the order alternating.
+//   ddp-worker-bench heartbeat file=PATH [n=N]
+//     what the progress heartbeat costs per collective: the runtime's
+//     recorder (worker/src/heartbeat_recorder.h) entering and finishing N
+//     collectives on a page it creates at PATH (no process group).
 // Rank 0 prints the results; every number is a median.
 
 #include <torch/torch.h>
@@ -35,6 +39,7 @@
 #include "ddp/worker/process_group_native.h"
 #include "ddp/worker/run_main.h"
 #include "ddp/train/model.h"
+#include "heartbeat_recorder.h"
 
 using namespace ddp::worker;
 using Clock = std::chrono::steady_clock;
@@ -349,14 +354,37 @@ int allreduce_bench(int argc, char** argv) {
   return 0;
 }
 
+// Prints HEARTBEAT <ns per collective (started + finished)> <n>, the best of
+// 5 runs of n (the least disturbed by the machine's other work).
+int heartbeat_bench(int argc, char** argv) {
+  auto kv = parse_kv(argc, argv);
+  if (!kv.count("file")) throw std::invalid_argument("heartbeat: file=PATH is required (a new file)");
+  const int n = get_int(kv, "n", 10000000);
+  auto creator = ddp::Heartbeat::create(kv["file"]);  // the launcher's side
+  CollectiveRecorder rec(ddp::Heartbeat::attach(kv["file"]));
+  double best = 1e300;
+  for (int round = 0; round < 5; ++round) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < n; ++i) rec.finished(rec.started(ddp::CollectiveKind::Allreduce, static_cast<uint64_t>(i)));
+    best = std::min(best, std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / n);
+  }
+  const auto s = creator->read();
+  if (s.collective_finished != s.collective_started || s.collective_started != 5ull * static_cast<uint64_t>(n))
+    throw std::runtime_error("heartbeat: the page does not show the collectives recorded");
+  std::printf("HEARTBEAT %.2f %d\n", best, n);
+  std::fflush(stdout);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   return run_main(argc, argv, [](int argc, char** argv) -> int {
-    if (argc < 2) throw std::invalid_argument("usage: ddp-worker-bench step|allreduce [key=value ...]");
+    if (argc < 2) throw std::invalid_argument("usage: ddp-worker-bench step|allreduce|heartbeat [key=value ...]");
     const std::string what = argv[1];
     if (what == "step") return step_bench(argc, argv);
     if (what == "allreduce") return allreduce_bench(argc, argv);
+    if (what == "heartbeat") return heartbeat_bench(argc, argv);
     throw std::invalid_argument("unknown benchmark '" + what + "'");
   });
 }

@@ -105,6 +105,14 @@ void Heartbeat::collective_finished(uint64_t seq) {
   rec_->collective_finished.store(seq, std::memory_order_release);
 }
 
+void Heartbeat::collective_finished_at_least(uint64_t seq) {
+  uint64_t cur = rec_->collective_finished.load(std::memory_order_relaxed);
+  while (cur < seq &&
+         !rec_->collective_finished.compare_exchange_weak(cur, seq, std::memory_order_release,
+                                                          std::memory_order_relaxed)) {
+  }
+}
+
 void Heartbeat::set_step(uint64_t step) { rec_->step.store(step, std::memory_order_release); }
 
 HeartbeatSnapshot Heartbeat::read() const {

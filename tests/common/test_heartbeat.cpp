@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <thread>
+#include <vector>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -63,4 +65,22 @@ TEST_CASE("heartbeat: attach refuses a missing file, a foreign file and a wrong 
   // create() never reuses a file someone placed there.
   Heartbeat::create(dir.file("hb"));
   CHECK_THROWS_WITH(Heartbeat::create(dir.file("hb")), Catch::Contains("cannot create the heartbeat file"));
+}
+
+TEST_CASE("heartbeat: collective_finished_at_least never moves the record back, from any thread") {
+  ddp::test::TempDir dir;
+  auto launcher = Heartbeat::create(dir.file("hb"));
+  auto worker = Heartbeat::attach(dir.file("hb"));
+  worker->collective_started(3, CollectiveKind::Allreduce, 8);
+  worker->collective_finished_at_least(3);  // a late wait on an earlier collective
+  worker->collective_finished_at_least(1);
+  CHECK(launcher->read().collective_finished == 3);
+  // Finishers on several threads, each in its own order: the highest wins.
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (uint64_t i = 0; i < 20000; ++i) worker->collective_finished_at_least(t % 2 ? 20000 - i : i + 1);
+    });
+  for (auto& th : threads) th.join();
+  CHECK(launcher->read().collective_finished == 20000);
 }

@@ -7,12 +7,15 @@
 // modes: init, collectives, parity, overlap, unused, mismatch, interop,
 //        throw, ckpt-loop, train-forever, nosync-unused, frozen-mismatch,
 //        unused-one-rank, hook-throw, backward-throws, throws-after-reduction, unarmed,
-//        rank0-decides, alloc-faults
+//        rank0-decides, alloc-faults, heartbeat
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <fstream>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <thread>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -26,6 +29,8 @@
 #include "ddp/worker/process_group.h"
 #include "ddp/worker/process_group_native.h"
 #include "ddp/worker/run_main.h"
+#include "ddp/worker/training_step.h"
+#include "ddp/common/heartbeat.h"
 
 using namespace ddp::worker;
 
@@ -781,6 +786,79 @@ int alloc_faults(int argc, char** argv) {
   return 0;
 }
 
+// ---- progress heartbeat --------------------------------------------------------
+
+// DDP_HEARTBEAT_FILE: a fixed sequence of collectives of every kind and path
+// (shared memory and Gloo sums, async, host, broadcast, all_gather,
+// barrier), counted here as they are issued and printed as
+// "issued N"; then `steps` DDP steps (training_step at the start of each),
+// printing per step "step k collectives d" read back through a mapping of
+// its own; then with stuck=1 a last allreduce of 1000 floats that rank
+// `late` joins only once the file `go` exists (bounded wait).
+int heartbeat(int argc, char** argv) {
+  auto kv = parse_kv(argc, argv);
+  const int steps = std::stoi(arg(kv, "steps", "0"));
+  auto pg = init_process_group({}, argc, argv);
+  const int r = pg->rank();
+  int issued = 0;
+  auto f = torch::full({5}, 1.0f);
+  pg->allreduce(f), ++issued;                       // shared memory when on
+  auto i = torch::full({3}, static_cast<int64_t>(r));
+  pg->allreduce(i, ReduceOp::Max), ++issued;        // Gloo
+  auto nc = torch::zeros({2, 3}).t();
+  pg->allreduce(nc, ReduceOp::Mean), ++issued;
+  auto fa = torch::ones({7});
+  pg->allreduce_async(fa).wait(), ++issued;
+  auto ia = torch::ones({4}, torch::kInt);
+  pg->allreduce_async(ia).wait(), ++issued;
+  auto h = torch::ones({3}, torch::kLong);
+  pg->host_allreduce_async(h).wait(), ++issued;
+  auto b = torch::zeros({6});
+  pg->broadcast(b, 1), ++issued;
+  pg->broadcast_async(b).wait(), ++issued;
+  all_gather(pg, torch::ones({2})), ++issued;
+  barrier(pg), ++issued;
+  reduce_sum(pg, 1.0), ++issued;
+  auto last = torch::zeros({10});
+  pg->broadcast(last, 0), ++issued;  // the last one: broadcast of 40 bytes
+  std::cout << "issued " << issued << std::endl;
+
+  if (steps > 0) {
+    auto own = ddp::Heartbeat::attach(pg->env().heartbeat_file);  // the same page, read back
+    torch::manual_seed(0);
+    auto net = std::make_shared<ParityNet>();
+    DDP<ParityNet> ddp(net, pg);
+    torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.01));
+    auto x = torch::randn({8, 8}), y = torch::randn({8, 1});
+    for (int step = 1; step <= steps; ++step) {
+      training_step(pg, static_cast<std::uint64_t>(step));
+      const auto before = own->read().collective_started;
+      opt.zero_grad();
+      torch::mse_loss(ddp.forward(x), y).backward();
+      opt.step();
+      std::cout << "step " << step << " collectives " << own->read().collective_started - before << std::endl;
+    }
+  }
+
+  if (arg(kv, "stuck", "0") == "1") {
+    const int late = std::stoi(arg(kv, "late", "1"));
+    if (r == late) {
+      const std::string go = arg(kv, "go", "");
+      struct stat st;
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (::stat(go.c_str(), &st) != 0) {
+        check(std::chrono::steady_clock::now() < until, "the test created " + go + " within 60 s");
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+    auto t = torch::ones({1000});
+    pg->allreduce(t);
+    check(t[0].item<float>() == pg->world_size(), "the late allreduce summed");
+  }
+  std::cout << "heartbeat ok on rank " << r << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -810,6 +888,7 @@ int main(int argc, char** argv) {
     if (mode == "unarmed") return unarmed(argc, argv);
     if (mode == "rank0-decides") return rank0_decides_mode(argc, argv);
     if (mode == "alloc-faults") return alloc_faults(argc, argv);
+    if (mode == "heartbeat") return heartbeat(argc, argv);
     throw std::invalid_argument("unknown mode '" + mode + "'");
   });
 }

@@ -137,6 +137,9 @@ DistEnv DistEnv::from_environment(int argc, char** argv) {
     bad_env("TORCHELASTIC_RESTART_COUNT", "is not set but TORCHELASTIC_USE_AGENT_STORE=True",
             "the launcher's restart count");
   }
+  // Not checked here: a heartbeat that cannot be attached is a warning, not
+  // an error (init_process_group, heartbeat_recorder.h).
+  if (auto hb = get_env("DDP_HEARTBEAT_FILE")) e.heartbeat_file = *hb;
   return e;
 }
 

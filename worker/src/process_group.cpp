@@ -26,6 +26,8 @@
 #include "ddp/worker/device_choice.h"
 #include "ddp/worker/peer_failure.h"
 #include "ddp/worker/process_group_native.h"
+#include "ddp/worker/training_step.h"
+#include "heartbeat_recorder.h"
 #include "shm_allreduce.h"
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
@@ -52,6 +54,8 @@ struct ProcessGroup::Impl {
   // Float sums through shared memory when every rank is on this machine.
   std::unique_ptr<ShmAllreduce> shm;
   std::string shm_off_reason;
+  // The rank's progress heartbeat (DistEnv::heartbeat_file); null: none.
+  std::shared_ptr<CollectiveRecorder> heartbeat;
 };
 
 namespace {
@@ -360,6 +364,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env, const InitO
                                      "selects the network interface).") +
                              " Cause: " + what_of(e));
   }
+  // Once the group works: collectives are what the heartbeat counts.
+  if (!env.heartbeat_file.empty()) impl->heartbeat = CollectiveRecorder::attach(env.heartbeat_file, env.rank);
   return std::make_shared<ProcessGroup>(std::move(impl));
 }
 
@@ -382,6 +388,10 @@ const std::string& ProcessGroup::shared_memory_off_reason() const { return impl_
 c10::intrusive_ptr<compat::Backend> native_backend(ProcessGroup& pg) { return pg.impl().backend; }
 c10::intrusive_ptr<c10d::Store> native_store(ProcessGroup& pg) { return pg.impl().store; }
 
+void training_step(ProcessGroup& pg, std::uint64_t step) {
+  if (pg.impl().heartbeat) pg.impl().heartbeat->step(step);
+}
+
 namespace {
 
 std::string describe(const char* op, const at::Tensor& t) {
@@ -402,6 +412,20 @@ AsyncWork make_work(c10::intrusive_ptr<compat::Work> w, std::string what, int ra
   return AsyncWork(std::make_shared<c10::intrusive_ptr<compat::Work>>(std::move(w)), std::move(what), rank);
 }
 
+// The heartbeat around one collective: entered before `issue` runs (issuing
+// may itself block, as NCCL's first collective does), its end recorded by the
+// AsyncWork `issue` returns. Without a heartbeat: only `issue`.
+template <class Issue>
+AsyncWork recorded(ProcessGroup::Impl& impl, CollectiveKind kind, uint64_t bytes, Issue&& issue) {
+  if (!impl.heartbeat) return issue();
+  const uint64_t seq = impl.heartbeat->started(kind, bytes);
+  AsyncWork w = issue();
+  w.record_finish(impl.heartbeat, seq);
+  return w;
+}
+
+uint64_t bytes_of(const at::Tensor& t) { return static_cast<uint64_t>(t.numel()) * t.element_size(); }
+
 }  // namespace
 
 AsyncWork::AsyncWork(std::shared_ptr<void> work, std::string what, int rank)
@@ -415,11 +439,12 @@ void AsyncWork::wait() {
   try {
     if (local_) {
       local_->wait();
-      return;
+    } else {
+      auto& w = *static_cast<c10::intrusive_ptr<compat::Work>*>(work_.get());
+      w->wait();
+      if (after_) (*static_cast<c10::intrusive_ptr<c10::ivalue::Future>*>(after_.get()))->wait();
     }
-    auto& w = *static_cast<c10::intrusive_ptr<compat::Work>*>(work_.get());
-    w->wait();
-    if (after_) (*static_cast<c10::intrusive_ptr<c10::ivalue::Future>*>(after_.get()))->wait();
+    if (recorder_) recorder_->finished(seq_);
   } catch (const PeerFailure& e) {  // a peer known to have died: keep who it was
     throw PeerFailure(e.peer_rank(), "rank " + std::to_string(rank_) + ": " + what_ +
                                          " failed (a peer may have exited or timed out): " + what_of(e));
@@ -435,9 +460,21 @@ bool AsyncWork::completed() const {
   return (*static_cast<c10::intrusive_ptr<compat::Work>*>(work_.get()))->isCompleted();
 }
 
+void AsyncWork::record_finish(std::shared_ptr<CollectiveRecorder> recorder, std::uint64_t seq) {
+  recorder_ = std::move(recorder);
+  seq_ = seq;
+}
+
 void AsyncWork::on_completion(std::function<void()> f) {
   if (local_) {
-    local_->on_completion(std::move(f));
+    if (recorder_)
+      // LocalWork::finish sets the error before it runs the callbacks, on this thread.
+      local_->on_completion([f = std::move(f), rec = recorder_, seq = seq_, w = local_.get()] {
+        if (!w->error) rec->finished(seq);
+        f();
+      });
+    else
+      local_->on_completion(std::move(f));
     return;
   }
   if (!work_) return;
@@ -448,8 +485,11 @@ void AsyncWork::on_completion(std::function<void()> f) {
   } catch (const std::exception&) {
     return;  // this backend's work has no future: no completion time
   }
+  // The heartbeat rides in the same callback (a failed collective calls it
+  // too, with an error in the future: not recorded as finished).
   auto then = future->then(
-      [f = std::move(f)](c10::ivalue::Future&) {
+      [f = std::move(f), rec = recorder_, seq = seq_](c10::ivalue::Future& done) {
+        if (rec && !done.hasError()) rec->finished(seq);
         f();
         return c10::IValue();
       },
@@ -460,12 +500,14 @@ void AsyncWork::on_completion(std::function<void()> f) {
 AsyncWork ProcessGroup::allreduce_async(at::Tensor& tensor) {
   check_tensor(*this, tensor, "allreduce");
   if (!tensor.is_contiguous()) throw std::invalid_argument(describe("allreduce", tensor) + ": tensor must be contiguous");
-  if (impl_->shm && ShmAllreduce::serves(tensor))
-    return AsyncWork(impl_->shm->allreduce_async(tensor), describe("shared-memory allreduce", tensor), rank());
-  std::vector<at::Tensor> v{tensor};
-  c10d::AllreduceOptions o;
-  o.reduceOp = c10d::ReduceOp::SUM;
-  return make_work(impl_->backend->allreduce(v, o), describe("allreduce", tensor), rank());
+  return recorded(*impl_, CollectiveKind::Allreduce, bytes_of(tensor), [&] {
+    if (impl_->shm && ShmAllreduce::serves(tensor))
+      return AsyncWork(impl_->shm->allreduce_async(tensor), describe("shared-memory allreduce", tensor), rank());
+    std::vector<at::Tensor> v{tensor};
+    c10d::AllreduceOptions o;
+    o.reduceOp = c10d::ReduceOp::SUM;
+    return make_work(impl_->backend->allreduce(v, o), describe("allreduce", tensor), rank());
+  });
 }
 
 AsyncWork ProcessGroup::host_allreduce_async(at::Tensor& cpu_tensor) {
@@ -479,19 +521,23 @@ AsyncWork ProcessGroup::host_allreduce_async(at::Tensor& cpu_tensor) {
       impl_->host_backend = make_gloo(store, impl_->env, impl_->timeout);
     }
   });
-  std::vector<at::Tensor> v{cpu_tensor};
-  c10d::AllreduceOptions o;
-  o.reduceOp = c10d::ReduceOp::SUM;
-  return make_work(impl_->host_backend->allreduce(v, o), describe("host allreduce", cpu_tensor), rank());
+  return recorded(*impl_, CollectiveKind::Allreduce, bytes_of(cpu_tensor), [&] {
+    std::vector<at::Tensor> v{cpu_tensor};
+    c10d::AllreduceOptions o;
+    o.reduceOp = c10d::ReduceOp::SUM;
+    return make_work(impl_->host_backend->allreduce(v, o), describe("host allreduce", cpu_tensor), rank());
+  });
 }
 
 AsyncWork ProcessGroup::broadcast_async(at::Tensor& tensor, int root) {
   check_tensor(*this, tensor, "broadcast");
   if (!tensor.is_contiguous()) throw std::invalid_argument(describe("broadcast", tensor) + ": tensor must be contiguous");
-  std::vector<at::Tensor> v{tensor};
-  c10d::BroadcastOptions o;
-  o.rootRank = root;
-  return make_work(impl_->backend->broadcast(v, o), describe("broadcast", tensor), rank());
+  return recorded(*impl_, CollectiveKind::Broadcast, bytes_of(tensor), [&] {
+    std::vector<at::Tensor> v{tensor};
+    c10d::BroadcastOptions o;
+    o.rootRank = root;
+    return make_work(impl_->backend->broadcast(v, o), describe("broadcast", tensor), rank());
+  });
 }
 
 void ProcessGroup::allreduce(at::Tensor& tensor, ReduceOp op) {
@@ -506,10 +552,11 @@ void ProcessGroup::allreduce(at::Tensor& tensor, ReduceOp op) {
     case ReduceOp::Max: o.reduceOp = c10d::ReduceOp::MAX; break;
     case ReduceOp::Min: o.reduceOp = c10d::ReduceOp::MIN; break;
   }
-  if (impl_->shm && (op == ReduceOp::Sum || op == ReduceOp::Mean) && ShmAllreduce::serves(buf))
-    AsyncWork(impl_->shm->allreduce_async(buf), describe("shared-memory allreduce", tensor), rank()).wait();
-  else
-    make_work(impl_->backend->allreduce(v, o), describe("allreduce", tensor), rank()).wait();
+  recorded(*impl_, CollectiveKind::Allreduce, bytes_of(buf), [&] {
+    if (impl_->shm && (op == ReduceOp::Sum || op == ReduceOp::Mean) && ShmAllreduce::serves(buf))
+      return AsyncWork(impl_->shm->allreduce_async(buf), describe("shared-memory allreduce", tensor), rank());
+    return make_work(impl_->backend->allreduce(v, o), describe("allreduce", tensor), rank());
+  }).wait();
   if (op == ReduceOp::Mean) {
     if (buf.is_floating_point() || buf.is_complex()) buf.div_(world_size());
     else buf.div_(world_size(), "floor");
@@ -531,8 +578,10 @@ std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor& tensor) {
   std::vector<at::Tensor> in{tensor.contiguous()};
   std::vector<std::vector<at::Tensor>> out(1);
   for (int i = 0; i < world_size(); ++i) out[0].push_back(at::empty_like(in[0]));
-  make_work(impl_->backend->allgather(out, in, c10d::AllgatherOptions()), describe("all_gather", tensor), rank())
-      .wait();
+  recorded(*impl_, CollectiveKind::Allgather, bytes_of(in[0]), [&] {
+    return make_work(impl_->backend->allgather(out, in, c10d::AllgatherOptions()), describe("all_gather", tensor),
+                     rank());
+  }).wait();
   return out[0];
 }
 
@@ -542,7 +591,8 @@ void ProcessGroup::barrier() {
     if (auto last = impl_->shm->last()) AsyncWork(last, "shared-memory allreduce (before a barrier)", rank()).wait();
   c10d::BarrierOptions o;
   if (impl_->device.is_cuda()) o.device_ids = {impl_->device.index()};
-  make_work(impl_->backend->barrier(o), "barrier", rank()).wait();
+  recorded(*impl_, CollectiveKind::Barrier, 0, [&] { return make_work(impl_->backend->barrier(o), "barrier", rank()); })
+      .wait();
 }
 
 }  // namespace ddp::worker

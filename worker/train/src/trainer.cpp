@@ -27,6 +27,7 @@
 #include "ddp/worker/peer_failure.h"
 #include "ddp/worker/process_group.h"
 #include "ddp/worker/sampler.h"
+#include "ddp/worker/training_step.h"
 
 namespace ddp::train {
 namespace {
@@ -421,6 +422,7 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
     double loss_sum = 0;
     std::int64_t local_samples = 0;
     for (std::int64_t step = 0; step < steps_per_epoch; ++step) {
+      ddp::worker::training_step(pg, static_cast<std::uint64_t>(state.global_step + 1));  // the heartbeat's step
       if (o.die_rank == rank && o.restart_count == 0 && state.global_step == o.die_step) {
         // Test hook: die like a killed worker (no cleanup, no error file).
         std::cout.flush();

@@ -76,6 +76,11 @@ class Heartbeat {
   // training step `step`.
   void collective_started(uint64_t seq, CollectiveKind kind, uint64_t bytes);
   void collective_finished(uint64_t seq);
+  // The same for finishers on several threads (a backend's completion
+  // callback and the waiting thread) and waits out of issue order: never
+  // moves collective_finished back (a seq at or below it changes nothing).
+  // Lock-free: a compare-exchange loop on the shared field.
+  void collective_finished_at_least(uint64_t seq);
   void set_step(uint64_t step);
 
   // Reader: a consistent-enough copy (each field is read atomically; kind

@@ -18,12 +18,16 @@ struct DistEnv {
   int master_port = 0;       // MASTER_PORT
   bool use_agent_store = false;  // TORCHELASTIC_USE_AGENT_STORE=True
   int restart_count = 0;     // TORCHELASTIC_RESTART_COUNT (0 when unset)
+  // DDP_HEARTBEAT_FILE: this rank's progress heartbeat, made by ddp-launch
+  // (ddp/common/heartbeat.h); init_process_group writes to it. Empty: none.
+  std::string heartbeat_file;
   // A world of one without a launcher: init_process_group uses an in-memory
   // store instead of MASTER_ADDR:MASTER_PORT (set by single_process()).
   bool standalone = false;
 
   // Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
-  // MASTER_PORT, TORCHELASTIC_USE_AGENT_STORE, TORCHELASTIC_RESTART_COUNT.
+  // MASTER_PORT, TORCHELASTIC_USE_AGENT_STORE, TORCHELASTIC_RESTART_COUNT,
+  // DDP_HEARTBEAT_FILE.
   // A legacy `--local_rank=N` / `--local-rank=N` (or `--local_rank N`) in argv
   // wins over LOCAL_RANK. Throws std::invalid_argument whose message names
   // the missing variables (all of them, in one message) or the malformed one

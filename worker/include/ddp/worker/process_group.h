@@ -6,7 +6,9 @@
 // it) and offers blocking and async collectives. It never reads argv or the
 // environment after init_process_group has returned, and never retries a
 // failed collective: errors are exceptions naming the operation, the rank and
-// the timeout.
+// the timeout. With a heartbeat file (DistEnv::heartbeat_file, from
+// DDP_HEARTBEAT_FILE) every collective it issues is recorded in the rank's
+// progress heartbeat, with atomic stores only (docs/worker-runtime.md).
 //
 // Rendezvous matches Python so C++ and Python ranks can share one group:
 // TCPStore at MASTER_ADDR:MASTER_PORT (hosted by rank 0 unless
@@ -19,6 +21,7 @@
 #include <c10/core/Device.h>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -45,6 +48,7 @@ struct InitOptions {
 enum class ReduceOp { Sum, Mean, Max, Min };
 
 struct LocalWork;  // a collective run by the runtime's own thread (shared-memory allreduce)
+class CollectiveRecorder;  // the rank's progress heartbeat (worker/src/heartbeat_recorder.h)
 
 // One async collective in flight. wait() blocks until it finished and throws
 // std::runtime_error (naming the operation and rank) when it failed or timed
@@ -62,6 +66,9 @@ class AsyncWork {
   // A backend without futures never calls f.
   void on_completion(std::function<void()> f);
   bool valid() const { return work_ != nullptr || local_ != nullptr; }
+  // Set by ProcessGroup when it issues the collective: wait() and the
+  // completion callback record collective `seq` finished in the heartbeat.
+  void record_finish(std::shared_ptr<CollectiveRecorder> recorder, std::uint64_t seq);
 
  private:
   std::shared_ptr<void> work_;  // holds a c10::intrusive_ptr<c10d::Work>
@@ -69,6 +76,8 @@ class AsyncWork {
   std::shared_ptr<void> after_;  // on_completion's future (c10::intrusive_ptr<c10::ivalue::Future>)
   std::string what_;
   int rank_ = -1;
+  std::shared_ptr<CollectiveRecorder> recorder_;  // null: no heartbeat
+  std::uint64_t seq_ = 0;
 };
 
 class ProcessGroup {

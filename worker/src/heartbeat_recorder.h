@@ -1,0 +1,58 @@
+#pragma once
+// CollectiveRecorder: the worker runtime's writer of this rank's progress
+// heartbeat (ddp/common/heartbeat.h), the page the launcher made and named in
+// DDP_HEARTBEAT_FILE (DistEnv::heartbeat_file). init_process_group attaches
+// it once the group is up; ProcessGroup records every collective it issues
+// (started: 1-based sequence number, kind, bytes) and AsyncWork its end
+// (finished, when its wait returns or its completion callback runs), and
+// training_step() the step. Internal to the runtime (not installed).
+//
+// Hot path: one relaxed fetch_add and three atomic stores per started
+// collective, one compare-exchange per finished one; no system call, no lock,
+// no allocation. A process has one heartbeat file, so the groups of one
+// process given the same path share one recorder and one count (the usual
+// job has one group).
+//
+// A heartbeat is diagnostics: when the file cannot be attached, attach()
+// prints one warning line on stderr naming the path and why, and returns
+// null; the run continues without heartbeats.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ddp/common/heartbeat.h"
+
+namespace ddp::worker {
+
+class CollectiveRecorder {
+ public:
+  // The process's recorder for `path`, attached on first use (and again
+  // after every group that used it is gone). `rank` names the rank in the
+  // warning. Null when the file cannot be attached, or when this process
+  // already records into a different file (also a warning).
+  static std::shared_ptr<CollectiveRecorder> attach(const std::string& path, int rank);
+
+  explicit CollectiveRecorder(std::unique_ptr<Heartbeat> hb) : hb_(std::move(hb)) {}
+
+  // Enters the next collective; returns its sequence number.
+  uint64_t started(CollectiveKind kind, uint64_t bytes) {
+    const uint64_t seq = next_.fetch_add(1, std::memory_order_relaxed) + 1;
+    hb_->collective_started(seq, kind, bytes);
+    return seq;
+  }
+  // Collective `seq` finished; the record never moves back, so waits in any
+  // order (DDP waits for its status exchange before the buckets issued
+  // earlier) and a completion seen twice (callback, then wait) are fine.
+  void finished(uint64_t seq) { hb_->collective_finished_at_least(seq); }
+  void step(uint64_t step) { hb_->set_step(step); }
+
+  const std::string& path() const { return hb_->path(); }
+
+ private:
+  std::unique_ptr<Heartbeat> hb_;
+  std::atomic<uint64_t> next_{0};
+};
+
+}  // namespace ddp::worker
