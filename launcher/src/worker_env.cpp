@@ -94,6 +94,8 @@ EnvMap worker_environment(const EnvMap& parent, const GroupSpec& g, int local_ra
   // as torchrun 2.x tells its workers: always its own list, never the parent's.
   set("TORCHELASTIC_SIGNALS_TO_HANDLE", signal_list_text(o.signals_to_handle));
   if (g.omp_threads > 0) seti("OMP_NUM_THREADS", g.omp_threads);
+  // torchrun's file timer (file_timer_server.h): the pipe FileTimerClient writes to.
+  if (!g.timer_file.empty()) set("TORCHELASTIC_TIMER_FILE", g.timer_file);
   if (o.task) {  // srun-per-rank mode (slurm.h): RANK and WORLD_SIZE are right already
     seti("LOCAL_RANK", o.task->local_rank);
     seti("LOCAL_WORLD_SIZE", o.task->local_world_size);

@@ -4,7 +4,9 @@
 // as the client does: open O_WRONLY|O_NONBLOCK, one line, close).
 #include "ddp/launcher/file_timer.h"
 #include "ddp/launcher/file_timer_server.h"
+#include "ddp/launcher/options.h"
 #include "ddp/launcher/report.h"
+#include "ddp/launcher/worker_env.h"
 #include "scratch_dir.h"
 
 #include <catch2/catch.hpp>
@@ -253,4 +255,75 @@ TEST_CASE("file timer: an old pipe at the path is replaced, anything else is an 
   CHECK(kept == "keep me");
   CHECK_THROWS_WITH(FileTimerServer(scratch.dir + "/no/such/dir/pipe"),
                     Catch::Contains("cannot create") && Catch::Contains("TORCHELASTIC_TIMER_FILE"));
+}
+
+TEST_CASE("file timer: on only with TORCHELASTIC_ENABLE_FILE_TIMER=1, at the user's TORCHELASTIC_TIMER_FILE if set") {
+  auto opts = [](EnvMap env) { return parse_launch_options({"train.py"}, env); };
+  CHECK_FALSE(opts({}).file_timer);
+  CHECK_FALSE(opts({{"TORCHELASTIC_TIMER_FILE", "/x/pipe"}}).file_timer);  // passes to the workers as any variable
+  CHECK_FALSE(opts({{"TORCHELASTIC_ENABLE_FILE_TIMER", "0"}}).file_timer);
+  CHECK(opts({{"TORCHELASTIC_ENABLE_FILE_TIMER", "0"}}).notes.empty());
+  const LaunchOptions on = opts({{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"}});
+  CHECK(on.file_timer);
+  CHECK(on.file_timer_path.empty());  // the run directory's pipe
+  CHECK(opts({{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"}, {"TORCHELASTIC_TIMER_FILE", "/x/pipe"}}).file_timer_path == "/x/pipe");
+  CHECK_THROWS_WITH(opts({{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"}, {"TORCHELASTIC_TIMER_FILE", ""}}),
+                    Catch::Contains("TORCHELASTIC_TIMER_FILE is empty"));
+  // torchrun compares with "1" only: "true" serves nothing there either, but here it is said.
+  const LaunchOptions truthy = opts({{"TORCHELASTIC_ENABLE_FILE_TIMER", "true"}});
+  CHECK_FALSE(truthy.file_timer);
+  REQUIRE(truthy.notes.size() == 1);
+  CHECK_THAT(truthy.notes[0], Catch::Contains("TORCHELASTIC_ENABLE_FILE_TIMER=true is not 1"));
+}
+
+TEST_CASE("file timer: the workers get the pipe's path as TORCHELASTIC_TIMER_FILE, only when it is served") {
+  const LaunchOptions o = parse_launch_options({"train.py"}, {});
+  GroupSpec g;
+  g.opts = &o;
+  g.nproc = 2;
+  CHECK(worker_environment({}, g, 1, "e").count("TORCHELASTIC_TIMER_FILE") == 0);
+  CHECK(worker_environment({{"TORCHELASTIC_TIMER_FILE", "/mine"}}, g, 1, "e").at("TORCHELASTIC_TIMER_FILE") == "/mine");
+  g.timer_file = "/tmp/ddp-launch-x/watchdog_timer";
+  CHECK(worker_environment({}, g, 1, "e").at("TORCHELASTIC_TIMER_FILE") == "/tmp/ddp-launch-x/watchdog_timer");
+}
+
+TEST_CASE("file timer: an expired scope is the root cause and the attempt's exit code is 124") {
+  ExpiredScope x;
+  x.scope_id = "load_batch";
+  x.pid = 4242;
+  x.signal = SIGKILL;
+  x.acquired_for_s = 1.0;
+  x.acquired_at = std::chrono::system_clock::from_time_t(1764589261);
+  x.expired_at = x.acquired_at + std::chrono::seconds(1);
+  WorkerExit expired;
+  expired.rank = 1;
+  expired.local_rank = 1;
+  expired.pid = 4242;
+  expired.signaled = true;
+  expired.code = SIGKILL;
+  expired.time = x.expired_at + std::chrono::milliseconds(50);  // reaped after the other
+  expired.expired_scope = x;
+  WorkerExit stopped;
+  stopped.rank = 0;
+  stopped.pid = 4241;
+  stopped.signaled = true;
+  stopped.code = SIGTERM;
+  stopped.after_teardown = true;
+  stopped.time = x.expired_at + std::chrono::milliseconds(10);
+  AttemptResult a;
+  a.exits = {stopped, expired};
+  a.root_cause = earliest_failure(a.exits);
+  REQUIRE(a.root_cause);
+  CHECK(a.root_cause->pid == 4242);
+  CHECK(a.exit_code() == 124);
+  CHECK(a.restartable());
+  CHECK_THAT(format_restart_line(a, 1), Catch::Contains("failed: rank 1 timer scope 'load_batch' expired; restarting"));
+  const std::string report = format_failure_report({a}, "h", 0);
+  CHECK_THAT(report, Catch::Contains("exitcode   : 124 (timer scope 'load_batch' expired; the worker ended with signal 9 (SIGKILL))"));
+  CHECK_THAT(report, Catch::Contains("message    : rank 1 (local_rank 1, pid 4242): timer scope 'load_batch' expired "
+                                     "(acquired for 1.0 s at 2025-12-01 11:41:01 UTC; sent SIGKILL)"));
+  // A worker that survived its signal (it caught it) and exited 0 still failed.
+  expired.signaled = false;
+  expired.code = 0;
+  CHECK(expired.failed());
 }

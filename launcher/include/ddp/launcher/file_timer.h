@@ -100,6 +100,7 @@ struct ExpiredScope {
   int signal = 0;      // the signal sent (> 0)
   double acquired_for_s = 0;                          // expiration_time - acquired_at
   std::chrono::system_clock::time_point acquired_at;  // when the launcher got the acquire
+  std::chrono::system_clock::time_point expired_at;   // when the launcher sent the signal: the failure's time
 };
 
 // "timer scope 'load_batch' expired (acquired for 1.0 s at 2026-12-01 11:40:01 UTC; sent SIGKILL)"

@@ -9,6 +9,7 @@
 // without processes.
 
 #include "ddp/common/error_file.h"
+#include "ddp/launcher/file_timer.h"
 
 #include <chrono>
 #include <optional>
@@ -37,13 +38,19 @@ struct WorkerExit {
   double cpu_s = 0;                  // user + system CPU time (wait4), its waited-for children included
   std::string stdout_log;            // its stdout.log / stderr.log under --log_dir, "" when not redirected
   std::string stderr_log;
+  // Its (or its child's) torchrun file-timer scope expired: the launcher
+  // sent the scope's signal and ended the attempt; the attempt's exit code is
+  // then 124, as timeout(1)'s (file_timer_server.h, docs/errors.md).
+  std::optional<ExpiredScope> expired_scope;
 
-  bool failed() const { return signaled || code != 0; }
+  bool failed() const { return signaled || code != 0 || expired_scope; }
   // Its error file says it failed because another rank did (follows_rank).
   bool follower() const { return error && error->follows_rank.has_value(); }
   int shell_code() const { return signaled ? 128 + code : code; }
   std::string status_text() const;  // "exit code 3" / "signal 11 (SIGSEGV)"
-  std::chrono::system_clock::time_point failure_time() const { return error_time ? *error_time : time; }
+  std::chrono::system_clock::time_point failure_time() const {
+    return expired_scope ? expired_scope->expired_at : error_time ? *error_time : time;
+  }
 };
 
 // The root cause among an attempt's exits: the failed one with the earliest
