@@ -179,7 +179,7 @@ TEST_CASE("file timer: the signal is the earliest expired scope's that has one")
   CHECK(t.size() == 0);
 }
 
-TEST_CASE("file timer: the table holds at most max_scopes; a held scope can still be renewed") {
+TEST_CASE("file timer: the table holds at most max_scopes, and a held scope can still be renewed") {
   TimerTable t(2);
   CHECK(t.apply(acquire(1, "a", 10), 0));
   CHECK(t.apply(acquire(1, "b", 10), 0));

@@ -117,7 +117,7 @@ TEST_CASE("file timer: a scope released in time changes nothing (exit 0)") {
   CHECK_THAT(r.output, Catch::Contains("released") && !Catch::Contains("expired") && !Catch::Contains("warning"));
 }
 
-TEST_CASE("file timer: --max_restarts applies to an expired scope; the user's TORCHELASTIC_TIMER_FILE is the pipe") {
+TEST_CASE("file timer: --max_restarts applies to an expired scope, and the user's TORCHELASTIC_TIMER_FILE is the pipe") {
   const std::string py = installed("/usr/bin/python3") ? "/usr/bin/python3" : torch2_venv_python();
   FILE_TIMER_PYTHON_OR_SKIP(py);
   TempDir dir;

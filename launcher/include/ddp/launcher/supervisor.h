@@ -27,6 +27,9 @@
 //    the same poll serves, which also feeds --duplicate_*_filters' files);
 //    without them, no pipe and no extra fd exists;
 //  - --event_log_handler console: torchrun's status events (event_log.h);
+//  - TORCHELASTIC_ENABLE_FILE_TIMER=1: torchrun's file timer, served in the
+//    same poll (file_timer_server.h); an expired scope's rank gets the
+//    scope's signal and is the attempt's root cause, exit code 124;
 //  - at the end of every run: the summary table (summary.h), the failure
 //    report, and --summary_json written atomically. When the report names
 //    error files in the private run directory, that directory is kept
