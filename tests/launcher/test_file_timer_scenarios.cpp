@@ -153,3 +153,67 @@ TEST_CASE("file timer: side by side with stock torchrun 2.11 on the same script"
   CHECK(ours.exit_code == 124);
   CHECK_THAT(ours.output, !Catch::Contains("survived") && Catch::Contains("timer scope 'load_batch' expired"));
 }
+
+// The same protocol from a shell worker (scripts/file_timer.sh): fast, and
+// able to make what a Python client does not.
+namespace {
+
+ProcResult shell_case(const std::string& which) {
+  return run({launcher(), "--use_env", "--standalone", "--nproc_per_node=1",
+              source_path("tests/launcher/scripts/file_timer.sh"), which},
+             {{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"}, {"TORCHELASTIC_TIMER_FILE", "\x01unset"}, {"OMP_NUM_THREADS", "1"}},
+             60);
+}
+
+std::string held_by(const std::string& output) {
+  const auto at = output.find("held by ");
+  return at == std::string::npos ? "" : output.substr(at + 8, output.find('\n', at) - at - 8);
+}
+
+}  // namespace
+
+TEST_CASE("file timer: a worker's child that lets its scope expire is killed, and the report names the rank and the child's pid") {
+  const auto r = shell_case("child");
+  INFO(r.output);
+  CHECK(r.exit_code == 124);
+  const std::string child = held_by(r.output);
+  REQUIRE(!child.empty());
+  CHECK_THAT(r.output, !Catch::Contains("survived"));
+  CHECK_THAT(report_value(r.output, "message   "),
+             Catch::StartsWith("rank 0 (local_rank 0, pid " + child + "): timer scope 'child_load' expired") &&
+                 Catch::EndsWith("; sent SIGKILL)"));
+  // The worker itself (the child's parent) was stopped by the teardown.
+  CHECK(report_value(r.output, "exitcode  ") ==
+        "124 (timer scope 'child_load' expired; the worker ended with signal 15 (SIGTERM))");
+}
+
+TEST_CASE("file timer: a scope's own signal is sent (SIGTERM here), and a worker that handles it still fails with 124") {
+  const auto r = shell_case("term");
+  INFO(r.output);
+  CHECK(r.exit_code == 124);
+  CHECK_THAT(r.output, Catch::Contains("got SIGTERM") && !Catch::Contains("survived"));
+  CHECK_THAT(report_value(r.output, "message   "),
+             Catch::Contains("timer scope 'term_me' expired") && Catch::EndsWith("; sent SIGTERM)"));
+  CHECK(report_value(r.output, "exitcode  ") == "124 (timer scope 'term_me' expired; the worker ended with exit code 5)");
+}
+
+TEST_CASE("file timer: a scope with signal 0 is said when it expires and nothing else happens, as in torchrun") {
+  const auto r = shell_case("quiet");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("timer scope 'quiet_scope' expired; it asked for no signal, so it is left running"));
+}
+
+TEST_CASE("file timer: lines that are no request, and a request naming the launcher itself, are ignored with one warning") {
+  const auto r = shell_case("garbage");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("ddp-launch: warning: ignored a file-timer request on ") &&
+                           Catch::Contains("/watchdog_timer: not JSON in 'garbage'; further bad requests are ignored"));
+  size_t warnings = 0;
+  for (auto at = r.output.find("ddp-launch: warning"); at != std::string::npos; at = r.output.find("ddp-launch: warning", at + 1))
+    ++warnings;
+  CHECK(warnings == 1);
+  // The launcher's own pid (the worker's parent) was not timed: nothing expired, nobody was killed.
+  CHECK_THAT(r.output, Catch::Contains("done") && !Catch::Contains("expired"));
+}
