@@ -370,6 +370,21 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
     usage_checked([&] { check_prefix_template(prefix->first, prefix->second); return 0; });
     o.logs.prefix_template = prefix->first;
   }
+  // torchrun's file timer: only the exact value 1 turns it on, as in torchrun.
+  if (auto it = env.find("TORCHELASTIC_ENABLE_FILE_TIMER"); it != env.end()) {
+    if (it->second == "1") {
+      o.file_timer = true;
+      if (auto p = env.find("TORCHELASTIC_TIMER_FILE"); p != env.end()) {
+        if (p->second.empty())
+          throw UsageError("TORCHELASTIC_TIMER_FILE is empty; give the path of the file timer's named pipe, or "
+                           "unset it for one in the launcher's run directory");
+        o.file_timer_path = p->second;
+      }
+    } else if (!it->second.empty() && it->second != "0") {
+      o.notes.push_back("TORCHELASTIC_ENABLE_FILE_TIMER=" + it->second +
+                        " is not 1: no file timer is served (torchrun turns it on only for 1)");
+    }
+  }
   if (auto v = value("duplicate_stdout_filters"))
     o.logs.dup_stdout_filters = usage_checked([&] { return parse_filter_list(v->first, v->second); });
   if (auto v = value("duplicate_stderr_filters"))

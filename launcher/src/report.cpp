@@ -33,6 +33,7 @@ std::optional<WorkerExit> earliest_failure(const std::vector<WorkerExit>& exits)
 
 int AttemptResult::exit_code() const {
   if (root_cause) {
+    if (root_cause->expired_scope) return 124;  // a launcher-detected timeout, as timeout(1)
     // The earliest failure wrote its error file, then the teardown that a
     // later failure started stopped it before it could exit: its own code is
     // lost (it is not the launcher's SIGTERM), so the code of the failure that
@@ -74,6 +75,9 @@ std::string indent(const std::string& text, const std::string& pad) {
 std::string message_of(const WorkerExit& w) {
   if (!w.stalled.empty()) return w.stalled;
   if (!w.spawn_error.empty()) return w.spawn_error;
+  if (w.expired_scope)
+    return "rank " + std::to_string(w.rank) + " (local_rank " + std::to_string(w.local_rank) + ", pid " +
+           std::to_string(w.expired_scope->pid) + "): " + format_expired_scope(*w.expired_scope);
   if (w.error && !w.error->message.empty()) return w.error->message;
   if (w.signaled && !w.oom.empty()) return w.oom;  // the kernel's word beats any older line of its stderr
   if (!w.stderr_message.empty()) return w.stderr_message;  // its own words, from its stderr
@@ -94,8 +98,13 @@ void root_cause_block(std::ostringstream& s, const WorkerExit& w, const std::str
     << "  host       : " << host << "\n"
     << "  rank       : " << w.rank << " (local_rank: " << w.local_rank << ")\n"
     << "  pid        : " << (w.pid > 0 ? std::to_string(w.pid) : "- (never started)") << "\n"
-    << "  exitcode   : " << w.shell_code() << " (" << w.status_text()
-    << (w.after_teardown && w.stalled.empty() ? ", stopped by the launcher after it wrote its error file" : "") << ")\n";
+    << "  exitcode   : ";
+  if (w.expired_scope)  // the launcher's code for it, then what the worker itself ended with
+    s << "124 (timer scope '" << w.expired_scope->scope_id << "' expired; the worker ended with " << w.status_text()
+      << ")\n";
+  else
+    s << w.shell_code() << " (" << w.status_text()
+      << (w.after_teardown && w.stalled.empty() ? ", stopped by the launcher after it wrote its error file" : "") << ")\n";
   if (w.max_rss_kb > 0) s << "  max_rss    : " << rss_text(w.max_rss_kb) << "\n";
   s
     << "  error_file : " << (w.error ? w.error_file : "<none>") << "\n"
@@ -113,7 +122,9 @@ void root_cause_block(std::ostringstream& s, const WorkerExit& w, const std::str
 std::string format_restart_line(const AttemptResult& a, int max_restarts) {
   std::ostringstream s;
   s << "ddp-launch: attempt " << a.attempt << " failed: rank " << a.root_cause->rank << " "
-    << a.root_cause->status_text() << (a.root_cause->oom.empty() ? "" : ", " + a.root_cause->oom)
+    << (a.root_cause->expired_scope ? "timer scope '" + a.root_cause->expired_scope->scope_id + "' expired"
+                                    : a.root_cause->status_text())
+    << (a.root_cause->oom.empty() ? "" : ", " + a.root_cause->oom)
     << "; restarting the group (restart " << a.attempt + 1 << " of "
     << max_restarts << ")";
   return s.str();

@@ -4,6 +4,7 @@
 #include "ddp/common/error_file.h"
 #include "ddp/launcher/event_log.h"
 #include "ddp/launcher/flight_recorder.h"
+#include "ddp/launcher/file_timer_server.h"
 #include "ddp/launcher/log_dir.h"
 #include "ddp/launcher/log_spec.h"
 #include "ddp/launcher/output_tail.h"
@@ -175,6 +176,7 @@ struct AttemptSetup {
   std::optional<NodePlacement> placement;
   RdzvAgent* agent = nullptr;  // c10d: told of a local failure, may stop the workers
   std::string node;            // "node n1 (host h)" in messages to other nodes
+  FileTimerServer* timers = nullptr;  // TORCHELASTIC_ENABLE_FILE_TIMER=1: torchrun's file timer
 };
 
 // One attempt of the group: spawn, supervise, tear down, and wait until no
@@ -246,6 +248,10 @@ class Attempt {
     spec.restart_count = setup_.restart_count;
     spec.placement = setup_.placement;
     spec.omp_threads = cfg_.omp_threads;
+    if (setup_.timers) {  // an earlier attempt's scopes went with its processes
+      setup_.timers->table().clear();
+      spec.timer_file = setup_.timers->path();
+    }
     std::string attempt_log_dir;
     for (int lr = 0; lr < cfg_.nproc && !stopping_; ++lr) {
       SpawnSpec s;
@@ -538,6 +544,7 @@ class Attempt {
     const size_t relay_at = polls_.size();
     if (relay_)
       for (int fd : relay_->fds()) polls_.push_back(pollfd{fd, POLLIN, 0});
+    const size_t relay_n = polls_.size() - relay_at;
     // c10d: the helper's next ping may come before timeout_ms; a poll that
     // ends for it is not the caller's time running out.
     bool ping_first = false;
@@ -552,21 +559,33 @@ class Attempt {
       wait_ms = progress_.ms_to_check();
       progress_first = true;
     }
+    // torchrun's file timer: its pipe, and its nearest expiry as a timeout.
+    const int timer_at = setup_.timers ? static_cast<int>(polls_.size()) : -1;
+    bool timer_first = false;
+    if (setup_.timers) {
+      polls_.push_back(pollfd{setup_.timers->fd(), POLLIN, 0});
+      const int ms = setup_.timers->ms_to_next_expiry(wall_seconds());
+      if (ms >= 0 && (wait_ms < 0 || ms < wait_ms)) {
+        wait_ms = ms;
+        timer_first = true;
+      }
+    }
     int r = ::poll(polls_.data(), polls_.size(), wait_ms);
     if (r < 0 && errno != EINTR) throw std::runtime_error(std::string("poll failed: ") + std::strerror(errno));
     if (agent) setup_.agent->ping_if_due();
+    if (timer_at >= 0) serve_timers(r > 0 ? polls_[static_cast<size_t>(timer_at)].revents : 0);
     // Not while a signal waits: a worker's exit reaped below comes first
     // (the look is due again at once).
     if (!stopping_ && (r <= 0 || polls_[0].revents == 0))
       if (std::optional<StallVerdict> v = progress_.check()) on_stall(*v);
-    if (r == 0) return ping_first || progress_first;
+    if (r == 0) return ping_first || progress_first || timer_first;
     if (agent && polls_[1].revents != 0)
       for (const RdzvEvent& e : setup_.agent->read()) on_rdzv(e);
     if (tee_) {
       tee_->pump();
       warn_tee();
     }
-    if (relay_) relay_->pump(polls_.data() + relay_at, polls_.size() - relay_at);
+    if (relay_) relay_->pump(polls_.data() + relay_at, relay_n);
     // Only on a signal: reap() signals every group to see which are empty,
     // which chatty tee'd output must not cost each time.
     if (polls_[0].revents == 0) return true;
@@ -600,7 +619,9 @@ class Attempt {
   void tell_failure(const WorkerExit& w) {
     if (!setup_.agent || told_failure_ || !result_.rdzv_stop.empty()) return;
     told_failure_ = true;
-    std::string what = w.spawn_error.empty() ? w.status_text() : w.spawn_error;
+    std::string what = !w.spawn_error.empty() ? w.spawn_error
+                       : w.expired_scope      ? format_expired_scope(*w.expired_scope)
+                                              : w.status_text();
     setup_.agent->send("fail rank " + std::to_string(w.rank) + " (local_rank " + std::to_string(w.local_rank) +
                        (w.pid > 0 ? ", pid " + std::to_string(w.pid) : "") + ") on " + setup_.node + " failed: " + what);
   }
@@ -682,11 +703,76 @@ class Attempt {
     o.precision(s < 10 ? 2 : 3);
     o << s;
     return o.str();
+  // torchrun's file timer (file_timer_server.h): the pipe's requests, then
+  // the scopes due. Each expiry sends its scope's signal; the first while
+  // the group runs ends the attempt as a failure whose root cause is that
+  // rank (exit 124); later ones, during the teardown, only send theirs, as
+  // torchrun's watchdog would.
+  void serve_timers(short revents) {
+    FileTimerServer& timers = *setup_.timers;
+    const double now = wall_seconds();
+    if (revents & POLLIN) {
+      const std::string warning = timers.read(now, [&](pid_t pid) { return timer_rank_of(pid) >= 0; });
+      if (!warning.empty()) log_ << warning << std::endl;
+    }
+    for (const ExpiredPid& e : timers.table().take_expired(now)) {
+      const int lr = timer_rank_of(e.pid);
+      if (lr < 0) continue;  // gone: nothing to signal, and its pid may be someone else's now
+      const std::string who = "rank " + std::to_string(base_rank_ + lr) + " (local_rank " + std::to_string(lr) +
+                              ", pid " + std::to_string(e.pid) + ")";
+      if (!e.fired) {  // FileTimerServer too leaves it alone
+        log_ << "ddp-launch: " << who << ": timer scope '" << e.scopes.front().scope_id
+             << "' expired; it asked for no signal, so it is left running" << std::endl;
+        continue;
+      }
+      ExpiredScope x;
+      x.scope_id = e.fired->scope_id;
+      x.pid = e.pid;
+      x.signal = e.fired->signal;
+      x.acquired_for_s = std::max(0.0, e.fired->expiration_time - e.fired->acquired_at);
+      x.acquired_at = std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::duration<double>(e.fired->acquired_at)));
+      x.expired_at = std::chrono::system_clock::now();
+      ::kill(e.pid, x.signal);
+      if (stopping_) continue;
+      log_ << "ddp-launch: " << who << ": " << format_expired_scope(x) << "; stopping the group" << std::endl;
+      failure_seen_ = true;
+      // The rank's exit carries the scope; it is reaped already when the
+      // scope was a child's of a worker that had exited.
+      bool reaped = false;
+      for (WorkerExit& w : result_.exits)
+        if (w.local_rank == lr && w.pid == started_[static_cast<size_t>(lr)]) {
+          w.expired_scope = x;
+          w.after_teardown = false;
+          reaped = true;
+        }
+      if (!reaped) expired_[lr] = x;
+      WorkerExit told;
+      told.rank = base_rank_ + lr;
+      told.local_rank = lr;
+      told.pid = e.pid;
+      told.expired_scope = x;
+      tell_failure(told);
+      begin_stop(SIGTERM);
+    }
+  }
+
+  // The local rank whose process group `pid` is in (its worker or a child
+  // of it), -1 when none of this attempt's live groups: only those get a
+  // timer's signal, and a group the kernel has given a reused id never does.
+  int timer_rank_of(pid_t pid) const {
+    const pid_t pg = ::getpgid(pid);
+    const std::vector<pid_t>& live = group_.groups();
+    if (pg <= 0 || std::find(live.begin(), live.end(), pg) == live.end()) return -1;
+    for (size_t lr = 0; lr < started_.size(); ++lr)
+      if (started_[lr] == pg) return static_cast<int>(lr);
+    return -1;
   }
 
   void reap() {
     const bool was_stopping = stopping_;
     for (const WorkerGroup::Event& e : group_.reap()) {
+      if (setup_.timers && e.kind == WorkerGroup::Event::Exited) setup_.timers->table().drop_pid(e.pid);
       if (e.is_watchdog) replace_watchdog(e.status);
       if (!e.is_worker) continue;  // an orphaned descendant we adopted as subreaper
       auto it = live_.find(e.pid);
@@ -715,6 +801,11 @@ class Attempt {
       w.error_file = it->second.error_file;
       w.stdout_log = it->second.stdout_log;
       w.stderr_log = it->second.stderr_log;
+      if (auto x = expired_.find(w.local_rank); x != expired_.end()) {  // its file-timer scope expired
+        w.expired_scope = x->second;
+        w.after_teardown = false;
+        expired_.erase(x);
+      }
       if (w.failed()) {
         w.error = read_error_file(w.error_file);
         if (w.error) w.error_time = mtime_of(w.error_file);
@@ -751,6 +842,7 @@ class Attempt {
   std::optional<WorkerExit> spawn_failure_;
   OomWatch oom_;                  // the OOM kill counter of the workers' cgroup before they start
   std::vector<DumpFile> fr_before_;  // flight recorder files under a parent's prefix before the attempt
+  std::map<int, ExpiredScope> expired_;  // by local rank: a file-timer scope expired, its worker not yet reaped
   bool failure_seen_ = false;
   bool stopping_ = false;
   bool killed_ = false;
@@ -839,6 +931,7 @@ struct ElasticRun {
   std::vector<AttemptResult>& attempts;
   std::string error;  // the job ended here because the rendezvous failed
   int signal = 0;     // a launcher signal while waiting on the rendezvous
+  FileTimerServer* timers = nullptr;  // torchrun's file timer, when served
 
   // Waits for the helper's next event of one of `kinds`, serving signals
   // meanwhile. nullopt when a signal ended the wait (`signal` says which).
@@ -885,6 +978,7 @@ struct ElasticRun {
       setup.restart_count = round->restart_count;
       setup.placement = p;
       setup.agent = &agent;
+      setup.timers = timers;
       setup.node = "node n" + std::to_string(p.group_rank) + " (pid " + std::to_string(::getpid()) + ", host " +
                    host + ")";
       log << "ddp-launch: round " << round->round << ": this is node " << p.group_rank << " of "
@@ -986,10 +1080,17 @@ int Supervisor::run() {
   }
   ensure_fd_limit(5 * static_cast<size_t>(cfg_.nproc) + 64);  // a relayed stderr holds one fd per worker
 
+  // TORCHELASTIC_ENABLE_FILE_TIMER=1: torchrun's file timer, one pipe for
+  // every attempt (removed before the run directory is).
+  std::optional<FileTimerServer> timers;
+  if (cfg_.opts.file_timer)
+    timers.emplace(cfg_.opts.file_timer_path.empty() ? dir.path() + "/" + kTimerPipeName : cfg_.opts.file_timer_path);
+
   std::string rdzv_error;  // c10d: the rendezvous failed (the job's end on this node)
   int rdzv_signal = 0;     // c10d: a signal while waiting on the rendezvous
   if (cfg_.opts.rdzv.elastic()) {
     ElasticRun run{cfg_, dir, signals, *watchdog, stdin_to_rank0, host, log_, attempts_, {}, 0};
+    run.timers = timers ? &*timers : nullptr;
     run.run();
     rdzv_error = run.error;
     rdzv_signal = run.signal;
@@ -998,6 +1099,7 @@ int Supervisor::run() {
       AttemptSetup setup;
       setup.port = cfg_.opts.standalone ? reserve_check_port(0) : cfg_.opts.master_port;
       setup.restart_count = attempt;
+      setup.timers = timers ? &*timers : nullptr;
       attempts_.push_back(Attempt(cfg_, dir, signals, *watchdog, attempt, setup, stdin_to_rank0, log_).run());
       const AttemptResult& a = attempts_.back();
       if (a.succeeded()) break;

@@ -101,6 +101,8 @@ EnvMap worker_environment(const EnvMap& parent, const GroupSpec& g, int local_ra
   if (g.omp_threads > 0) seti("OMP_NUM_THREADS", g.omp_threads);
   // PyTorch's flight recorder writes into the run, unless the parent said where.
   set_flight_recorder_env(env, parent, g.fr_dump_prefix);
+  // torchrun's file timer (file_timer_server.h): the pipe FileTimerClient writes to.
+  if (!g.timer_file.empty()) set("TORCHELASTIC_TIMER_FILE", g.timer_file);
   if (o.task) {  // srun-per-rank mode (slurm.h): RANK and WORLD_SIZE are right already
     seti("LOCAL_RANK", o.task->local_rank);
     seti("LOCAL_WORLD_SIZE", o.task->local_world_size);

@@ -99,6 +99,11 @@ struct LaunchOptions {
   std::string numa_binding_source; // how it was given, for messages
   std::string summary_json;        // --summary_json PATH, "" none
   std::string summary_json_source; // how it was given, for messages
+  // TORCHELASTIC_ENABLE_FILE_TIMER=1 (torchrun has no option for it): serve
+  // torchrun's file timer (file_timer_server.h) on TORCHELASTIC_TIMER_FILE,
+  // or on a pipe in the run directory when that is unset ("").
+  bool file_timer = false;
+  std::string file_timer_path;
   bool help = false;
   bool version = false;
   bool slurm_tasks = false;        // --slurm_tasks: every srun task is one rank (slurm.h)

@@ -11,6 +11,7 @@
 
 #include "ddp/common/error_file.h"
 #include "ddp/launcher/unkillable.h"
+#include "ddp/launcher/file_timer.h"
 
 #include <chrono>
 #include <optional>
@@ -52,13 +53,19 @@ struct WorkerExit {
   // Its SIGKILL came from the kernel's OOM killer (oom_kill.h): "killed by
   // the kernel's OOM killer (memory.max 24 GiB; peak RSS 23.1 GiB)", else "".
   std::string oom;
+  // Its (or its child's) torchrun file-timer scope expired: the launcher
+  // sent the scope's signal and ended the attempt; the attempt's exit code is
+  // then 124, as timeout(1)'s (file_timer_server.h, docs/errors.md).
+  std::optional<ExpiredScope> expired_scope;
 
-  bool failed() const { return signaled || code != 0; }
+  bool failed() const { return signaled || code != 0 || expired_scope; }
   // Its error file says it failed because another rank did (follows_rank).
   bool follower() const { return error && error->follows_rank.has_value(); }
   int shell_code() const { return !stalled.empty() ? kStallExitCode : signaled ? 128 + code : code; }
   std::string status_text() const;  // "exit code 3" / "signal 11 (SIGSEGV)"
-  std::chrono::system_clock::time_point failure_time() const { return error_time ? *error_time : time; }
+  std::chrono::system_clock::time_point failure_time() const {
+    return expired_scope ? expired_scope->expired_at : error_time ? *error_time : time;
+  }
 };
 
 // The root cause among an attempt's exits: the failed one with the earliest

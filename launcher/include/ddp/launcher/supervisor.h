@@ -39,6 +39,9 @@
 //    signal (a live dump: nothing else happens), and before the SIGKILL of
 //    workers that outlived the grace period; the summary is logged at once
 //    and the attempt's last one ends the failure report;
+//  - TORCHELASTIC_ENABLE_FILE_TIMER=1: torchrun's file timer, served in the
+//    same poll (file_timer_server.h); an expired scope's rank gets the
+//    scope's signal and is the attempt's root cause, exit code 124;
 //  - at the end of every run: the summary table (summary.h), the failure
 //    report, and --summary_json written atomically. When the report names
 //    error files in the private run directory, that directory is kept

@@ -32,6 +32,7 @@ struct GroupSpec {
   int omp_threads = 0;       // 0: leave OMP_NUM_THREADS alone
   std::string fr_dump_prefix;  // this attempt's flight recorder prefix (flight_recorder.h), "" for none
   std::optional<NodePlacement> placement;  // a c10d round's; static_placement(*opts, nproc) when unset
+  std::string timer_file;    // the file timer's pipe (TORCHELASTIC_TIMER_FILE), "" when not served
 };
 
 // The one place the OMP_NUM_THREADS default is computed (main prints it,
