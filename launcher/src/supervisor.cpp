@@ -703,6 +703,8 @@ class Attempt {
     o.precision(s < 10 ? 2 : 3);
     o << s;
     return o.str();
+  }
+
   // torchrun's file timer (file_timer_server.h): the pipe's requests, then
   // the scopes due. Each expiry sends its scope's signal; the first while
   // the group runs ends the attempt as a failure whose root cause is that
