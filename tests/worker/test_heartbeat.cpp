@@ -131,10 +131,13 @@ TEST_CASE("heartbeat: a rank waiting in a collective for a late peer shows it, w
   Job job({"steps=2", "stuck=1", "late=1", "go=" + go}, {{"DDP_SHM_ALLREDUCE", shm}});
   // Rank 0 enters the last allreduce (1000 floats) and waits for rank 1,
   // which has not joined: outside any collective, one behind.
+  // Waits for that state as a whole: a 4000-byte allreduce of an earlier
+  // step that rank 0 waits in briefly under load is not it (seen under ctest -j2).
   const bool stuck = wait_until(
       [&] {
-        const auto s = job.pages[0]->read();
-        return s.in_collective() && s.bytes == 4000;
+        const auto s = job.pages[0]->read(), late = job.pages[1]->read();
+        return s.step == 2 && s.in_collective() && s.bytes == 4000 && !late.in_collective() &&
+               late.collective_finished + 1 == s.collective_started;
       },
       60);
   INFO(job.procs[0]->output() << job.procs[1]->output());
