@@ -7,11 +7,12 @@
 // modes: init, collectives, parity, overlap, unused, mismatch, interop,
 //        throw, ckpt-loop, train-forever, nosync-unused, frozen-mismatch,
 //        unused-one-rank, hook-throw, backward-throws, throws-after-reduction, unarmed,
-//        rank0-decides, alloc-faults, heartbeat
+//        rank0-decides, alloc-faults, heartbeat, stall-step
 
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -321,6 +322,38 @@ int train_forever(int argc, char** argv) {
     opt.step();
     std::cout << "step " << step << std::endl;
   }
+}
+
+// DDP steps with the runtime's step call; rank `stall_rank` stops at step
+// `stall_at` (writes <out>/stalled.<rank>, then sleeps 120 s in its step, no
+// collective), unless this is a restart (TORCHELASTIC_RESTART_COUNT > 0):
+// then every rank runs `steps` steps and exits 0.
+int stall_step(int argc, char** argv) {
+  auto kv = parse_kv(argc, argv);
+  const int steps = std::stoi(arg(kv, "steps", "40"));
+  const int stall_rank = std::stoi(arg(kv, "stall_rank", "1"));
+  const int stall_at = std::stoi(arg(kv, "stall_at", "20"));
+  const std::string out = arg(kv, "out", ".");
+  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  const bool restarted = restart && std::string(restart) != "0";
+  auto pg = init_process_group({}, argc, argv);
+  torch::manual_seed(0);
+  auto net = std::make_shared<ParityNet>();
+  DDP<ParityNet> ddp(net, pg);
+  torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.01));
+  auto x = torch::randn({8, 8}), y = torch::randn({8, 1});
+  for (int step = 1; step <= steps; ++step) {
+    training_step(pg, static_cast<std::uint64_t>(step));
+    if (!restarted && step == stall_at && pg->rank() == stall_rank) {
+      std::ofstream(out + "/stalled." + std::to_string(pg->rank())) << step;
+      std::this_thread::sleep_for(std::chrono::seconds(120));
+    }
+    opt.zero_grad();
+    torch::mse_loss(ddp.forward(x), y).backward();
+    opt.step();
+  }
+  std::cout << "stall-step done on rank " << pg->rank() << (restarted ? " (restarted)" : "") << std::endl;
+  return 0;
 }
 
 // ---- failures inside a backward, usage across no_sync, arming ------------------
@@ -879,6 +912,7 @@ int main(int argc, char** argv) {
     if (mode == "throw") return throw_mode(argc, argv);
     if (mode == "ckpt-loop") return ckpt_loop(argc, argv);
     if (mode == "train-forever") return train_forever(argc, argv);
+    if (mode == "stall-step") return stall_step(argc, argv);
     if (mode == "nosync-unused") return nosync_unused(argc, argv);
     if (mode == "frozen-mismatch") return frozen_mismatch(argc, argv);
     if (mode == "unused-one-rank") return unused_one_rank(argc, argv);
