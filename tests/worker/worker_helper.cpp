@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <thread>
@@ -324,6 +325,27 @@ int train_forever(int argc, char** argv) {
   }
 }
 
+// `steps` DDP steps of ParityNet (seed 0), each announced with the
+// runtime's step call; `before(step)` runs after that call, `after(step)`
+// once the step's optimizer step is done.
+template <class PG>
+void parity_steps(const PG& pg, int steps, const std::function<void(int)>& before,
+                  const std::function<void(int)>& after) {
+  torch::manual_seed(0);
+  auto net = std::make_shared<ParityNet>();
+  DDP<ParityNet> ddp(net, pg);
+  torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.01));
+  auto x = torch::randn({8, 8}), y = torch::randn({8, 1});
+  for (int step = 1; step <= steps; ++step) {
+    training_step(pg, static_cast<std::uint64_t>(step));
+    before(step);
+    opt.zero_grad();
+    torch::mse_loss(ddp.forward(x), y).backward();
+    opt.step();
+    after(step);
+  }
+}
+
 // DDP steps with the runtime's step call; rank `stall_rank` stops at step
 // `stall_at` (writes <out>/stalled.<rank>, then sleeps 120 s in its step, no
 // collective), unless this is a restart (TORCHELASTIC_RESTART_COUNT > 0):
@@ -337,21 +359,14 @@ int stall_step(int argc, char** argv) {
   const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
   const bool restarted = restart && std::string(restart) != "0";
   auto pg = init_process_group({}, argc, argv);
-  torch::manual_seed(0);
-  auto net = std::make_shared<ParityNet>();
-  DDP<ParityNet> ddp(net, pg);
-  torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.01));
-  auto x = torch::randn({8, 8}), y = torch::randn({8, 1});
-  for (int step = 1; step <= steps; ++step) {
-    training_step(pg, static_cast<std::uint64_t>(step));
-    if (!restarted && step == stall_at && pg->rank() == stall_rank) {
-      std::ofstream(out + "/stalled." + std::to_string(pg->rank())) << step;
-      std::this_thread::sleep_for(std::chrono::seconds(120));
-    }
-    opt.zero_grad();
-    torch::mse_loss(ddp.forward(x), y).backward();
-    opt.step();
-  }
+  parity_steps(
+      pg, steps,
+      [&](int step) {
+        if (restarted || step != stall_at || pg->rank() != stall_rank) return;
+        std::ofstream(out + "/stalled." + std::to_string(pg->rank())) << step;
+        std::this_thread::sleep_for(std::chrono::seconds(120));
+      },
+      [](int) {});
   std::cout << "stall-step done on rank " << pg->rank() << (restarted ? " (restarted)" : "") << std::endl;
   return 0;
 }
@@ -858,19 +873,12 @@ int heartbeat(int argc, char** argv) {
 
   if (steps > 0) {
     auto own = ddp::Heartbeat::attach(pg->env().heartbeat_file);  // the same page, read back
-    torch::manual_seed(0);
-    auto net = std::make_shared<ParityNet>();
-    DDP<ParityNet> ddp(net, pg);
-    torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.01));
-    auto x = torch::randn({8, 8}), y = torch::randn({8, 1});
-    for (int step = 1; step <= steps; ++step) {
-      training_step(pg, static_cast<std::uint64_t>(step));
-      const auto before = own->read().collective_started;
-      opt.zero_grad();
-      torch::mse_loss(ddp.forward(x), y).backward();
-      opt.step();
-      std::cout << "step " << step << " collectives " << own->read().collective_started - before << std::endl;
-    }
+    uint64_t before = 0;
+    parity_steps(
+        pg, steps, [&](int) { before = own->read().collective_started; },
+        [&](int step) {
+          std::cout << "step " << step << " collectives " << own->read().collective_started - before << std::endl;
+        });
   }
 
   if (arg(kv, "stuck", "0") == "1") {
