@@ -1124,7 +1124,12 @@ int Supervisor::run() {
   // The report prints these paths: they must outlive the launcher (the run
   // directory is otherwise removed at exit, by us and the watchdog). Only
   // then: a job that succeeded after a restart leaves nothing behind.
-  const bool keep = failed && (report_names_file_in(attempts_, dir.path()) || reports_dumps_in(attempts_, dir.path()));
+  const bool names_files = failed && report_names_file_in(attempts_, dir.path());
+  const bool names_fr_dumps = failed && reports_dumps_in(attempts_, dir.path());
+  // A stack dump without --log_dir wrote its files into the run directory
+  // and kept it (Attempt::dump_all_stacks), whether the job failed or not.
+  const bool has_stacks = dir.kept();
+  const bool keep = names_files || names_fr_dumps || has_stacks;
   if (keep) {
     dir.keep();
     watchdog->keep_run_dir();
@@ -1135,10 +1140,16 @@ int Supervisor::run() {
   if (failed) log_ << format_failure_report(attempts_, host, cfg_.opts.max_restarts);
   if (!rdzv_error.empty()) log_ << "ddp-launch: error: " << rdzv_error << "\n";
   if (rdzv_signal) log_ << "ddp-launch: stopped by " << signal_name(rdzv_signal) << " while in the rendezvous\n";
-  if (keep && report_names_file_in(attempts_, dir.path()))
-    log_ << "ddp-launch: the error files above are kept in " << dir.path() << " (remove it when done)\n";
-  else if (keep)
-    log_ << "ddp-launch: the flight recorder dumps above are kept in " << dir.path() << " (remove it when done)\n";
+  if (keep) {
+    std::vector<std::string> kept;
+    if (names_files) kept.push_back("error files");
+    if (names_fr_dumps) kept.push_back("flight recorder dumps");
+    if (has_stacks) kept.push_back("stack dumps");
+    std::string what;
+    for (size_t i = 0; i < kept.size(); ++i)
+      what += (i == 0 ? "" : i + 1 == kept.size() ? " and " : ", ") + kept[i];
+    log_ << "ddp-launch: the " << what << " above are kept in " << dir.path() << " (remove it when done)\n";
+  }
   if (!cfg_.opts.summary_json.empty()) {
     try {
       ddp::write_file_atomically(cfg_.opts.summary_json,

@@ -127,6 +127,29 @@ TEST_CASE("SIGUSR2 to the launcher: a live dump into the attempt's log directory
   CHECK_FALSE(fs::exists(out.file("got.1")));
 }
 
+TEST_CASE("a live dump without --log_dir keeps the run directory for its files and says so at the end") {
+  if (!has_native_tool(test_path())) DDP_SKIP("neither eu-stack nor gdb on PATH (apt-get install elfutils)");
+  TempDir out;
+  fs::create_directory(out.file("tmp"));
+  const std::string w = stack_worker(out, "note ready 1\nidle_strict\nexit 0\n");
+  Proc p({launcher(), "--standalone", "--nproc_per_node=2", w}, {{"OUT", out.path()}, {"TMPDIR", out.file("tmp")}});
+  REQUIRE(wait_until([&] { return ready(out, 2, "wait_for_partner"); }, 30));
+  p.signal(SIGUSR2);
+  REQUIRE(wait_until([&] { return p.output().find("  files: ") != std::string::npos; }, 30));
+  release(out);
+  const auto code = p.wait(30);
+  const std::string o = p.output();
+  INFO(o);
+  REQUIRE(code);
+  CHECK(*code == 0);
+  // The only thing left in TMPDIR is the run directory the last line names.
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(out.file("tmp"))) left.push_back(e.path());
+  REQUIRE(left.size() == 1);
+  CHECK_THAT(o, Catch::EndsWith("ddp-launch: the stack dumps above are kept in " + left[0] + " (remove it when done)\n"));
+  CHECK(stack_files(left[0], 0).size() == 1);
+}
+
 TEST_CASE("SIGUSR2 named in --signals_to_handle is forwarded as before, with no dump") {
   TempDir out;
   const std::string w = stack_worker(out, "trap 'note got USR2; exit 1' USR2\nnote ready 1\nidle\n");

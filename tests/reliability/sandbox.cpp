@@ -178,7 +178,8 @@ Leftovers Sandbox::leftovers(bool allow_zombies, double settle_s, const std::str
   for (const auto& p : l.processes)
     if (p.size() > 8 && p.compare(p.size() - 8, 8, " state Z") == 0) ++l.zombies;
   std::vector<std::string> kept;
-  const std::string said = "the error files above are kept in ";
+  // "the error files above are kept in DIR", "the error files and stack dumps above ...".
+  const std::string said = " above are kept in ";
   for (auto at = launcher_output.find(said); at != std::string::npos; at = launcher_output.find(said, at + 1)) {
     const auto begin = at + said.size();
     const auto end = launcher_output.find(" (remove it when done)", begin);

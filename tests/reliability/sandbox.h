@@ -54,7 +54,8 @@ class Sandbox {
   // SIGKILL of the launcher its watchdog outlives it by design, and init
   // reaps it). Waits up to settle_s for processes to go (0: look once).
   // launcher_output: the run directory its last line says it kept ("the
-  // error files above are kept in DIR", docs/errors.md) is not counted.
+  // error files [and stack dumps] above are kept in DIR", docs/errors.md)
+  // is not counted.
   Leftovers leftovers(bool allow_zombies = false, double settle_s = 0, const std::string& launcher_output = "");
   // SIGKILLs every process of the run still there and reaps the test's
   // orphaned children.
