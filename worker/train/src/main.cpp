@@ -11,7 +11,7 @@
 #include <thread>
 #include <unistd.h>
 
-#include "ddp/train/fashion_mnist.h"
+#include "ddp/train/fashion_task.h"
 #include "ddp/train/train_options.h"
 #include "ddp/train/trainer.h"
 #include "ddp/worker/env.h"
@@ -63,7 +63,8 @@ int train_main(int argc, char** argv) {
   auto pg = launched ? ddp::worker::init_process_group(init, argc, argv)
                      : ddp::worker::init_process_group(ddp::worker::DistEnv::single_process(), init);
   configure_threads(opts, pg->local_world_size());
-  run_training(opts, pg, data, std::cout, pg->rank() == 0 && ::isatty(STDOUT_FILENO));
+  FashionTask task(data);
+  run_training(opts, pg, task, std::cout, pg->rank() == 0 && ::isatty(STDOUT_FILENO));
   return 0;
 }
 

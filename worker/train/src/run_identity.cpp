@@ -20,13 +20,15 @@ std::string exact(double v) {
 }  // namespace
 
 RunIdentity run_identity(const TrainOptions& o) {
-  return {{"seed", std::to_string(o.seed)},
+  RunIdentity id = {{"seed", std::to_string(o.seed)},
           {"learning_rate", exact(o.learning_rate)},
           {"batch_size", std::to_string(o.batch_size)},
           {"no_shuffle", o.no_shuffle ? "1" : "0"},
           {"max_steps", std::to_string(o.max_steps)},
           {"lr_factor", exact(o.lr_factor)},
           {"lr_patience", std::to_string(o.lr_patience)}};
+  id.insert(o.program_identity.begin(), o.program_identity.end());
+  return id;
 }
 
 std::string format_identity(const RunIdentity& id) {

@@ -1,6 +1,7 @@
 #include "ddp/train/train_options.h"
 
 #include <map>
+#include <sstream>
 
 #include "ddp/common/parse.h"
 #include "ddp/train/fashion_mnist.h"
@@ -19,14 +20,6 @@ double parse_positive_double(const std::string& text, const std::string& what, b
   return v;
 }
 
-long long parse_int_opt(const std::string& text, const std::string& what, long long lo, long long hi) {
-  try {
-    return ddp::parse_int(text, what, lo, hi);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
-}
-
 // Accepts both spellings, as torchrun does: --batch_size and --batch-size.
 std::string canonical(std::string name) {
   for (auto& c : name)
@@ -36,13 +29,30 @@ std::string canonical(std::string name) {
 
 }  // namespace
 
-TrainOptions parse_train_options(const std::vector<std::string>& args, const EnvLookup& env_in) {
+long long parse_int_option(const std::string& text, const std::string& what, long long lo, long long hi) {
+  try {
+    return ddp::parse_int(text, what, lo, hi);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
+double parse_fraction_option(const std::string& text, const std::string& what) {
+  const auto parsed = ddp::parse_finite_double(text);
+  if (!parsed) throw UsageError(what + ": '" + text + "' is not a number");
+  if (*parsed < 0 || *parsed >= 1) throw UsageError(what + ": " + text + " is out of range, expected 0 <= value < 1");
+  return *parsed;
+}
+
+ProgramOptions::ProgramOptions() { defaults.data_dir = kDefaultDataDir; }
+
+TrainOptions parse_train_options(const std::vector<std::string>& args, const EnvLookup& env_in,
+                                 const ProgramOptions& program) {
   const EnvLookup env = env_in ? env_in : EnvLookup([](const char* n) { return ddp::get_env(n); });
-  TrainOptions o;
-  o.data_dir = kDefaultDataDir;
+  TrainOptions o = program.defaults;
 
   enum class Kind { Flag, Value };
-  const std::map<std::string, Kind> known = {
+  std::map<std::string, Kind> known = {
       {"epochs", Kind::Value},        {"batch_size", Kind::Value},  {"learning_rate", Kind::Value},
       {"lr", Kind::Value},            {"seed", Kind::Value},        {"data_dir", Kind::Value},
       {"checkpoint_dir", Kind::Value}, {"resume", Kind::Flag},      {"max_steps", Kind::Value},
@@ -50,6 +60,7 @@ TrainOptions parse_train_options(const std::vector<std::string>& args, const Env
       {"lr_factor", Kind::Value},     {"lr_patience", Kind::Value}, {"num_threads", Kind::Value},
       {"local_rank", Kind::Value},    {"help", Kind::Flag},         {"device", Kind::Value},
   };
+  for (const auto& [name, takes_value] : program.extra) known[name] = takes_value ? Kind::Value : Kind::Flag;
 
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -77,21 +88,22 @@ TrainOptions parse_train_options(const std::vector<std::string>& args, const Env
       value = args[++i];
     }
 
-    if (name == "epochs") o.epochs = static_cast<int>(parse_int_opt(value, what, 1, 1000000));
-    else if (name == "batch_size") o.batch_size = static_cast<int>(parse_int_opt(value, what, 1, 1 << 20));
+    if (program.extra.count(name)) program.apply(name, value);
+    else if (name == "epochs") o.epochs = static_cast<int>(parse_int_option(value, what, 1, 1000000));
+    else if (name == "batch_size") o.batch_size = static_cast<int>(parse_int_option(value, what, 1, 1 << 20));
     else if (name == "learning_rate" || name == "lr") o.learning_rate = parse_positive_double(value, what, false);
-    else if (name == "seed") o.seed = static_cast<std::uint64_t>(parse_int_opt(value, what, 0, (1LL << 62)));
+    else if (name == "seed") o.seed = static_cast<std::uint64_t>(parse_int_option(value, what, 0, (1LL << 62)));
     else if (name == "data_dir") o.data_dir = value;
     else if (name == "checkpoint_dir") o.checkpoint_dir = value;
     else if (name == "resume") o.resume = true;
-    else if (name == "max_steps") o.max_steps = parse_int_opt(value, what, 0, 1LL << 40);
+    else if (name == "max_steps") o.max_steps = parse_int_option(value, what, 0, 1LL << 40);
     else if (name == "no_shuffle") o.no_shuffle = true;
     else if (name == "save_final") o.save_final = value;
-    else if (name == "log_interval") o.log_interval = static_cast<int>(parse_int_opt(value, what, 1, 1 << 30));
+    else if (name == "log_interval") o.log_interval = static_cast<int>(parse_int_option(value, what, 1, 1 << 30));
     else if (name == "lr_factor") o.lr_factor = parse_positive_double(value, what, true);
-    else if (name == "lr_patience") o.lr_patience = static_cast<int>(parse_int_opt(value, what, 0, 1 << 20));
-    else if (name == "num_threads") o.num_threads = static_cast<int>(parse_int_opt(value, what, 0, 4096));
-    else if (name == "local_rank") o.local_rank = static_cast<int>(parse_int_opt(value, what, 0, 1 << 20));
+    else if (name == "lr_patience") o.lr_patience = static_cast<int>(parse_int_option(value, what, 0, 1 << 20));
+    else if (name == "num_threads") o.num_threads = static_cast<int>(parse_int_option(value, what, 0, 4096));
+    else if (name == "local_rank") o.local_rank = static_cast<int>(parse_int_option(value, what, 0, 1 << 20));
     else if (name == "device") {
       if (value != "cpu" && value != "cuda" && value != "auto")
         throw UsageError(what + ": '" + value + "' is not a device, use cpu, cuda or auto");
@@ -102,36 +114,31 @@ TrainOptions parse_train_options(const std::vector<std::string>& args, const Env
   if (o.checkpoint_dir.empty()) throw UsageError("--checkpoint_dir: empty path");
 
   if (auto rc = env("TORCHELASTIC_RESTART_COUNT"); rc && !rc->empty())
-    o.restart_count = static_cast<int>(parse_int_opt(*rc, "TORCHELASTIC_RESTART_COUNT", 0, 1 << 20));
+    o.restart_count = static_cast<int>(parse_int_option(*rc, "TORCHELASTIC_RESTART_COUNT", 0, 1 << 20));
   if (auto ef = env("TORCHELASTIC_ERROR_FILE"); ef) o.launch_dir = launch_directory(*ef);
   if (auto omp = env("OMP_NUM_THREADS"); omp && !omp->empty()) o.omp_threads_set = true;
   if (auto die = env("DDP_TRAIN_TEST_DIE_AT"); die && !die->empty()) {
     const auto colon = die->find(':');
     if (colon == std::string::npos)
       throw UsageError("DDP_TRAIN_TEST_DIE_AT: '" + *die + "' is not RANK:STEP");
-    o.die_rank = static_cast<int>(parse_int_opt(die->substr(0, colon), "DDP_TRAIN_TEST_DIE_AT rank", 0, 1 << 20));
-    o.die_step = parse_int_opt(die->substr(colon + 1), "DDP_TRAIN_TEST_DIE_AT step", 0, 1LL << 40);
+    o.die_rank = static_cast<int>(parse_int_option(die->substr(0, colon), "DDP_TRAIN_TEST_DIE_AT rank", 0, 1 << 20));
+    o.die_step = parse_int_option(die->substr(colon + 1), "DDP_TRAIN_TEST_DIE_AT step", 0, 1LL << 40);
   }
   return o;
 }
 
-std::string train_usage() {
-  return R"(usage: ddp-launch --nproc_per_node=N ddp-train [options]
-
-Trains a small CNN on Fashion-MNIST with distributed data parallelism (one
-process per rank; rank, world size and rendezvous come from the torchrun
-environment; without one it trains as a single process). Rank 0 prints
-progress, writes checkpoints and metrics.jsonl.
-
-options:
-  --epochs N            epochs to train (default 2)
-  --batch_size N        samples per step per process (default 64)
-  --learning_rate X     Adam learning rate (default 0.001; alias --lr)
-  --seed N              seed for model init and sampler shuffling (default 42)
-  --data_dir DIR        Fashion-MNIST *-ubyte.gz files
-                        (default /usr/share/datasets/fashion-mnist)
-  --checkpoint_dir DIR  per-epoch checkpoints and metrics.jsonl (default checkpoints)
-  --resume              continue the run in --checkpoint_dir from its newest
+std::string loop_options_usage(const TrainOptions& d) {
+  const auto num = [](double v) {
+    std::ostringstream s;
+    s << v;
+    return s.str();
+  };
+  return "  --epochs N            epochs to train (default " + std::to_string(d.epochs) + ")\n"
+         "  --batch_size N        samples per step per process (default " + std::to_string(d.batch_size) + ")\n"
+         "  --learning_rate X     Adam learning rate (default " + num(d.learning_rate) + "; alias --lr)\n"
+         "  --seed N              seed for model init and sampler shuffling (default " + std::to_string(d.seed) + ")\n"
+         "  --checkpoint_dir DIR  per-epoch checkpoints and metrics.jsonl (default " + d.checkpoint_dir + ")\n" +
+         R"(  --resume              continue the run in --checkpoint_dir from its newest
                         readable checkpoint, even with changed options (each is
                         named); automatic when TORCHELASTIC_RESTART_COUNT > 0,
                         which resumes only this run's own checkpoints. A fresh
@@ -150,6 +157,20 @@ options:
   --local_rank N        accepted for legacy launchers; the environment wins
   -h, --help            this text
 )";
+}
+
+std::string train_usage() {
+  return R"(usage: ddp-launch --nproc_per_node=N ddp-train [options]
+
+Trains a small CNN on Fashion-MNIST with distributed data parallelism (one
+process per rank; rank, world size and rendezvous come from the torchrun
+environment; without one it trains as a single process). Rank 0 prints
+progress, writes checkpoints and metrics.jsonl.
+
+options:
+  --data_dir DIR        Fashion-MNIST *-ubyte.gz files
+                        (default /usr/share/datasets/fashion-mnist)
+)" + loop_options_usage(ProgramOptions().defaults);
 }
 
 }  // namespace ddp::train

@@ -17,7 +17,6 @@
 #include "ddp/train/checkpoint_files.h"
 #include "ddp/train/confusion_matrix.h"
 #include "ddp/train/eval_shard.h"
-#include "ddp/train/model.h"
 #include "ddp/train/plateau_scheduler.h"
 #include "ddp/train/progress.h"
 #include "ddp/train/run_identity.h"
@@ -35,42 +34,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
-// Fashion-MNIST's training-set pixel mean and std (after /255); the Python
-// reference normalizes the same way.
-constexpr double kPixelMean = 0.2860;
-constexpr double kPixelStd = 0.3530;
-// Evaluation batch: 250 keeps the largest activation (conv1's output,
-// 250x32x28x28 floats = 25 MiB) below the runtime's mmap threshold
-// (malloc_tuning.h), so evaluation reuses heap memory instead of mapping and
-// faulting in ~100 MiB per batch, and the peak memory is lower.
-constexpr std::int64_t kEvalBatch = 250;
-
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// The dataset as tensors that alias the loader's byte vectors (no copy).
-struct SplitTensors {
-  torch::Tensor images;  // uint8 [N, 28, 28]
-  torch::Tensor labels;  // uint8 [N]
-};
-
-SplitTensors as_tensors(const LabeledImages& split) {
-  const auto n = static_cast<std::int64_t>(split.count);
-  auto* pixels = const_cast<std::uint8_t*>(split.pixels.data());
-  auto* labels = const_cast<std::uint8_t*>(split.labels.data());
-  return {torch::from_blob(pixels, {n, kImageSide, kImageSide}, torch::kUInt8),
-          torch::from_blob(labels, {n}, torch::kUInt8)};
-}
-
-// Converts a batch to what the model takes: float [B,1,28,28], normalized.
-torch::Tensor batch_images(const SplitTensors& d, const torch::Tensor& index) {
-  return d.images.index_select(0, index)
-      .to(torch::kFloat)
-      .div_(255.0)
-      .sub_(kPixelMean)
-      .div_(kPixelStd)
-      .unsqueeze_(1);
 }
 
 void set_learning_rate(torch::optim::Adam& opt, double lr) {
@@ -79,49 +44,48 @@ void set_learning_rate(torch::optim::Adam& opt, double lr) {
 }
 
 struct EvalResult {
-  ConfusionMatrix matrix{kNumClasses};
+  ConfusionMatrix matrix;
   double loss = 0;  // mean over all counted samples
 };
 
 // Every rank scores its contiguous slice; the per-rank confusion matrices
 // and loss sums are added up with one all-reduce, so the totals count each
 // test sample exactly once (DistributedSampler would pad with repeats).
-EvalResult evaluate(FashionCnn& model, const SplitTensors& test, ddp::worker::ProcessGroup& pg) {
+EvalResult evaluate(TrainingTask& task, torch::nn::Module& model, ddp::worker::ProcessGroup& pg) {
   const c10::Device device = pg.device();
+  const int classes = task.num_classes();
+  const std::int64_t cells = static_cast<std::int64_t>(classes) * classes;
   torch::NoGradGuard no_grad;
   model.eval();
-  const Shard shard = contiguous_shard(static_cast<std::size_t>(test.labels.size(0)),
+  const Shard shard = contiguous_shard(static_cast<std::size_t>(task.test_size()),
                                        static_cast<std::size_t>(pg.world_size()),
                                        static_cast<std::size_t>(pg.rank()));
-  // counts[0..99]: confusion matrix (target-major); counts[100]: loss sum.
-  // Doubles hold counts exactly far beyond 10k and let one all-reduce carry both.
-  auto counts = torch::zeros({kNumClasses * kNumClasses + 1}, torch::TensorOptions(torch::kDouble).device(device));
+  // counts[0..cells-1]: confusion matrix (target-major); counts[cells]: loss
+  // sum. Doubles hold counts exactly far beyond any test set and let one
+  // all-reduce carry both.
+  auto counts = torch::zeros({cells + 1}, torch::TensorOptions(torch::kDouble).device(device));
+  const std::int64_t batch = task.eval_batch();
   for (auto begin = static_cast<std::int64_t>(shard.begin); begin < static_cast<std::int64_t>(shard.end);
-       begin += kEvalBatch) {
-    const auto end = std::min<std::int64_t>(begin + kEvalBatch, static_cast<std::int64_t>(shard.end));
-    auto index = torch::arange(begin, end, torch::kLong);
-    auto x = batch_images(test, index).to(device);
-    auto y = test.labels.index_select(0, index).to(device, torch::kLong);
-    auto logits = model.forward(x);
-    counts[kNumClasses * kNumClasses] +=
-        torch::nn::functional::cross_entropy(
-            logits, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-            .to(torch::kDouble);
-    auto cell = y * kNumClasses + logits.argmax(1);
-    counts.narrow(0, 0, kNumClasses * kNumClasses)
-        .add_(torch::bincount(cell, {}, kNumClasses * kNumClasses).to(torch::kDouble));
+       begin += batch) {
+    const auto end = std::min<std::int64_t>(begin + batch, static_cast<std::int64_t>(shard.end));
+    const TaskOutput out = task.forward_test(begin, end, device);
+    counts[cells] += torch::nn::functional::cross_entropy(
+                         out.logits, out.labels,
+                         torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                         .to(torch::kDouble);
+    auto cell = out.labels * classes + out.logits.argmax(1);
+    counts.narrow(0, 0, cells).add_(torch::bincount(cell, {}, cells).to(torch::kDouble));
   }
   model.train();
   ddp::worker::reduce_sum_(pg, counts);
 
-  EvalResult r;
-  std::vector<std::int64_t> cells(kNumClasses * kNumClasses);
+  std::vector<std::int64_t> cell_counts(static_cast<std::size_t>(cells));
   const at::Tensor host_counts = counts.cpu();
   auto acc = host_counts.accessor<double, 1>();
-  for (int i = 0; i < kNumClasses * kNumClasses; ++i) cells[i] = std::llround(acc[i]);
-  r.matrix = ConfusionMatrix::from_counts(kNumClasses, cells);
+  for (std::int64_t i = 0; i < cells; ++i) cell_counts[static_cast<std::size_t>(i)] = std::llround(acc[i]);
+  EvalResult r{ConfusionMatrix::from_counts(classes, cell_counts)};
   const auto total = r.matrix.total();
-  r.loss = total > 0 ? acc[kNumClasses * kNumClasses] / static_cast<double>(total) : 0.0;
+  r.loss = total > 0 ? acc[cells] / static_cast<double>(total) : 0.0;
   return r;
 }
 
@@ -185,7 +149,7 @@ std::unique_ptr<CheckpointDirLock> prepare_checkpoint_dir(const TrainOptions& o,
     lock = std::make_unique<CheckpointDirLock>(dir);
     for (const auto& name : remove_stale_temp_files(dir))
       log << "removed '" << (fs::path(dir) / name).string()
-          << "', left by a ddp-train killed while writing it" << std::endl;
+          << "', left by a " << o.program << " killed while writing it" << std::endl;
     if (!o.save_final.empty()) check_save_final(o.save_final);
     if (o.should_resume()) return std::string();
     const std::string held = describe_earlier_run(dir);
@@ -329,7 +293,7 @@ int choose_resume_epoch(const TrainOptions& o, ddp::worker::ProcessGroup& pg, co
 }  // namespace
 
 TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worker::ProcessGroup>& pg_ptr,
-                         const FashionMnist& data, std::ostream& out, bool out_is_tty) {
+                         TrainingTask& task, std::ostream& out, bool out_is_tty) {
   ddp::worker::ProcessGroup& pg = *pg_ptr;
   const int rank = pg.rank();
   const int world = pg.world_size();
@@ -337,13 +301,10 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
   std::ostringstream discard;
   std::ostream& log = main_rank ? out : discard;
 
-  const SplitTensors train = as_tensors(data.train);
-  const SplitTensors test = as_tensors(data.test);
-
   // Same initial weights on every rank and for every world size; DDP then
   // broadcasts rank 0's anyway, as Python's does.
   torch::manual_seed(o.seed);
-  auto model = std::make_shared<FashionCnn>();
+  const std::shared_ptr<torch::nn::Module> model = task.make_model();
   // Data stays on the CPU; each batch moves to the backend's device (CPU for
   // Gloo, cuda:LOCAL_RANK for NCCL).
   const c10::Device device = pg.device();
@@ -395,21 +356,21 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
 
   // After a resume, so the broadcast at construction carries the loaded
   // weights (every rank loaded the same file anyway).
-  ddp::worker::DDP<FashionCnn> ddp(model, pg_ptr);
-  ddp::worker::DistributedSampler sampler(data.train.count, static_cast<std::size_t>(world),
+  ddp::worker::DistributedDataParallel ddp(model, pg_ptr, task.ddp_options());
+  ddp::worker::DistributedSampler sampler(static_cast<std::size_t>(task.train_size()), static_cast<std::size_t>(world),
                                           static_cast<std::size_t>(rank), !o.no_shuffle, o.seed);
   ProgressPrinter progress(out, main_rank, out_is_tty, o.log_interval);
   TrainResult result;
 
-  const std::int64_t full_steps =
-      (static_cast<std::int64_t>(sampler.num_samples()) + o.batch_size - 1) / o.batch_size;
+  const auto per_rank = static_cast<std::int64_t>(sampler.num_samples());
+  const std::int64_t full_steps = task.drop_last() ? per_rank / o.batch_size : (per_rank + o.batch_size - 1) / o.batch_size;
   const std::int64_t steps_per_epoch = o.max_steps > 0 ? std::min(o.max_steps, full_steps) : full_steps;
-  log << "ddp-train: world size " << world << ", batch " << o.batch_size << " per process ("
+  log << o.program << ": world size " << world << ", batch " << o.batch_size << " per process ("
       << o.batch_size * world << " global), " << steps_per_epoch << " steps per epoch, epochs "
       << state.epochs_done + 1 << ".." << o.epochs << ", " << torch::get_num_threads()
       << " threads per process, device " << device.str() << " (" << pg.backend()
       << (pg.shared_memory_allreduce() ? ", sums through shared memory" : "") << "), checkpoints in "
-      << o.checkpoint_dir << std::endl;
+      << o.checkpoint_dir << "; " << task.describe() << std::endl;
 
   for (int epoch = state.epochs_done + 1; epoch <= o.epochs; ++epoch) {
     // Python's sampler.set_epoch(epoch): the shuffle depends on (seed, epoch)
@@ -431,8 +392,6 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
       const std::int64_t begin = step * o.batch_size;
       const std::int64_t n = std::min<std::int64_t>(o.batch_size, static_cast<std::int64_t>(indices.size()) - begin);
       auto index = torch::from_blob(const_cast<std::int64_t*>(indices.data() + begin), {n}, torch::kLong);
-      auto x = batch_images(train, index).to(device);
-      auto y = train.labels.index_select(0, index).to(device, torch::kLong);
 
       // Zeroed in place, not set to none (LibTorch 2.x's zero_grad default):
       // the gradients stay DDP's bucket views, so backward accumulates into
@@ -442,7 +401,9 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
           p.mutable_grad().detach_();
           p.mutable_grad().zero_();
         }
-      auto loss = torch::nn::functional::cross_entropy(ddp.forward(x), y);
+      ddp.prepare_forward();
+      const TaskOutput batch = task.forward_train(index, device);
+      auto loss = torch::nn::functional::cross_entropy(batch.logits, batch.labels);
       const double step_loss = loss.item<double>();
       // Before backward, so a diverged step changes no weights.
       stop_on_non_finite_loss(pg, step_loss, epoch, step + 1, steps_per_epoch, state.global_step + 1,
@@ -474,7 +435,7 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
         ddp::worker::reduce_mean(pg, steps_per_epoch > 0 ? loss_sum / static_cast<double>(steps_per_epoch) : 0.0);
     const double global_samples = ddp::worker::reduce_sum(pg, static_cast<double>(local_samples));
 
-    const EvalResult eval = evaluate(*model, test, pg);
+    const EvalResult eval = evaluate(task, *model, pg);
     const double macro = eval.matrix.macro_f1();
     const double micro = eval.matrix.micro_f1();
 

@@ -1,6 +1,7 @@
 #pragma once
 // A run's identity: the options that decide its trajectory (seed, learning
-// rate, batch size, shuffling, steps per epoch, ReduceLROnPlateau). Every
+// rate, batch size, shuffling, steps per epoch, ReduceLROnPlateau, and the
+// program's own, TrainOptions::program_identity: ddp-text's model sizes). Every
 // checkpoint records it, so a resume can tell its own run's checkpoint from
 // another run's left in the same directory. --epochs is not part of it
 // (extending a run is a resume), nor the world size (it may change between

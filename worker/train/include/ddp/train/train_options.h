@@ -1,11 +1,14 @@
 #pragma once
-// ddp-train's options, filled once from the command line and the
-// environment; nothing else in ddp-train reads argv or getenv. Parsing is
+// The training loop's options (trainer.h), shared by ddp-train and ddp-text,
+// filled once from the command line and the environment; nothing else in
+// either program reads argv or getenv. A program adds its own options and
+// defaults through ProgramOptions. Parsing is
 // strict: a bad value throws UsageError with one line naming the option and
 // the value, which main prints before exiting with status 2.
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -19,11 +22,12 @@ class UsageError : public std::invalid_argument {
 };
 
 struct TrainOptions {
+  std::string program = "ddp-train";  // in messages and the start line
   int epochs = 2;
   int batch_size = 64;            // per process, as in the seeds
   double learning_rate = 1e-3;    // Adam
   std::uint64_t seed = 42;        // model init and sampler shuffling
-  std::string data_dir;           // default: kDefaultDataDir
+  std::string data_dir;           // default: the program's (ProgramOptions)
   std::string checkpoint_dir = "checkpoints";
   bool resume = false;
   std::int64_t max_steps = 0;     // optimizer steps per epoch; 0 = whole epoch
@@ -36,6 +40,9 @@ struct TrainOptions {
   std::string device = "auto";    // cpu | cuda | auto (ddp::worker::InitOptions::device)
   std::optional<int> local_rank;  // --local_rank=N from legacy launchers
   bool help = false;
+  // The program's own options that decide a run's trajectory, as
+  // name -> value text; part of the run identity (run_identity.h).
+  std::map<std::string, std::string> program_identity;
 
   // From the environment.
   int restart_count = 0;          // TORCHELASTIC_RESTART_COUNT
@@ -55,11 +62,31 @@ struct TrainOptions {
 
 using EnvLookup = std::function<std::optional<std::string>(const char*)>;
 
-// args excludes argv[0]. `env` defaults to the process environment.
-TrainOptions parse_train_options(const std::vector<std::string>& args,
-                                 const EnvLookup& env = {});
+// A program's additions to the shared options: its name, its defaults
+// (`defaults` starts every parse, so a program may set data_dir, epochs,
+// ...), and options of its own, each given to `apply` (canonical name
+// without "--", value; "" for a flag), which throws UsageError on a bad
+// value. The default is ddp-train's.
+struct ProgramOptions {
+  TrainOptions defaults;
+  std::map<std::string, bool> extra;  // name -> takes a value
+  std::function<void(const std::string& name, const std::string& value)> apply;
+  ProgramOptions();
+};
 
-// The --help text.
+// args excludes argv[0]. `env` defaults to the process environment.
+TrainOptions parse_train_options(const std::vector<std::string>& args, const EnvLookup& env = {},
+                                 const ProgramOptions& program = ProgramOptions());
+
+// The shared options' lines of --help ("  --epochs N ..."), for a program's
+// usage text; `defaults` supplies the defaults shown.
+std::string loop_options_usage(const TrainOptions& defaults);
+// ddp-train's --help text.
 std::string train_usage();
+
+// Strict number parsers for a program's own options: one-line UsageError
+// naming `what` and the value.
+long long parse_int_option(const std::string& text, const std::string& what, long long lo, long long hi);
+double parse_fraction_option(const std::string& text, const std::string& what);  // 0 <= value < 1
 
 }  // namespace ddp::train

@@ -1,5 +1,6 @@
 #pragma once
-// The training job of one rank: the seeds' DDP loop on Fashion-MNIST.
+// The training job of one rank: the seeds' DDP loop, shared by ddp-train
+// and ddp-text; the program gives its data and model (training_task.h).
 // Per epoch: DistributedSampler.set_epoch, Adam steps through the DDP wrapper
 // (gradients averaged by the runtime), the train loss averaged over ranks,
 // evaluation of the whole test set split contiguously across ranks (every
@@ -12,10 +13,10 @@
 #include <ostream>
 #include <vector>
 
-#include "ddp/train/fashion_mnist.h"
 #include "ddp/train/metrics_log.h"
 #include "ddp/train/train_options.h"
 #include "ddp/train/train_state.h"
+#include "ddp/train/training_task.h"
 
 namespace ddp::worker {
 class ProcessGroup;
@@ -32,6 +33,6 @@ struct TrainResult {
 // `out_is_tty` picks the progress bar over plain lines. Throws on I/O or
 // communication errors (messages name the file or the operation).
 TrainResult run_training(const TrainOptions& opts, const std::shared_ptr<ddp::worker::ProcessGroup>& pg,
-                         const FashionMnist& data, std::ostream& out, bool out_is_tty);
+                         TrainingTask& task, std::ostream& out, bool out_is_tty);
 
 }  // namespace ddp::train
