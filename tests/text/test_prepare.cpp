@@ -266,11 +266,11 @@ TEST_CASE("prepare: the real WordNet of wordnet-base", "[text][prepare][wordnet-
   for (const char* name : {kTrainCsv, kTestCsv, kLabelsTxt, kVocabTxt}) {
     const std::string ours = read_file(prepared_path(opts.data_dir, name));
     const std::string theirs = read_file(prepared_path(tmp.file("python"), name));
-    const auto diff = std::mismatch(ours.begin(), ours.end(), theirs.begin(), theirs.end());
-    INFO(name << ": " << ours.size() << " bytes, Python's " << theirs.size() << "; first difference at byte "
-              << (diff.first - ours.begin()) << ": '" << std::string(diff.first, std::min(diff.first + 60, ours.end()))
-              << "' vs '" << std::string(diff.second, std::min(diff.second + 60, theirs.end())) << "'");
+    const auto at = static_cast<std::size_t>(
+        std::mismatch(ours.begin(), ours.end(), theirs.begin(), theirs.end()).first - ours.begin());
+    INFO(name << ": " << ours.size() << " bytes, Python's " << theirs.size() << "; first difference at byte " << at
+              << ": '" << ours.substr(at, 60) << "' vs '" << theirs.substr(std::min(at, theirs.size()), 60) << "'");
     CHECK(ours.size() == theirs.size());
-    CHECK(diff.first == ours.end());
+    CHECK(at == ours.size());
   }
 }
