@@ -23,6 +23,7 @@
 #include "ddp/worker/checkpoint.h"
 #include "ddp/worker/collectives.h"
 #include "ddp/worker/ddp.h"
+#include "ddp/worker/fused_adam.h"
 #include "ddp/worker/peer_failure.h"
 #include "ddp/worker/process_group.h"
 #include "ddp/worker/sampler.h"
@@ -309,7 +310,8 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
   // Gloo, cuda:LOCAL_RANK for NCCL).
   const c10::Device device = pg.device();
   model->to(device);
-  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(o.learning_rate));
+  // Adam, its step fused into one pass over memory (fused_adam.h).
+  ddp::worker::FusedAdam optimizer(model->parameters(), torch::optim::AdamOptions(o.learning_rate));
   const std::vector<torch::Tensor> params = model->parameters();
 
   PlateauOptions plateau_opts;
