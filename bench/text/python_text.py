@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Python DDP twin of ddp-text: the seeds' text classifier (TextCNN over WordNet
 glosses, 45 supersenses) in plain PyTorch, with the same data, tokenizer,
-model, parameter names, batch, optimizer, schedule and evaluation as ddp-text
-(docs/ddp-text.md), written as fast as plain PyTorch allows: every split is
+model, parameter names, batch, optimizer, schedule and evaluation as ddp-text,
+written as fast as plain PyTorch allows: every split is
 tokenized once into one padded [N, max_length] token tensor plus a length
 tensor, and a batch is an index_select and a narrow to its longest sequence
 (at least 5 tokens); no DataLoader, no per-sample Python in the step; stock
