@@ -68,7 +68,8 @@ def run_job(name, nproc, program, args, build, work, env_extra, warmup_epochs=0)
              for r in range(nproc)]
     return {"tool": name, "nproc": nproc, "samples_per_s": samples / seconds, "wall_s": wall,
             "accuracy": epochs[-1]["accuracy"], "peak_rss_mib": [float(u[0]) / 1024 for u in usage],
-            "minor_faults": sum(float(u[1]) for u in usage), "sys_s": sum(float(u[2]) for u in usage)}
+            "minor_faults": sum(float(u[1]) for u in usage), "sys_s": sum(float(u[2]) for u in usage),
+            "last_epoch": epochs[-1]}
 
 
 def main():
