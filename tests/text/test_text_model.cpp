@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <numeric>
 
 #include "ddp/text/text_cnn.h"
@@ -66,23 +67,38 @@ TEST_CASE("TextCnn: the packed batch and the batch padded to any length give the
 
   auto model = small_model();
   model->eval();
-  const auto grads_of = [&](const torch::Tensor& logits) {
-    for (auto& q : model->parameters()) q.mutable_grad() = torch::Tensor();
-    (logits * torch::linspace(-1, 1, logits.numel(), torch::kDouble).view_as(logits)).sum().backward();
+  // Outputs and the gradients of a fixed weighting of them, from fresh .grad.
+  const auto run_model = [&](TextCnn& m, const std::function<torch::Tensor()>& forward) {
+    for (auto& q : m.parameters()) q.mutable_grad() = torch::Tensor();
+    const auto out = forward();
+    (out * torch::linspace(-1, 1, out.numel(), torch::kDouble).view_as(out)).sum().backward();
     std::vector<torch::Tensor> g;
-    for (auto& q : model->parameters()) g.push_back(q.grad().clone());
-    return g;
+    for (auto& q : m.parameters()) {
+      REQUIRE_FALSE(q.grad().is_sparse());  // the embedding's sparse rows land in a dense .grad
+      g.push_back(q.grad().clone());
+    }
+    return std::make_pair(out, g);
   };
-  const auto packed_out = model->forward_packed(p.packed, p.lengths);
-  const auto packed_grads = grads_of(packed_out);
+  const auto [packed_out, packed_grads] = run_model(*model, [&] { return model->forward_packed(p.packed, p.lengths); });
   for (const std::int64_t extra : {0, 1, 7, 30}) {
     DYNAMIC_SECTION("padded " << extra << " beyond the longest") {
-      const auto out = model->forward(pad_to(padded, padded.size(1) + extra), p.lengths);
+      const auto [out, g] =
+          run_model(*model, [&] { return model->forward(pad_to(padded, padded.size(1) + extra), p.lengths); });
       CHECK(max_abs(out, packed_out) < 1e-12);
-      const auto g = grads_of(out);
       REQUIRE(g.size() == packed_grads.size());
       for (std::size_t i = 0; i < g.size(); ++i) CHECK(max_abs(g[i], packed_grads[i]) < 1e-12);
     }
+  }
+  SECTION("the stock dense embedding backward") {
+    torch::manual_seed(5);
+    TextCnnOptions o = model->options;
+    o.sparse_gradient = false;
+    auto dense = std::make_shared<TextCnn>(o);
+    dense->to(torch::kDouble);
+    dense->eval();
+    const auto [out, g] = run_model(*dense, [&] { return dense->forward_packed(p.packed, p.lengths); });
+    CHECK(max_abs(out, packed_out) < 1e-12);
+    for (std::size_t i = 0; i < g.size(); ++i) CHECK(max_abs(g[i], packed_grads[i]) < 1e-12);
   }
   // A row's output is its own: the same sequence in another batch.
   const std::int64_t one = 4;

@@ -20,13 +20,23 @@ torch::Tensor effective_lengths(const torch::Tensor& lengths) { return lengths.c
 TextCnn::TextCnn(const TextCnnOptions& o) : options(o) {
   if (o.vocab_size <= 2) throw std::invalid_argument("TextCnn: vocabulary of " + std::to_string(o.vocab_size) +
                                                      " tokens; it needs <pad>, <unk> and at least one word");
-  embedding = register_module("embedding", nn::Embedding(nn::EmbeddingOptions(o.vocab_size, o.embedding_dim).padding_idx(0)));
+  embedding = register_module("embedding", nn::Embedding(nn::EmbeddingOptions(o.vocab_size, o.embedding_dim).padding_idx(0).sparse(o.sparse_gradient)));
   conv3 = register_module("conv3", nn::Conv1d(nn::Conv1dOptions(o.embedding_dim, o.num_filters, 3)));
   conv4 = register_module("conv4", nn::Conv1d(nn::Conv1dOptions(o.embedding_dim, o.num_filters, 4)));
   conv5 = register_module("conv5", nn::Conv1d(nn::Conv1dOptions(o.embedding_dim, o.num_filters, 5)));
   dropout = register_module("dropout", nn::Dropout(nn::DropoutOptions(o.dropout)));
   fc = register_module("fc", nn::Linear(3 * o.num_filters, o.num_classes));
   if (o.with_unused) unused = register_module("unused", nn::Linear(3 * o.num_filters, o.num_classes));
+}
+
+torch::Tensor TextCnn::embed(const torch::Tensor& tokens) {
+  // A sparse gradient is only ever added into a dense one (DDP's buckets
+  // and the optimizers take dense gradients); the first backward finds this
+  // one, on the parameter's device.
+  auto& weight = embedding->weight;
+  if (options.sparse_gradient && torch::GradMode::is_enabled() && !weight.grad().defined())
+    weight.mutable_grad() = torch::zeros_like(weight);
+  return embedding->forward(tokens);
 }
 
 torch::Tensor TextCnn::classify(const std::vector<torch::Tensor>& pooled) {
@@ -37,7 +47,7 @@ torch::Tensor TextCnn::forward(const torch::Tensor& tokens, const torch::Tensor&
   const auto L = tokens.size(1);
   if (L < kMinSequence) throw std::invalid_argument("TextCnn::forward: batch padded to " + std::to_string(L) +
                                                     " tokens, it needs at least " + std::to_string(kMinSequence));
-  auto e = embedding->forward(tokens).transpose(1, 2).contiguous();  // [B, E, L]
+  auto e = embed(tokens).transpose(1, 2).contiguous();  // [B, E, L]
   const auto eff = effective_lengths(lengths).unsqueeze(1);
   std::vector<torch::Tensor> pooled;
   nn::Conv1d convs[] = {conv3, conv4, conv5};
@@ -59,7 +69,7 @@ torch::Tensor TextCnn::forward_packed(const torch::Tensor& packed, const torch::
   // the longest sequence's padding in a padded batch).
   // Contiguous: a transposed view looks channels-last to the convolution,
   // whose backward then leaves oneDNN for a path ~25x slower (measured).
-  auto e = embedding->forward(packed).t().contiguous().unsqueeze(0);
+  auto e = embed(packed).t().contiguous().unsqueeze(0);
   std::vector<torch::Tensor> pooled;
   nn::Conv1d convs[] = {conv3, conv4, conv5};
   for (int i = 0; i < 3; ++i) {

@@ -38,6 +38,12 @@ struct TextCnnOptions {
   std::int64_t num_filters = 100;  // per width
   std::int64_t num_classes = 45;
   double dropout = 0.5;
+  // The embedding's backward gives only the rows of the batch's tokens
+  // (Embedding's sparse mode), which autograd adds in place into a dense
+  // .grad that forward makes sure exists: the same dense gradient, without
+  // building a zero [V, E] tensor and adding all of it every step. Off: the
+  // stock dense backward.
+  bool sparse_gradient = true;
   // Test variant: a parameter `unused` (Linear(3F, C)) that forward never
   // touches, for DDP's find_unused_parameters.
   bool with_unused = false;
@@ -57,6 +63,7 @@ struct TextCnn : torch::nn::Module {
   torch::nn::Linear unused{nullptr};
 
  private:
+  torch::Tensor embed(const torch::Tensor& tokens);
   torch::Tensor classify(const std::vector<torch::Tensor>& pooled);
 };
 
