@@ -15,6 +15,7 @@
 #include "reference_python.h"
 #include "test_skip.h"
 #include "test_support.h"
+#include "training_runs.h"
 
 using namespace ddp::test;
 namespace fs = std::filesystem;
@@ -40,46 +41,10 @@ const std::string& prepared_dir() {
 
 ProcResult launch(int nproc, std::vector<std::string> args, const std::map<std::string, std::string>& env = {},
                   int max_restarts = 0) {
-  std::vector<std::string> argv = {bin_path("ddp-launch"), "--nproc_per_node=" + std::to_string(nproc),
-                                   "--master_port=" + std::to_string(free_port()),
-                                   "--max_restarts=" + std::to_string(max_restarts), bin_path("ddp-text"),
-                                   "--data_dir=" + prepared_dir()};
-  argv.insert(argv.end(), args.begin(), args.end());
-  auto merged = env;
-  merged.emplace("OMP_NUM_THREADS", "1");
-  static TempDir launcher_tmp;
-  merged.emplace("TMPDIR", launcher_tmp.path());
-  return run(argv, merged, 240);
+  args.insert(args.begin(), "--data_dir=" + prepared_dir());
+  return launch_training("ddp-text", nproc, args, env, max_restarts, 240);
 }
 
-std::vector<std::string> lines_of(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<std::string> out;
-  for (std::string l; std::getline(in, l);) out.push_back(l);
-  return out;
-}
-
-double json_number(const std::string& line, const std::string& key) {
-  std::smatch m;
-  const std::regex re("\"" + key + "\": ?([-0-9.eE+]+)");
-  REQUIRE(std::regex_search(line, m, re));
-  return std::stod(m[1].str());
-}
-
-// Largest ||a - b|| / ||b|| over the tensors of two weight files.
-double max_relative_difference(const std::string& a_path, const std::string& b_path) {
-  auto a = ddp::worker::load_weights(a_path);
-  auto b = ddp::worker::load_weights(b_path);
-  REQUIRE(a.size() == b.size());
-  double worst = 0;
-  for (const auto& item : b) {
-    const at::Tensor* other = a.find(item.key());
-    REQUIRE(other != nullptr);
-    const double rel = (*other - item.value()).norm().item<double>() / std::max(1e-12, item.value().norm().item<double>());
-    worst = std::max(worst, rel);
-  }
-  return worst;
-}
 
 }  // namespace
 

@@ -15,6 +15,7 @@
 #include "ddp/train/fashion_mnist.h"
 #include "ddp/worker/checkpoint.h"
 #include "test_support.h"
+#include "training_runs.h"
 #include "numerics.h"
 #include "test_skip.h"
 
@@ -27,57 +28,12 @@ bool have_data() {
   return fs::exists(std::string(ddp::train::kDefaultDataDir) + "/train-images-idx3-ubyte.gz");
 }
 
-// ddp-launch --nproc_per_node=N ddp-train ARGS (with a fresh port each time).
 ProcResult launch(int nproc, const std::vector<std::string>& train_args,
                   const std::map<std::string, std::string>& env = {}, int max_restarts = 0,
                   double timeout_s = 150) {
-  std::vector<std::string> argv = {bin_path("ddp-launch"),
-                                   "--nproc_per_node=" + std::to_string(nproc),
-                                   "--master_port=" + std::to_string(free_port()),
-                                   "--max_restarts=" + std::to_string(max_restarts),
-                                   bin_path("ddp-train")};
-  argv.insert(argv.end(), train_args.begin(), train_args.end());
-  auto merged = env;
-  merged.emplace("OMP_NUM_THREADS", "1");  // 2 workers on a 2-core test machine
-  // A failed launch keeps the run directory its report names: in here,
-  // removed when the test process ends, not left in /tmp.
-  static TempDir launcher_tmp;
-  merged.emplace("TMPDIR", launcher_tmp.path());
-  return run(argv, merged, timeout_s);
+  return launch_training("ddp-train", nproc, train_args, env, max_restarts, timeout_s);
 }
 
-std::vector<std::string> lines_of(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<std::string> out;
-  for (std::string l; std::getline(in, l);) out.push_back(l);
-  return out;
-}
-
-double json_number(const std::string& line, const std::string& key) {
-  std::smatch m;
-  const std::regex re("\"" + key + "\": ([-0-9.eE+]+)");
-  REQUIRE(std::regex_search(line, m, re));
-  return std::stod(m[1].str());
-}
-
-// Largest relative difference ||a-b|| / ||b|| over the tensors of two
-// weight files, which must have the same names and shapes.
-double max_relative_difference(const std::string& a_path, const std::string& b_path) {
-  auto a = ddp::worker::load_weights(a_path);
-  auto b = ddp::worker::load_weights(b_path);
-  REQUIRE(a.size() == b.size());
-  REQUIRE(a.size() == 8);  // conv1, conv2, fc1, fc2: weight + bias each
-  double worst = 0;
-  for (const auto& item : b) {
-    const at::Tensor* other = a.find(item.key());
-    REQUIRE(other != nullptr);
-    REQUIRE(other->sizes() == item.value().sizes());
-    const double rel = (*other - item.value()).norm().item<double>() /
-                       std::max(1e-12, item.value().norm().item<double>());
-    worst = std::max(worst, rel);
-  }
-  return worst;
-}
 
 // metrics.jsonl of a 2-epoch run of nproc processes x steps steps x batch 64:
 // the loss fell from below ln(10) and accuracy passed 0.6, every epoch
@@ -147,7 +103,7 @@ TEST_CASE("2 processes x batch 32 end with the weights of 1 process x batch 64",
   INFO(r1.output);
   REQUIRE(r1.exit_code == 0);
 
-  const double rel = max_relative_difference(tmp.file("two.pt"), tmp.file("one.pt"));
+  const double rel = max_relative_difference(tmp.file("two.pt"), tmp.file("one.pt"), 8);
   INFO("largest relative difference " << rel);
   CHECK(rel < 1e-4);
   // And training moved them: the runs are not trivially equal.
@@ -158,7 +114,7 @@ TEST_CASE("2 processes x batch 32 end with the weights of 1 process x batch 64",
   shuffled[shuffled.size() - 2] = "--checkpoint_dir=" + other.file("ck");
   const auto r3 = launch(1, shuffled);
   REQUIRE(r3.exit_code == 0);
-  CHECK(max_relative_difference(other.file("shuffled.pt"), tmp.file("one.pt")) > 1e-3);
+  CHECK(max_relative_difference(other.file("shuffled.pt"), tmp.file("one.pt"), 8) > 1e-3);
 }
 
 // On a GPU machine only (scripts/gpu-check): the two CUDA set-ups that one
@@ -214,7 +170,7 @@ TEST_CASE("a worker killed mid-epoch is restarted and the job ends with the unin
   CHECK_THAT(killed.output, Catch::Contains("resumed from " + tmp.file("killed/epoch_2.pt") +
                                             " (epoch 2, step 12, restart 1)"));
 
-  CHECK(max_relative_difference(tmp.file("killed.pt"), tmp.file("plain.pt")) < 1e-6);
+  CHECK(max_relative_difference(tmp.file("killed.pt"), tmp.file("plain.pt"), 8) < 1e-6);
   // metrics.jsonl holds each epoch once, equal to the uninterrupted run's.
   const auto a = lines_of(tmp.file("plain/metrics.jsonl"));
   const auto b = lines_of(tmp.file("killed/metrics.jsonl"));
