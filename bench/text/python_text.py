@@ -24,7 +24,6 @@ import os
 import pickle
 import re
 import sys
-import time
 
 import torch
 import torch.distributed as dist
@@ -34,7 +33,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data.distributed import DistributedSampler
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "train"))
-from python_ddp import f1_scores, reduce_mean  # noqa: E402  (the same F1 rule and mean as the FMNIST twin)
+from python_ddp import f1_scores, train_epochs  # noqa: E402  (the FMNIST twin's F1 rule and seeds' epoch loop)
 
 PREPARED_FORMAT = "ddp-text-prepared-v1"
 CHECKPOINT_FORMAT = "ddp-worker-checkpoint-v1"
@@ -62,7 +61,10 @@ class TextCnn(nn.Module):
             self.unused = nn.Linear(3 * num_filters, num_classes)
 
     def forward(self, tokens, lengths):
-        e = self.embedding(tokens).transpose(1, 2)  # [B, E, L]
+        # Contiguous: the transposed view looks channels-last to Conv1d, whose
+        # backward then leaves oneDNN (77 ms against 59 ms for a padded batch,
+        # measured on torch 1.13).
+        e = self.embedding(tokens).transpose(1, 2).contiguous()  # [B, E, L]
         valid_len = lengths.clamp(min=MIN_LENGTH)
         pooled = []
         for w, conv in ((3, self.conv3), (4, self.conv4), (5, self.conv5)):
@@ -214,6 +216,19 @@ def build_model(args, vocab_size, num_classes, state=None):
     return model
 
 
+def make_adam(params, lr, device):
+    """The fastest stock Adam this torch has for the device: fused (CPU since torch 2.4, CUDA), else
+    foreach (one kernel over all tensors per operation; 18 ms against 22 ms a step here on 1.13)."""
+    params = list(params)
+    try:
+        opt = torch.optim.Adam(params, lr=lr, fused=True)
+        if device.type == "cpu" and tuple(int(x) for x in torch.__version__.split(".")[:2]) < (2, 4):
+            raise RuntimeError("no fused Adam on the CPU before torch 2.4")
+        return opt
+    except RuntimeError:
+        return torch.optim.Adam(params, lr=lr, foreach=True)
+
+
 def init_distributed(device_kind):
     backend = "nccl" if device_kind == "cuda" else "gloo"
     if "WORLD_SIZE" in os.environ:
@@ -283,7 +298,7 @@ def main():
     model = build_model(args, vocab_size, num_classes).to(device)
     model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
                                     find_unused_parameters=True)
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.learning_rate)
+    optimizer = make_adam(model.parameters(), args.learning_rate, device)
     scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
         optimizer, "max", factor=args.lr_factor, patience=args.lr_patience)
     sampler = DistributedSampler(train, shuffle=not args.no_shuffle, seed=args.seed)
@@ -298,54 +313,12 @@ def main():
     if full_steps == 0:
         fail(f"--batch_size {args.batch_size} is larger than this rank's {len(sampler)} training texts")
     steps_per_epoch = full_steps if args.max_steps == 0 else min(args.max_steps, full_steps)
-    global_step = 0
-    best_macro, best_micro = (0.0, 0, ""), (0.0, 0, "")
-    for epoch in range(1, args.epochs + 1):
-        sampler.set_epoch(epoch)
-        order = torch.tensor(list(sampler), dtype=torch.long)
-        lr = optimizer.param_groups[0]["lr"]
-        t0 = time.perf_counter()
-        loss_sum, samples = 0.0, 0
-        for step in range(steps_per_epoch):
-            tokens, lengths, y = train.batch(order[step * args.batch_size:(step + 1) * args.batch_size], device)
-            optimizer.zero_grad()
-            loss = F.cross_entropy(model(tokens, lengths), y)
-            loss.backward()
-            optimizer.step()
-            loss_sum += loss.item()
-            samples += len(y)
-            global_step += 1
-            if rank == 0 and ((step + 1) % args.log_interval == 0 or step + 1 == steps_per_epoch):
-                el = time.perf_counter() - t0
-                print(f"epoch {epoch}/{args.epochs} step {step + 1}/{steps_per_epoch} "
-                      f"loss {loss_sum / (step + 1):.4f} {samples * world / el:.0f} samples/s", flush=True)
-        train_seconds = time.perf_counter() - t0
-        train_loss = reduce_mean(loss_sum / max(1, steps_per_epoch), world, device)
-        global_samples = reduce_mean(samples, world, device) * world
-        ev = evaluate(model.module, test, num_classes, rank, world, device)
-        scheduler.step(ev["macro_f1"])
-        ckpt = os.path.join(args.checkpoint_dir, f"epoch_{epoch}.pt")
-        if ev["macro_f1"] > best_macro[0]:
-            best_macro = (ev["macro_f1"], epoch, ckpt)
-        if ev["micro_f1"] > best_micro[0]:
-            best_micro = (ev["micro_f1"], epoch, ckpt)
-        if rank == 0:
-            rec = {"epoch": epoch, "global_step": global_step, "train_loss": train_loss, **ev,
-                   "learning_rate": lr, "train_samples": int(global_samples),
-                   "train_seconds": train_seconds,
-                   "samples_per_second": global_samples / train_seconds, "world_size": world,
-                   "checkpoint": ckpt}
-            with open(os.path.join(args.checkpoint_dir, "metrics.jsonl"), "a") as f:
-                f.write(json.dumps(rec) + "\n")
-            torch.save({"model": model.module.state_dict(), "optimizer": optimizer.state_dict(),
-                        "epoch": epoch, "step": global_step}, ckpt)
-            print(f"epoch {epoch}/{args.epochs}: train_loss {train_loss:.4f} accuracy "
-                  f"{ev['accuracy']:.4f} macro_f1 {ev['macro_f1']:.4f} micro_f1 {ev['micro_f1']:.4f} "
-                  f"{rec['samples_per_second']:.0f} samples/s", flush=True)
-        dist.barrier()
-    if rank == 0:
-        print(f"best macro f1: {best_macro[0]:.4f} in epoch: {best_macro[1]}, saved in: {best_macro[2]}")
-        print(f"best micro f1: {best_micro[0]:.4f} in epoch: {best_micro[1]}, saved in: {best_micro[2]}")
+    def train_batch(idx):
+        tokens, lengths, y = train.batch(idx, device)
+        return (tokens, lengths), y
+
+    train_epochs(args, model, optimizer, scheduler, sampler, steps_per_epoch, train_batch,
+                 lambda module: evaluate(module, test, num_classes, rank, world, device), rank, world, device)
     dist.destroy_process_group()
 
 

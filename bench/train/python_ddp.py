@@ -120,6 +120,62 @@ def evaluate(model, test, rank, world, device):
             "test_loss": counts[100].item() / total, "eval_samples": int(total)}
 
 
+def train_epochs(args, model, optimizer, scheduler, sampler, steps_per_epoch, batch, evaluate_module,
+                 rank, world, device):
+    """The seeds' epoch loop, shared by this script and bench/text/python_text.py: set_epoch, the
+    steps (batch(idx) -> (model inputs, labels)), the epoch loss averaged over ranks, evaluation
+    (evaluate_module(model.module) -> its metrics dict), ReduceLROnPlateau on macro-F1, best scores,
+    rank 0's metrics.jsonl line and checkpoint, and the seeds' best-F1 lines at the end."""
+    global_step = 0
+    best_macro, best_micro = (0.0, 0, ""), (0.0, 0, "")
+    for epoch in range(1, args.epochs + 1):
+        sampler.set_epoch(epoch)
+        order = torch.tensor(list(sampler), dtype=torch.long)
+        lr = optimizer.param_groups[0]["lr"]
+        t0 = time.perf_counter()
+        loss_sum, samples = 0.0, 0
+        for step in range(steps_per_epoch):
+            inputs, y = batch(order[step * args.batch_size:(step + 1) * args.batch_size])
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(*inputs), y)
+            loss.backward()
+            optimizer.step()
+            loss_sum += loss.item()
+            samples += len(y)
+            global_step += 1
+            if rank == 0 and ((step + 1) % args.log_interval == 0 or step + 1 == steps_per_epoch):
+                el = time.perf_counter() - t0
+                print(f"epoch {epoch}/{args.epochs} step {step + 1}/{steps_per_epoch} "
+                      f"loss {loss_sum / (step + 1):.4f} {samples * world / el:.0f} samples/s", flush=True)
+        train_seconds = time.perf_counter() - t0
+        train_loss = reduce_mean(loss_sum / max(1, steps_per_epoch), world, device)
+        global_samples = reduce_mean(samples, world, device) * world
+        ev = evaluate_module(model.module)
+        scheduler.step(ev["macro_f1"])
+        ckpt = os.path.join(args.checkpoint_dir, f"epoch_{epoch}.pt")
+        if ev["macro_f1"] > best_macro[0]:
+            best_macro = (ev["macro_f1"], epoch, ckpt)
+        if ev["micro_f1"] > best_micro[0]:
+            best_micro = (ev["micro_f1"], epoch, ckpt)
+        if rank == 0:
+            rec = {"epoch": epoch, "global_step": global_step, "train_loss": train_loss, **ev,
+                   "learning_rate": lr, "train_samples": int(global_samples),
+                   "train_seconds": train_seconds,
+                   "samples_per_second": global_samples / train_seconds, "world_size": world,
+                   "checkpoint": ckpt}
+            with open(os.path.join(args.checkpoint_dir, "metrics.jsonl"), "a") as f:
+                f.write(json.dumps(rec) + "\n")
+            torch.save({"model": model.module.state_dict(), "optimizer": optimizer.state_dict(),
+                        "epoch": epoch, "step": global_step}, ckpt)
+            print(f"epoch {epoch}/{args.epochs}: train_loss {train_loss:.4f} accuracy "
+                  f"{ev['accuracy']:.4f} macro_f1 {ev['macro_f1']:.4f} micro_f1 {ev['micro_f1']:.4f} "
+                  f"{rec['samples_per_second']:.0f} samples/s", flush=True)
+        dist.barrier()
+    if rank == 0:
+        print(f"best macro f1: {best_macro[0]:.4f} in epoch: {best_macro[1]}, saved in: {best_macro[2]}")
+        print(f"best micro f1: {best_micro[0]:.4f} in epoch: {best_micro[1]}, saved in: {best_micro[2]}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--epochs", type=int, default=2)
@@ -171,56 +227,9 @@ def main():
 
     full_steps = (len(sampler) + args.batch_size - 1) // args.batch_size
     steps_per_epoch = full_steps if args.max_steps == 0 else min(args.max_steps, full_steps)
-    global_step = 0
-    best_macro, best_micro = (0.0, 0, ""), (0.0, 0, "")
-    for epoch in range(1, args.epochs + 1):
-        sampler.set_epoch(epoch)
-        order = torch.tensor(list(sampler), dtype=torch.long)
-        lr = optimizer.param_groups[0]["lr"]
-        t0 = time.perf_counter()
-        loss_sum, samples = 0.0, 0
-        for step in range(steps_per_epoch):
-            idx = order[step * args.batch_size:(step + 1) * args.batch_size]
-            x = train.images.index_select(0, idx).to(device)
-            y = train.labels.index_select(0, idx).to(device)
-            optimizer.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            optimizer.step()
-            loss_sum += loss.item()
-            samples += len(y)
-            global_step += 1
-            if rank == 0 and ((step + 1) % args.log_interval == 0 or step + 1 == steps_per_epoch):
-                el = time.perf_counter() - t0
-                print(f"epoch {epoch}/{args.epochs} step {step + 1}/{steps_per_epoch} "
-                      f"loss {loss_sum / (step + 1):.4f} {samples * world / el:.0f} samples/s", flush=True)
-        train_seconds = time.perf_counter() - t0
-        train_loss = reduce_mean(loss_sum / max(1, steps_per_epoch), world, device)
-        global_samples = reduce_mean(samples, world, device) * world
-        ev = evaluate(model.module, test, rank, world, device)
-        scheduler.step(ev["macro_f1"])
-        ckpt = os.path.join(args.checkpoint_dir, f"epoch_{epoch}.pt")
-        if ev["macro_f1"] > best_macro[0]:
-            best_macro = (ev["macro_f1"], epoch, ckpt)
-        if ev["micro_f1"] > best_micro[0]:
-            best_micro = (ev["micro_f1"], epoch, ckpt)
-        if rank == 0:
-            rec = {"epoch": epoch, "global_step": global_step, "train_loss": train_loss, **ev,
-                   "learning_rate": lr, "train_samples": int(global_samples),
-                   "train_seconds": train_seconds,
-                   "samples_per_second": global_samples / train_seconds, "world_size": world,
-                   "checkpoint": ckpt}
-            with open(os.path.join(args.checkpoint_dir, "metrics.jsonl"), "a") as f:
-                f.write(json.dumps(rec) + "\n")
-            torch.save({"model": model.module.state_dict(), "optimizer": optimizer.state_dict(),
-                        "epoch": epoch, "step": global_step}, ckpt)
-            print(f"epoch {epoch}/{args.epochs}: train_loss {train_loss:.4f} accuracy "
-                  f"{ev['accuracy']:.4f} macro_f1 {ev['macro_f1']:.4f} micro_f1 {ev['micro_f1']:.4f} "
-                  f"{rec['samples_per_second']:.0f} samples/s", flush=True)
-        dist.barrier()
-    if rank == 0:
-        print(f"best macro f1: {best_macro[0]:.4f} in epoch: {best_macro[1]}, saved in: {best_macro[2]}")
-        print(f"best micro f1: {best_micro[0]:.4f} in epoch: {best_micro[1]}, saved in: {best_micro[2]}")
+    train_epochs(args, model, optimizer, scheduler, sampler, steps_per_epoch,
+                 lambda idx: ((train.images.index_select(0, idx).to(device),), train.labels.index_select(0, idx).to(device)),
+                 lambda module: evaluate(module, test, rank, world, device), rank, world, device)
     dist.destroy_process_group()
 
 
