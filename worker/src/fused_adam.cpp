@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <sstream>
 #include <string>
 #include <type_traits>
 
@@ -32,9 +33,11 @@ __attribute__((optimize("O3"))) void adam_range(float* __restrict p, const float
 // the address itself in 2.x.
 template <class Key>
 Key state_key(const torch::Tensor& p) {
-  if constexpr (std::is_same_v<Key, std::string>)
-    return c10::guts::to_string(p.unsafeGetTensorImpl());
-  else
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream text;  // what 1.x's c10::guts::to_string writes
+    text << p.unsafeGetTensorImpl();
+    return text.str();
+  } else
     return p.unsafeGetTensorImpl();
 }
 
