@@ -40,7 +40,14 @@ torch::Tensor TextCnn::embed(const torch::Tensor& tokens) {
 }
 
 torch::Tensor TextCnn::classify(const std::vector<torch::Tensor>& pooled) {
-  return fc->forward(dropout->forward(torch::cat(pooled, 1)));
+  auto z = dropout->forward(torch::cat(pooled, 1));
+  if (!z.device().is_cpu()) return fc->forward(z);
+  // On the CPU the Linear layer as a 1x1 convolution (the same products and
+  // sums): Debian's LibTorch does GEMM with reference BLAS, convolutions go
+  // through oneDNN (1.8 ms a step less, measured; as ddp-train's model).
+  const auto classes = fc->weight.size(0), features = fc->weight.size(1);
+  return torch::conv2d(z.view({z.size(0), features, 1, 1}), fc->weight.view({classes, features, 1, 1}), fc->bias)
+      .flatten(1);
 }
 
 torch::Tensor TextCnn::forward(const torch::Tensor& tokens, const torch::Tensor& lengths) {
