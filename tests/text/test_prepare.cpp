@@ -34,16 +34,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Fixture {
-  TempDir tmp;
-  PrepareOptions opts;
-  Fixture() {
-    opts.wordnet_dir = tmp.file("wordnet");
-    opts.data_dir = tmp.file("text-data");
-    fs::create_directories(opts.wordnet_dir);
-    write_wordnet(opts.wordnet_dir, small_wordnet());
-  }
-  std::string out(const char* name) const { return prepared_path(opts.data_dir, name); }
+struct Fixture : ddp::text::test::SmallWordNetDirs {
   std::string ensure() {
     std::ostringstream log;
     ensure_prepared(opts, log);

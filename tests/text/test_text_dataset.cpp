@@ -21,17 +21,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Prepared {
-  TempDir tmp;
-  PrepareOptions opts;
-  Prepared() {
-    opts.wordnet_dir = tmp.file("wordnet");
-    opts.data_dir = tmp.file("text-data");
-    fs::create_directories(opts.wordnet_dir);
-    write_wordnet(opts.wordnet_dir, small_wordnet());
-    prepare_text_data(opts);
-  }
-  std::string out(const char* name) const { return prepared_path(opts.data_dir, name); }
+struct Prepared : ddp::text::test::SmallWordNetDirs {
+  Prepared() { prepare_text_data(opts); }
   std::string hint() const {
     return "; delete " + opts.data_dir + " and run `ddp-text --prepare_only --data_dir " + opts.data_dir +
            "` to prepare it again";

@@ -7,6 +7,9 @@
 #include "test_support.h"
 
 #include <cstdio>
+#include <filesystem>
+
+#include "ddp/text/prepared_stamp.h"
 
 namespace ddp::text::test {
 
@@ -75,5 +78,14 @@ std::string text_error_of(const std::function<void()>& f) {
   }
   return "";
 }
+
+SmallWordNetDirs::SmallWordNetDirs() {
+  opts.wordnet_dir = tmp.file("wordnet");
+  opts.data_dir = tmp.file("text-data");
+  std::filesystem::create_directories(opts.wordnet_dir);
+  write_wordnet(opts.wordnet_dir, small_wordnet());
+}
+
+std::string SmallWordNetDirs::out(const char* name) const { return prepared_path(opts.data_dir, name); }
 
 }  // namespace ddp::text::test

@@ -7,6 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "ddp/text/prepare.h"
+#include "test_support.h"
+
 namespace ddp::text::test {
 
 // The 29 license lines of a real data file, each starting with two spaces.
@@ -26,6 +29,16 @@ void write_wordnet(const std::string& dir, const SyntheticWordNet& wn);
 // A small valid one: a few synsets in each file, at least one in the test
 // split, tokens that repeat (for min_count), commas and quotes in glosses.
 SyntheticWordNet small_wordnet();
+
+// A temp directory with small_wordnet() in wordnet/ and options that
+// prepare it into text-data/ (nothing prepared yet); out(name) is a
+// prepared file's path.
+struct SmallWordNetDirs {
+  ddp::test::TempDir tmp;
+  PrepareOptions opts;
+  SmallWordNetDirs();
+  std::string out(const char* name) const;
+};
 
 // The message of the TextDataError f throws ("" when it throws none); FAILs
 // the case when the message is not a single line.
