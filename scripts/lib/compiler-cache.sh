@@ -3,10 +3,15 @@
 # the next build of the same kind, in this checkout or another (CI's fresh
 # clone on a machine that built before). CCACHE_BASEDIR makes the cached paths
 # relative to the checkout; the sloppiness lets precompiled headers hit.
-# Without ccache nothing changes: cache_args stays empty.
+# The cache is ccache's default, outside the tree (~/.cache/ccache), so a
+# fresh clone of the next run finds it; 20 GB holds every build of
+# scripts/run-tests (the LibTorch PCHs and the -g objects of the sanitizer
+# builds are large; at ccache's default 5 GB the last builds would evict the
+# first ones' objects). Without ccache nothing changes: cache_args stays empty.
 cache_args=()
 if command -v ccache > /dev/null; then
   cache_args=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
+  export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-20G}
   export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}
 fi

@@ -102,7 +102,7 @@ std::unique_ptr<Proc> torchrun_node(const std::string& python, const Job& job, c
 
 }  // namespace
 
-TEST_CASE("c10d: two launchers meet at the endpoint, node ranks come from the rendezvous, every rank once") {
+TEST_CASE("c10d: two launchers meet at the endpoint, node ranks come from the rendezvous, every rank once", "[torch]") {
   Job job;
   Proc& a = job.start("2", "env");
   job.wait_for_store();
@@ -130,7 +130,7 @@ TEST_CASE("c10d: two launchers meet at the endpoint, node ranks come from the re
   CHECK_THAT(b.output(), Catch::Contains("round 0: this is node 1 of 2, ranks 2..3 of 4"));
 }
 
-TEST_CASE("c10d: a worker failure on one node restarts the workers on both nodes with TORCHELASTIC_RESTART_COUNT + 1") {
+TEST_CASE("c10d: a worker failure on one node restarts the workers on both nodes with TORCHELASTIC_RESTART_COUNT + 1", "[torch]") {
   Job job;
   Proc& a = job.start("2", "fail_first", {"--max_restarts=1"}, {{"FAIL_RANK", "3"}});
   job.wait_for_store();
@@ -150,7 +150,7 @@ TEST_CASE("c10d: a worker failure on one node restarts the workers on both nodes
   CHECK_THAT(a.output(), Catch::Contains("restart count 1"));
 }
 
-TEST_CASE("c10d: with no restarts left, one node's failure ends the job on every node") {
+TEST_CASE("c10d: with no restarts left, one node's failure ends the job on every node", "[torch]") {
   Job job;
   Proc& a = job.start("2", "fail_first", {}, {{"FAIL_RANK", "1"}});
   job.wait_for_store();
@@ -165,7 +165,7 @@ TEST_CASE("c10d: with no restarts left, one node's failure ends the job on every
   CHECK_THAT(b.output(), Catch::Contains("the rendezvous stopped this node's workers"));
 }
 
-TEST_CASE("c10d --nnodes 1:2: a node that arrives late joins at the next round, which does not count as a restart") {
+TEST_CASE("c10d --nnodes 1:2: a node that arrives late joins at the next round, which does not count as a restart", "[torch]") {
   Job job;
   Proc& a = job.start("1:2", "until_world", {}, {{"WANT_WORLD", "4"}});
   REQUIRE(job.wait_world(2, "2"));  // node 0 runs alone
@@ -182,7 +182,7 @@ TEST_CASE("c10d --nnodes 1:2: a node that arrives late joins at the next round, 
                              Catch::Contains("round 1: this is node"));
 }
 
-TEST_CASE("c10d: a node that never arrives: the rendezvous times out and says how many joined") {
+TEST_CASE("c10d: a node that never arrives: the rendezvous times out and says how many joined", "[torch]") {
   Job job;
   Proc& a = job.start("2", "env", {}, {}, ",join_timeout=2");
   CHECK(a.wait(60) == std::optional<int>(1));
@@ -190,7 +190,7 @@ TEST_CASE("c10d: a node that never arrives: the rendezvous times out and says ho
                                          " (rdzv_id " + job.id + "): 1/2 nodes joined after 2 s"));
 }
 
-TEST_CASE("c10d --nnodes 1:2 --max_restarts 1: the other node's launcher SIGKILLed mid-run, this node goes on alone") {
+TEST_CASE("c10d --nnodes 1:2 --max_restarts 1: the other node's launcher SIGKILLed mid-run, this node goes on alone", "[torch]") {
   Job job;
   // Round 0 waits 5 s for the second node (its LibTorch loads slowly under the sanitizers).
   Proc& a = job.start("1:2", "until_world", {"--max_restarts=1"}, {{"WANT_WORLD", "2"}}, ",last_call_timeout=5");
@@ -207,7 +207,7 @@ TEST_CASE("c10d --nnodes 1:2 --max_restarts 1: the other node's launcher SIGKILL
   CHECK(env["TORCHELASTIC_RESTART_COUNT"] == "1");
 }
 
-TEST_CASE("c10d --nnodes 2: a lost node fails the job within the timeouts, and the survivor names it") {
+TEST_CASE("c10d --nnodes 2: a lost node fails the job within the timeouts, and the survivor names it", "[torch]") {
   Job job;
   Proc& a = job.start("2", "until_world", {"--max_restarts=1"}, {{"WANT_WORLD", "2"}}, ",join_timeout=3");
   job.wait_for_store();
@@ -222,7 +222,7 @@ TEST_CASE("c10d --nnodes 2: a lost node fails the job within the timeouts, and t
                              Catch::Contains("of round 0 did not come back"));
 }
 
-TEST_CASE("c10d: the node hosting the store lost: the other node stops and says the store is gone") {
+TEST_CASE("c10d: the node hosting the store lost: the other node stops and says the store is gone", "[torch]") {
   Job job;
   Proc& a = job.start("2", "until_world", {}, {{"WANT_WORLD", "2"}});
   job.wait_for_store();
@@ -250,7 +250,7 @@ TEST_CASE("c10d without ddp-rdzv beside ddp-launch: one line that says what is m
 // torchrun's c10d rendezvous keeps its state under "torch.rendezvous.<rdzv_id>"
 // (torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py). The
 // reference Python's torchrun speaks this build's TCPStore protocol.
-TEST_CASE("c10d beside stock torchrun: torchrun hosts the store, the ddp-launch node fails at once and names torchrun") {
+TEST_CASE("c10d beside stock torchrun: torchrun hosts the store, the ddp-launch node fails at once and names torchrun", "[torch]") {
   DDP_REFERENCE_PYTHON_OR_SKIP(py);
   Job job;
   auto torchrun = torchrun_node(py, job, "join_timeout=120");
@@ -269,7 +269,7 @@ TEST_CASE("c10d beside stock torchrun: torchrun hosts the store, the ddp-launch 
   CHECK(torchrun->running());
 }
 
-TEST_CASE("c10d beside stock torchrun: ddp-launch hosts the store, the torchrun node stops at once with RendezvousStateError") {
+TEST_CASE("c10d beside stock torchrun: ddp-launch hosts the store, the torchrun node stops at once with RendezvousStateError", "[torch]") {
   DDP_REFERENCE_PYTHON_OR_SKIP(py);
   Job job;
   // This node outwaits torchrun's start (Python imports torch first).
@@ -288,7 +288,7 @@ TEST_CASE("c10d beside stock torchrun: ddp-launch hosts the store, the torchrun 
 // torch 1.x and 2.x speak different TCPStore protocols (2.x validates each
 // connection first): a LibTorch 1.x client's requests go unanswered by a 2.x
 // store, a 2.x client's handshake is reset by a 1.x store.
-TEST_CASE("c10d beside torchrun of the other torch generation: the ddp-launch node fails within seconds, naming the store protocol") {
+TEST_CASE("c10d beside torchrun of the other torch generation: the ddp-launch node fails within seconds, naming the store protocol", "[torch]") {
   DDP_REFERENCE_PYTHON_OR_SKIP(py);
   const int ours = torch_major(py);
   std::string other;

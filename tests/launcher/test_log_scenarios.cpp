@@ -57,7 +57,7 @@ std::string logs_stderr(int rank) { return "err " + std::to_string(rank) + "\n";
 
 }  // namespace
 
-TEST_CASE("tee 3 with --log-dir: whole prefixed lines on the console, the exact bytes in torchrun's layout") {
+TEST_CASE("tee 3 with --log-dir: whole prefixed lines on the console, the exact bytes in torchrun's layout", "[tsan]") {
   TempDir out, logs;
   auto r = run({launcher(), "--nproc_per_node=2", port_arg(), "--rdzv_id=job7", "--tee", "3", "--log-dir",
                 logs.file("base"), kWorker},
@@ -88,7 +88,7 @@ TEST_CASE("tee 3 with --log-dir: whole prefixed lines on the console, the exact 
   CHECK_THAT(r.output, Catch::Contains("worker logs and error files in " + rdir.string()));
 }
 
-TEST_CASE("duplicate_stdout_filters: matching tee'd lines of every rank, prefixed, in attempt_0/filtered_stdout.log") {
+TEST_CASE("duplicate_stdout_filters: matching tee'd lines of every rank, prefixed, in attempt_0/filtered_stdout.log", "[tsan]") {
   TempDir out, logs;
   auto r = run({launcher(), "--nproc_per_node=2", port_arg(), "--rdzv_id=dup", "--tee", "3", "--log-dir",
                 logs.file("base"), "--duplicate-stdout-filters", "out ,tail,,", "--duplicate_stderr_filters=err 1",
@@ -109,7 +109,7 @@ TEST_CASE("duplicate_stdout_filters: matching tee'd lines of every rank, prefixe
   CHECK_THAT(r.output, Catch::Contains("[default1]:tail 1\n"));
 }
 
-TEST_CASE("duplicate_stdout_filters without --tee: a warning, no file, the job runs") {
+TEST_CASE("duplicate_stdout_filters without --tee: a warning, no file, the job runs", "[tsan]") {
   TempDir out, logs;
   auto r = run({launcher(), "--nproc_per_node=1", port_arg(), "--redirects=3", "--log_dir", logs.file("base"),
                 "--duplicate_stdout_filters=out", kWorker},

@@ -150,7 +150,7 @@ TEST_CASE("log options: both spellings, short names, PET_ variables, bad values"
   CHECK_THAT(usage_message({"--summary_json", "", "x"}), Catch::StartsWith("--summary_json: empty path"));
 }
 
-TEST_CASE("the tee: whole prefixed lines on the console, the exact bytes in the file") {
+TEST_CASE("the tee: whole prefixed lines on the console, the exact bytes in the file", "[tsan]") {
   Pipe console, file;
   OutputTee tee;
   const int w0 = tee.add(::dup(file.w), "/f0", console.w, "[default0]:");
@@ -196,7 +196,7 @@ TEST_CASE("the tee: whole prefixed lines on the console, the exact bytes in the 
   CHECK(tee.fds().empty());
 }
 
-TEST_CASE("the tee: a console that went away stops the copy, not the files or the launcher") {
+TEST_CASE("the tee: a console that went away stops the copy, not the files or the launcher", "[tsan]") {
   Pipe console, file;
   OutputTee tee;
   const int w = tee.add(::dup(file.w), "/f", console.w, "[default0]:");
@@ -273,7 +273,7 @@ TEST_CASE("the torchrun name") {
   CHECK_FALSE(invoked_as_torchrun("/torchrun/ddp-launch"));
 }
 
-TEST_CASE("duplicate_*_filters: torchrun's list syntax, ',,' for a comma") {
+TEST_CASE("duplicate_*_filters: torchrun's list syntax, ',,' for a comma", "[tsan]") {
   CHECK(parse_filter_list("apple,orange", "f") == std::vector<std::string>{"apple", "orange"});
   CHECK(parse_filter_list("a,,b", "f") == std::vector<std::string>{"a,b"});
   CHECK(parse_filter_list("a,,,b", "f") == std::vector<std::string>{"a,", "b"});  // left to right, as Python's replace
@@ -283,7 +283,7 @@ TEST_CASE("duplicate_*_filters: torchrun's list syntax, ',,' for a comma") {
                     Catch::StartsWith("--duplicate_stdout_filters 'a,': an empty filter would copy every line"));
 }
 
-TEST_CASE("duplicate_*_filters copy tee'd console lines only, and say so when nothing is tee'd") {
+TEST_CASE("duplicate_*_filters copy tee'd console lines only, and say so when nothing is tee'd", "[tsan]") {
   LogOptions logs;
   logs.dup_stdout_filters = {"loss"};
   CHECK_THAT(duplicate_filters_warning(logs, 2),
@@ -302,7 +302,7 @@ TEST_CASE("duplicate_*_filters copy tee'd console lines only, and say so when no
                                                      Catch::Contains("(give --tee 2 or 3)"));
 }
 
-TEST_CASE("the tee: lines matching a duplicate filter also go, prefixed, to the filtered file") {
+TEST_CASE("the tee: lines matching a duplicate filter also go, prefixed, to the filtered file", "[tsan]") {
   Pipe console, file0, file1, filtered;
   OutputTee tee;
   // "default1" is only in rank 1's prefix: filters see the worker's line, not the prefix.

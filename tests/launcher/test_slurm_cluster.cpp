@@ -176,7 +176,7 @@ Job submit(const Cluster& c, const std::string& dir, const std::string& script,
 
 }  // namespace
 
-TEST_CASE("sbatch: one ddp-launch per rank and per node under a real Slurm") {
+TEST_CASE("sbatch: one ddp-launch per rank and per node under a real Slurm", "[torch]") {
   if (::geteuid() != 0) DDP_SKIP("needs root: slurmd and munged are started here as root / munge");
   if (auto m = missing_programs(); !m.empty())
     DDP_SKIP("Slurm or munge not installed (" + m + "); scripts/install-deps --test installs them");

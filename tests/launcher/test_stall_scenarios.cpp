@@ -111,13 +111,13 @@ void python_stall(const std::string& path, bool py_spy) {
 
 }  // namespace
 
-TEST_CASE("stall: a plain Python Gloo job whose rank 1 sleeps before an allreduce ends 124 naming rank 1 (no py-spy)") {
+TEST_CASE("stall: a plain Python Gloo job whose rank 1 sleeps before an allreduce ends 124 naming rank 1 (no py-spy)", "[torch]") {
   const std::string path = "/usr/bin:/bin";
   if (!on_path(path, "py-spy").empty()) DDP_SKIP("py-spy is installed in /usr/bin or /bin");
   python_stall(path, false);
 }
 
-TEST_CASE("stall: the same Python job with py-spy on PATH shows each rank's Python line in the stacks") {
+TEST_CASE("stall: the same Python job with py-spy on PATH shows each rank's Python line in the stacks", "[torch]") {
   const std::string spy = py_spy_dir();
   if (spy.empty()) DDP_SKIP("py-spy is not installed (pip install py-spy, or scripts/install-py-spy)");
   python_stall(spy + ":" + test_path(), true);

@@ -67,7 +67,7 @@ size_t count_of(const std::string& text, const std::string& what) {
 
 }  // namespace
 
-TEST_CASE("a Python script that raises without @record: the report's message is its exception line") {
+TEST_CASE("a Python script that raises without @record: the report's message is its exception line", "[torch]") {
   DDP_REFERENCE_PYTHON_OR_SKIP(py);
   TempDir out, logs;
   write_file(out.file("train.py"), kRaises);

@@ -25,7 +25,7 @@ int threads_of(pid_t pid) {
 
 }  // namespace
 
-TEST_CASE("the tee runs in the launcher's one thread, while workers are up") {
+TEST_CASE("the tee runs in the launcher's one thread, while workers are up", "[tsan]") {
   TempDir out;
   Proc p({launcher(), "--nproc_per_node=2", "--standalone", "--tee", "3", scenario_worker()},
          scenario_env(out, "sleep"));

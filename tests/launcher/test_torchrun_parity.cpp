@@ -66,7 +66,7 @@ void compare(const Env& theirs, const Env& ours, const std::set<std::string>& ig
 
 }  // namespace
 
-TEST_CASE("the worker environment and argv equal torchrun 2.x's, name by name") {
+TEST_CASE("the worker environment and argv equal torchrun 2.x's, name by name", "[torch]") {
   const auto [py, why_not] = torch2_python();
   if (py.empty()) DDP_SKIP(why_not);
   const std::vector<std::string> common{"--nproc_per_node=2", "--max_restarts=1", "--rdzv_id=job7", "--role=trainer",
@@ -101,7 +101,7 @@ TEST_CASE("the worker environment and argv equal torchrun 2.x's, name by name") 
   }
 }
 
-TEST_CASE("launch mode equals python -m torch.distributed.launch 2.x with --local_rank_style=dash") {
+TEST_CASE("launch mode equals python -m torch.distributed.launch 2.x with --local_rank_style=dash", "[torch]") {
   const auto [py, why_not] = torch2_python();
   if (py.empty()) DDP_SKIP(why_not);
   const int port = free_port();

@@ -88,7 +88,7 @@ TEST_CASE("a fresh run refuses a directory holding an earlier run and keeps its 
   CHECK(slurp(dir + "/metrics.jsonl") == metrics_before);
 }
 
-TEST_CASE("a restarted run refuses another run's checkpoint instead of resuming it", "[train][e2e][resume]") {
+TEST_CASE("a restarted run refuses another run's checkpoint instead of resuming it", "[train][e2e][resume][sanitize-e2e]") {
   require_data();
   TempDir tmp;
   const std::string dir = tmp.file("ck");
@@ -357,7 +357,7 @@ TEST_CASE("a non-finite loss stops every rank at that step with one message", "[
 // with EFBIG), far below a checkpoint (~5 MiB) and far above the error files
 // and metrics lines.
 TEST_CASE("a failed checkpoint save is reported as rank 0's, every time, and metrics name no missing file",
-          "[train][e2e][errors]") {
+          "[train][e2e][errors][sanitize-e2e]") {
   require_data();
   for (int round = 0; round < 3; ++round) {
     INFO("round " << round);
@@ -403,7 +403,7 @@ TEST_CASE("best-F1 paths follow a moved run directory", "[train][e2e][resume]") 
 }
 
 TEST_CASE("best-F1 paths of older checkpoints (as given, e.g. absolute) read back as names in the directory",
-          "[train][resume]") {
+          "[train][resume][unit]") {
   ddp::train::TrainState s;
   s.best_macro = {0.8, 3, "/old/place/runs/a/epoch_3.pt"};
   s.best_micro = {0.7, 2, "runs/a/epoch_2.pt"};

@@ -56,7 +56,7 @@ void check_two_epochs_learned(const std::string& metrics, int nproc, int steps) 
 }  // namespace
 
 TEST_CASE("2-process training decreases the loss and evaluates all 10000 test samples",
-          "[train][e2e]") {
+          "[train][e2e][sanitize-e2e]") {
   if (!have_data()) {
     DDP_SKIP("dataset-fashion-mnist is not installed");
   }

@@ -60,9 +60,9 @@ void check_parity(const std::string& variant, const std::vector<std::string>& ex
 
 }  // namespace
 
-TEST_CASE("ddp: 2 ranks with batch B match 1 process with batch 2B") { check_parity("ddp"); }
+TEST_CASE("ddp: 2 ranks with batch B match 1 process with batch 2B", "[tsan][tsan-gloo]") { check_parity("ddp"); }
 
-TEST_CASE("ddp: no_sync accumulation over 2 micro-batches matches 1 process with batch 2B") {
+TEST_CASE("ddp: no_sync accumulation over 2 micro-batches matches 1 process with batch 2B", "[tsan][tsan-gloo]") {
   check_parity("nosync");
 }
 
@@ -73,7 +73,7 @@ TEST_CASE("ddp: parity holds with private buckets and with gradients reset to no
   SECTION("bucket views under no_sync, gradients set to none each step") { check_parity("nosync", {"zero=none"}); }
 }
 
-TEST_CASE("ddp: gradients live in the buckets, stay there across steps, zero_grad and set_to_none") {
+TEST_CASE("ddp: gradients live in the buckets, stay there across steps, zero_grad and set_to_none", "[tsan][tsan-gloo]") {
   for (const std::string views : {"1", "0"}) {
     auto ranks = run_ranks(2, {"views", "views=" + views});
     for (auto& r : ranks) {
@@ -104,7 +104,7 @@ TEST_CASE("ddp: ranks end with identical weights (buffers broadcast from rank 0)
   }
 }
 
-TEST_CASE("ddp: an early bucket's allreduce starts before backward finishes") {
+TEST_CASE("ddp: an early bucket's allreduce starts before backward finishes", "[tsan][tsan-gloo]") {
   TempDir dir;
   auto ranks = run_ranks(2, {"overlap", "out=" + dir.file("events.txt")});
   for (auto& r : ranks) {
@@ -154,7 +154,7 @@ TEST_CASE("ddp: an early bucket's allreduce starts before backward finishes") {
   CHECK(reduced.size() == buckets);  // every bucket's completion was seen (timeline)
 }
 
-TEST_CASE("ddp: unused parameters are reported by name, or reduced with find_unused_parameters") {
+TEST_CASE("ddp: unused parameters are reported by name, or reduced with find_unused_parameters", "[tsan][tsan-gloo]") {
   // float32: the step's status rides in the last bucket; float16: it cannot
   // (not exact), so it is an allreduce of its own, the path NCCL takes too.
   for (const std::string dtype : {"dtype=f32", "dtype=f16"}) {
@@ -182,7 +182,7 @@ TEST_CASE("ddp: models that differ across ranks are an error on every rank, not 
   }
 }
 
-TEST_CASE("ddp: when a rank dies mid-training the other fails with a message, well before the timeout") {
+TEST_CASE("ddp: when a rank dies mid-training the other fails with a message, well before the timeout", "[tsan][tsan-gloo]") {
   const int port = free_port();
   std::vector<std::unique_ptr<Proc>> procs;
   TempDir dir;
@@ -271,7 +271,7 @@ TEST_CASE("ddp: a parameter unused on one rank fails every rank at once, naming 
   }
 }
 
-TEST_CASE("ddp: a throw inside a DDP hook on one rank fails its peer at once, and the ranks stay in step") {
+TEST_CASE("ddp: a throw inside a DDP hook on one rank fails its peer at once, and the ranks stay in step", "[tsan][tsan-gloo]") {
   auto ranks = run_ranks(2, {"hook-throw"}, kTimeout60, kFailFastS);
   for (auto& r : ranks) {
     INFO(r.output);
@@ -282,7 +282,7 @@ TEST_CASE("ddp: a throw inside a DDP hook on one rank fails its peer at once, an
   CHECK_THAT(ranks[1].output, Catch::Contains("the backward pass failed on rank 0"));
 }
 
-TEST_CASE("ddp: a backward that throws after DDP hooks fired fails the peer at the next forward, and the ranks stay in step") {
+TEST_CASE("ddp: a backward that throws after DDP hooks fired fails the peer at the next forward, and the ranks stay in step", "[tsan][tsan-gloo]") {
   auto ranks = run_ranks(2, {"backward-throws"}, kTimeout60, kFailFastS);
   for (auto& r : ranks) {
     INFO(r.output);
@@ -293,7 +293,7 @@ TEST_CASE("ddp: a backward that throws after DDP hooks fired fails the peer at t
   CHECK_THAT(ranks[1].output, Catch::Contains("the backward pass failed on rank 0"));
 }
 
-TEST_CASE("ddp: a backward that throws after every gradient was sent fails only that rank, and the ranks stay in step") {
+TEST_CASE("ddp: a backward that throws after every gradient was sent fails only that rank, and the ranks stay in step", "[tsan][tsan-gloo]") {
   auto ranks = run_ranks(2, {"throws-after-reduction"}, kTimeout60, kFailFastS);
   for (auto& r : ranks) {
     INFO(r.output);

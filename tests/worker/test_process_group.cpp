@@ -14,7 +14,7 @@
 
 using namespace ddp::test;
 
-TEST_CASE("process group: collectives agree on 2 and 3 ranks") {
+TEST_CASE("process group: collectives agree on 2 and 3 ranks", "[tsan]") {
   for (int world : {2, 3}) {
     INFO("world " << world);
     auto ranks = run_ranks(world, {"collectives"});
@@ -26,7 +26,7 @@ TEST_CASE("process group: collectives agree on 2 and 3 ranks") {
   }
 }
 
-TEST_CASE("process group: on one machine float sums go through shared memory, bit-for-bit Gloo's on 2 ranks") {
+TEST_CASE("process group: on one machine float sums go through shared memory, bit-for-bit Gloo's on 2 ranks", "[tsan]") {
   for (int world : {2, 3}) {
     INFO("world " << world);
     auto ranks = run_ranks(world, {"shm"});
@@ -38,7 +38,7 @@ TEST_CASE("process group: on one machine float sums go through shared memory, bi
   }
 }
 
-TEST_CASE("process group: DDP_SHM_ALLREDUCE=0 keeps every rank's sums on Gloo") {
+TEST_CASE("process group: DDP_SHM_ALLREDUCE=0 keeps every rank's sums on Gloo", "[tsan]") {
   auto ranks = run_ranks(2, {"shm"}, {{"DDP_SHM_ALLREDUCE", "0"}});
   for (auto& r : ranks) {
     INFO(r.output);
