@@ -28,6 +28,7 @@
 #include "ddp/worker/process_group_native.h"
 #include "ddp/worker/training_step.h"
 #include "heartbeat_recorder.h"
+#include "make_process_group.h"
 #include "shm_allreduce.h"
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
@@ -311,6 +312,13 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options, int
 }
 
 std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env, const InitOptions& options) {
+  return make_process_group(env, options, {});
+}
+
+// `shared_store`: the in-memory store of ranks that are threads of this
+// process (in_process.h); null: the torchrun rendezvous.
+std::shared_ptr<ProcessGroup> make_process_group(const DistEnv& env, const InitOptions& options,
+                                                 const c10::intrusive_ptr<c10d::Store>& shared_store) {
   auto impl = std::make_unique<ProcessGroup::Impl>();
   impl->env = env;
   const auto choice = resolve_device(options, env);
@@ -319,7 +327,9 @@ std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env, const InitO
   impl->timeout = resolve_timeout(options);
   const bool shm_wanted = resolve_shm_allreduce();
 
-  if (env.standalone) {
+  if (shared_store) {
+    impl->tcp_store = shared_store;
+  } else if (env.standalone) {
     // No launcher and nobody to meet: an in-memory store serves Gloo's own
     // rendezvous with itself.
     impl->tcp_store = c10::make_intrusive<c10d::HashStore>();
@@ -346,6 +356,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env, const InitO
       impl->shm_off_reason = "the group is not Gloo on the CPU";
     else if (env.standalone)
       impl->shm_off_reason = "a group of one rank";
+    else if (shared_store)
+      impl->shm_off_reason = "the ranks are threads of one process";
     else
       impl->shm = ShmAllreduce::negotiate(*impl->store, env.rank, env.world_size, impl->timeout, shm_wanted,
                                           &impl->shm_off_reason);
