@@ -38,7 +38,7 @@
 #include "ddp/worker/process_group.h"
 #include "ddp/worker/process_group_native.h"
 #include "ddp/worker/run_main.h"
-#include "ddp/train/model.h"
+#include "ddp/fashion/model.h"
 #include "heartbeat_recorder.h"
 
 using namespace ddp::worker;
@@ -93,7 +93,7 @@ Model make_model(const std::string& name, int hidden) {
     return {m, [m](const torch::Tensor& x) { return m->forward(x); }};
   }
   if (name == "cnn") {
-    auto m = std::make_shared<ddp::train::FashionCnn>();
+    auto m = std::make_shared<ddp::fashion::FashionCnn>();
     return {m, [m](const torch::Tensor& x) { return m->forward(x); }};
   }
   throw std::invalid_argument("model=" + name + " is not a benchmark model; use mlp or cnn");

@@ -118,7 +118,9 @@ TEST_CASE("ddp-text: a worker killed mid-epoch is restarted and the job ends wit
   const auto plain = launch(2, args("plain"));
   INFO(plain.output);
   REQUIRE(plain.exit_code == 0);
-  const auto killed = launch(2, args("killed"), {{"DDP_TRAIN_TEST_DIE_AT", "1:14"}}, /*max_restarts=*/1);
+  // (ddp-text-faults: ddp-text with the tests' fault hook, tests/support/fault_main.cpp.)
+  const auto killed = launch_training("ddp-text-faults", 2, args("killed"), {{"DDP_TEST_DIE_AT", "1:14"}},
+                                      /*max_restarts=*/1, 240);
   INFO(killed.output);
   REQUIRE(killed.exit_code == 0);
   CHECK_THAT(killed.output, Catch::Contains("resumed from " + tmp.file("killed/epoch_2.pt") + " (epoch 2, step 12, restart 1)"));

@@ -9,12 +9,12 @@
 #include <vector>
 #include <zlib.h>
 
-#include "ddp/train/fashion_mnist.h"
-#include "ddp/train/idx_file.h"
+#include "ddp/fashion/fashion_mnist.h"
+#include "ddp/fashion/idx_file.h"
 #include "test_support.h"
 #include "test_skip.h"
 
-using namespace ddp::train;
+using namespace ddp::fashion;
 using ddp::test::TempDir;
 
 namespace {

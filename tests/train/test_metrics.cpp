@@ -5,10 +5,10 @@
 
 #include <numeric>
 
-#include "ddp/train/confusion_matrix.h"
-#include "ddp/train/eval_shard.h"
+#include "ddp/loop/confusion_matrix.h"
+#include "ddp/loop/eval_shard.h"
 
-using namespace ddp::train;
+using namespace ddp::loop;
 
 namespace {
 // y_true = [0,0,0,1,1,2,2,2], y_pred = [0,0,1,1,2,2,2,0]

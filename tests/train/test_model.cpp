@@ -5,16 +5,16 @@
 
 #include <torch/torch.h>
 
-#include "ddp/train/conv3x3_single_channel.h"
-#include "ddp/train/model.h"
-#include "ddp/train/relu_max_pool.h"
+#include "ddp/fashion/conv3x3_single_channel.h"
+#include "ddp/fashion/model.h"
+#include "ddp/fashion/relu_max_pool.h"
 #include "numerics.h"
 #include "test_skip.h"
 
 #include <optional>
 
-using ddp::train::FashionCnn;
-using ddp::train::relu_max_pool2x2;
+using ddp::fashion::FashionCnn;
+using ddp::fashion::relu_max_pool2x2;
 
 TEST_CASE("relu_max_pool2x2 equals max_pool2d(relu(x), 2) bit for bit", "[train][model][numerics]") {
   if (auto why = ddp::test::forced_capability_unsupported()) DDP_SKIP(*why);
@@ -171,7 +171,7 @@ TEST_CASE("conv3x3_single_channel equals a float64 conv2d at every lane-tail wid
 
       auto xf = x.clone().requires_grad_(true), wf = weight.clone().requires_grad_(true),
            bf = bias.clone().requires_grad_(true);
-      const auto out = ddp::train::conv3x3_single_channel(xf, wf, bf);
+      const auto out = ddp::fashion::conv3x3_single_channel(xf, wf, bf);
       out.backward(g);
 
       auto x64 = x.to(torch::kDouble).requires_grad_(true), w64 = weight.to(torch::kDouble).requires_grad_(true),
@@ -185,7 +185,7 @@ TEST_CASE("conv3x3_single_channel equals a float64 conv2d at every lane-tail wid
       CHECK(relative_error(xf.grad(), x64.grad()) <= float32_tolerance(c_out * 9));
     }
   }
-  CHECK_THROWS(ddp::train::conv3x3_single_channel(torch::zeros({1, 2, 4, 4}), torch::zeros({6, 1, 3, 3}),
+  CHECK_THROWS(ddp::fashion::conv3x3_single_channel(torch::zeros({1, 2, 4, 4}), torch::zeros({6, 1, 3, 3}),
                                                   torch::zeros({6})));
 }
 
@@ -222,10 +222,10 @@ TEST_CASE("model step time, fast vs stock layers", "[.][bench]") {
   auto w = m.conv1->weight.detach().clone().requires_grad_(true);
   auto b = m.conv1->bias.detach().clone().requires_grad_(true);
   auto g = torch::randn({64, 32, 28, 28});
-  bench("conv1 direct fwd+bwd", [&] { ddp::train::conv3x3_single_channel(x, w, b).backward(g); });
+  bench("conv1 direct fwd+bwd", [&] { ddp::fashion::conv3x3_single_channel(x, w, b).backward(g); });
   bench("conv1 stock fwd+bwd", [&] { torch::conv2d(x, w, b, 1, 1).backward(g); });
   auto h = torch::randn({64, 32, 28, 28}, torch::requires_grad());
   auto gp = torch::randn({64, 32, 14, 14});
-  bench("relu+pool fused fwd+bwd", [&] { ddp::train::relu_max_pool2x2(h).backward(gp); });
+  bench("relu+pool fused fwd+bwd", [&] { ddp::fashion::relu_max_pool2x2(h).backward(gp); });
   bench("relu+pool stock fwd+bwd", [&] { torch::max_pool2d(torch::relu(h), 2).backward(gp); });
 }

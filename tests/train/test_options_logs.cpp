@@ -5,12 +5,13 @@
 #include <map>
 #include <sstream>
 
-#include "ddp/train/metrics_log.h"
-#include "ddp/train/progress.h"
-#include "ddp/train/train_options.h"
+#include "ddp/loop/metrics_log.h"
+#include "ddp/loop/progress.h"
+#include "ddp/fashion/fashion_options.h"
+#include "ddp/loop/train_options.h"
 #include "test_support.h"
 
-using namespace ddp::train;
+using namespace ddp::loop;
 
 namespace {
 EnvLookup env_of(std::map<std::string, std::string> vars) {
@@ -34,7 +35,12 @@ TEST_CASE("options: defaults and every option", "[train][options]") {
   auto d = parse_train_options({}, env_of({}));
   CHECK(d.epochs == 2);
   CHECK(d.batch_size == 64);
-  CHECK(d.data_dir == "/usr/share/datasets/fashion-mnist");
+  // The loop's own defaults name no program and no data; ddp-train's add both.
+  CHECK(d.program == "training");
+  CHECK(d.data_dir.empty());
+  const auto fashion = parse_train_options({}, env_of({}), ddp::fashion::fashion_program_options());
+  CHECK(fashion.program == "ddp-train");
+  CHECK(fashion.data_dir == "/usr/share/datasets/fashion-mnist");
   CHECK_FALSE(d.should_resume());
 
   auto o = parse_train_options(
@@ -63,12 +69,10 @@ TEST_CASE("options: defaults and every option", "[train][options]") {
   CHECK(parse_train_options({"--device=cuda"}, env_of({})).device == "cuda");
 }
 
-TEST_CASE("options: environment decides resume and the test hook", "[train][options]") {
+TEST_CASE("options: the environment decides resume, and no test hook is read", "[train][options]") {
   auto o = parse_train_options({}, env_of({{"TORCHELASTIC_RESTART_COUNT", "1"},
-                                           {"DDP_TRAIN_TEST_DIE_AT", "1:7"}}));
+                                           {"DDP_TRAIN_TEST_DIE_AT", "not read"}}));
   CHECK(o.should_resume());
-  CHECK(o.die_rank == 1);
-  CHECK(o.die_step == 7);
   CHECK(o.launch_dir.empty());
   CHECK(parse_train_options({}, env_of({{"TORCHELASTIC_ERROR_FILE", "/tmp/ddp-launch-x/attempt_1.rank_0.error.json"}}))
             .launch_dir == "/tmp/ddp-launch-x");
@@ -91,7 +95,7 @@ TEST_CASE("options: bad values give one line naming option and value", "[train][
   CHECK(usage_error({"--data_dir="}) == "--data_dir: empty path");
   CHECK(usage_error({"--device=gpu"}) == "--device: 'gpu' is not a device, use cpu, cuda or auto");
   CHECK(parse_train_options({"--help"}, env_of({})).help);
-  CHECK(train_usage().find("--save_final") != std::string::npos);
+  CHECK(ddp::fashion::fashion_usage().find("--save_final") != std::string::npos);
 }
 
 TEST_CASE("metrics.jsonl: one JSON object per line, replayed epochs dropped on resume", "[train][metrics_log]") {
@@ -100,7 +104,7 @@ TEST_CASE("metrics.jsonl: one JSON object per line, replayed epochs dropped on r
   for (int e = 1; e <= 3; ++e) {
     EpochRecord r;
     r.epoch = e;
-    r.accuracy = 0.5 + e / 10.0;
+    r.metrics = {{"accuracy", 0.5 + e / 10.0}, {"macro_f1", 0.25}};
     r.eval_samples = 10000;
     r.checkpoint = tmp.file("epoch_" + std::to_string(e) + ".pt");
     append_metrics(path, r);
@@ -108,7 +112,8 @@ TEST_CASE("metrics.jsonl: one JSON object per line, replayed epochs dropped on r
   auto text = ddp::test::read_file(path);
   CHECK(std::count(text.begin(), text.end(), '\n') == 3);
   CHECK_THAT(text, Catch::StartsWith("{\"epoch\": 1, \"global_step\": 0,"));
-  CHECK_THAT(text, Catch::Contains("\"accuracy\": 0.7, ") && Catch::Contains("\"eval_samples\": 10000"));
+  CHECK_THAT(text, Catch::Contains("\"test_loss\": 0, \"accuracy\": 0.7, \"macro_f1\": 0.25, \"learning_rate\": 0,") &&
+                       Catch::Contains("\"eval_samples\": 10000"));
 
   truncate_metrics_after(path, 1);
   text = ddp::test::read_file(path);

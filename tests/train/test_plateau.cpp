@@ -5,9 +5,9 @@
 
 #include <vector>
 
-#include "ddp/train/plateau_scheduler.h"
+#include "ddp/loop/plateau_scheduler.h"
 
-using namespace ddp::train;
+using namespace ddp::loop;
 
 namespace {
 std::vector<double> run(PlateauScheduler& s, double lr, const std::vector<double>& metrics) {

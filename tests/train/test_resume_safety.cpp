@@ -19,8 +19,8 @@
 #include <fstream>
 #include <regex>
 
-#include "ddp/train/fashion_mnist.h"
-#include "ddp/train/train_state.h"
+#include "ddp/fashion/fashion_mnist.h"
+#include "ddp/loop/train_state.h"
 #include "ddp/worker/checkpoint.h"
 #include "test_skip.h"
 #include "test_support.h"
@@ -31,7 +31,7 @@ namespace fs = std::filesystem;
 namespace {
 
 void require_data() {
-  if (!fs::exists(std::string(ddp::train::kDefaultDataDir) + "/train-images-idx3-ubyte.gz"))
+  if (!fs::exists(std::string(ddp::fashion::kDefaultDataDir) + "/train-images-idx3-ubyte.gz"))
     DDP_SKIP("dataset-fashion-mnist is not installed");
 }
 
@@ -147,7 +147,7 @@ TEST_CASE("an unwritable checkpoint directory fails before training with one mes
   INFO(r.output);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.output, Catch::Contains("checkpoint directory '/proc/self' is not writable (creating temp file "
-                                       "'/proc/self/.ddp-train-write-test.tmp.") &&
+                                       "'/proc/self/.ddp-loop-write-test.tmp.") &&
                            Catch::Contains("pass a writable --checkpoint_dir"));
   CHECK_THAT(r.output, !Catch::Contains("epoch 1/1"));
 }
@@ -258,7 +258,7 @@ TEST_CASE("two runs never share a checkpoint directory: its lock names the holde
   fs::create_directories(dir);
   {
     // Another run holds it: one line naming the directory and the holder.
-    const int fd = ::open((dir + "/.ddp-train.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    const int fd = ::open((dir + "/.ddp-loop.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     REQUIRE(fd >= 0);
     REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
     const std::string holder = "pid " + std::to_string(::getpid()) + " on host testhost\n";
@@ -267,9 +267,9 @@ TEST_CASE("two runs never share a checkpoint directory: its lock names the holde
     ::close(fd);
     INFO(r.output);
     CHECK(r.exit_code == 1);
-    CHECK_THAT(r.output, Catch::Contains("checkpoint directory '" + dir + "' is in use by another ddp-train run (pid " +
+    CHECK_THAT(r.output, Catch::Contains("checkpoint directory '" + dir + "' is in use by another training run (pid " +
                                          std::to_string(::getpid()) + " on host testhost holds " + dir +
-                                         "/.ddp-train.lock); wait for it to finish or pass another --checkpoint_dir"));
+                                         "/.ddp-loop.lock); wait for it to finish or pass another --checkpoint_dir"));
     CHECK_THAT(r.output, !Catch::Contains("epoch 1/1"));
   }
   // Two started at once: exactly one trains; the other is refused by the
@@ -289,7 +289,7 @@ TEST_CASE("two runs never share a checkpoint directory: its lock names the holde
   REQUIRE(cb);
   CHECK(((*ca == 0) != (*cb == 0)));
   const std::string refused = *ca == 0 ? b.output() : a.output();
-  CHECK_THAT(refused, Catch::Contains("is in use by another ddp-train run") ||
+  CHECK_THAT(refused, Catch::Contains("is in use by another training run") ||
                           Catch::Contains("already holds an earlier run's"));
   const std::string metrics = slurp(dir + "/metrics.jsonl");
   CHECK(std::count(metrics.begin(), metrics.end(), '\n') == 1);
@@ -404,14 +404,21 @@ TEST_CASE("best-F1 paths follow a moved run directory", "[train][e2e][resume]") 
 
 TEST_CASE("best-F1 paths of older checkpoints (as given, e.g. absolute) read back as names in the directory",
           "[train][resume][unit]") {
-  ddp::train::TrainState s;
-  s.best_macro = {0.8, 3, "/old/place/runs/a/epoch_3.pt"};
-  s.best_micro = {0.7, 2, "runs/a/epoch_2.pt"};
+  ddp::loop::TrainState s;
+  s.best["macro_f1"] = {0.8, 3, "/old/place/runs/a/epoch_3.pt"};
+  s.best["micro_f1"] = {0.7, 2, "runs/a/epoch_2.pt"};
+  s.best["test_loss"] = {0.25, 4, "epoch_4.pt"};
   ddp::worker::Checkpoint c;
-  ddp::train::store_train_state(s, c);
-  const auto back = ddp::train::load_train_state(c, "x.pt");
-  CHECK(back.best_macro.checkpoint == "epoch_3.pt");
-  CHECK(back.best_micro.checkpoint == "epoch_2.pt");
+  ddp::loop::store_train_state(s, c);
+  // The F1 keys stay those of older checkpoints (and their Python readers).
+  CHECK(c.metrics.at("train.best_macro_f1") == 0.8);
+  CHECK(c.strings.at("train.best_micro_checkpoint") == "runs/a/epoch_2.pt");
+  const auto back = ddp::loop::load_train_state(c, "x.pt");
+  REQUIRE(back.best.size() == 3);
+  CHECK(back.best.at("macro_f1").checkpoint == "epoch_3.pt");
+  CHECK(back.best.at("micro_f1").checkpoint == "epoch_2.pt");
+  CHECK(back.best.at("test_loss").value == 0.25);
+  CHECK(back.best.at("test_loss").epoch == 4);
 }
 
 // Checkpoint first, then its metrics line: a crash in between leaves the

@@ -2,9 +2,9 @@
 // how a change is worded.
 #include <catch2/catch.hpp>
 
-#include "ddp/train/run_identity.h"
+#include "ddp/loop/run_identity.h"
 
-using namespace ddp::train;
+using namespace ddp::loop;
 
 TEST_CASE("run identity: the trajectory options, stored as text that reads back", "[identity]") {
   TrainOptions o;

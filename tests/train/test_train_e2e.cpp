@@ -12,7 +12,7 @@
 #include <regex>
 #include <sstream>
 
-#include "ddp/train/fashion_mnist.h"
+#include "ddp/fashion/fashion_mnist.h"
 #include "ddp/worker/checkpoint.h"
 #include "test_support.h"
 #include "training_runs.h"
@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 namespace {
 
 bool have_data() {
-  return fs::exists(std::string(ddp::train::kDefaultDataDir) + "/train-images-idx3-ubyte.gz");
+  return fs::exists(std::string(ddp::fashion::kDefaultDataDir) + "/train-images-idx3-ubyte.gz");
 }
 
 ProcResult launch(int nproc, const std::vector<std::string>& train_args,
@@ -164,7 +164,9 @@ TEST_CASE("a worker killed mid-epoch is restarted and the job ends with the unin
 
   // Rank 1 SIGKILLs itself before global step 14 (epoch 3, step 3) on the
   // first attempt; ddp-launch restarts the group, which resumes from epoch 2.
-  const auto killed = launch(2, args("killed"), {{"DDP_TRAIN_TEST_DIE_AT", "1:14"}}, /*max_restarts=*/1);
+  // (ddp-train-faults: ddp-train with the tests' fault hook, tests/support/fault_main.cpp.)
+  const auto killed = launch_training("ddp-train-faults", 2, args("killed"), {{"DDP_TEST_DIE_AT", "1:14"}},
+                                      /*max_restarts=*/1, 240);
   INFO(killed.output);
   REQUIRE(killed.exit_code == 0);
   CHECK_THAT(killed.output, Catch::Contains("resumed from " + tmp.file("killed/epoch_2.pt") +
@@ -220,7 +222,7 @@ TEST_CASE("bad data paths and bad options give one clear line", "[train][e2e][er
     fs::create_directories(dir);
     for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
                           "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"})
-      fs::copy_file(std::string(ddp::train::kDefaultDataDir) + "/" + f, dir + "/" + f);
+      fs::copy_file(std::string(ddp::fashion::kDefaultDataDir) + "/" + f, dir + "/" + f);
     const std::string victim = dir + "/t10k-images-idx3-ubyte.gz";
     fs::resize_file(victim, fs::file_size(victim) / 3);
     const auto r = run({bin_path("ddp-train"), "--data_dir=" + dir}, no_dist_env, 60);

@@ -143,10 +143,13 @@ std::vector<std::unique_ptr<Proc>> start_two(const NetNodes& nodes, const std::s
 }
 
 // ddp-train for 3 epochs of `steps` steps, checkpoints in tmp/ck, --max_restarts 1, on both nodes.
+// ddp-train-faults when `env` sets DDP_TEST_DIE_AT (ddp-train with the
+// tests' fault hook, tests/support/fault_main.cpp), else ddp-train.
 std::vector<std::unique_ptr<Proc>> train_three_epochs(const NetNodes& nodes, const std::string& nnodes, int steps,
                                                       const TempDir& tmp, std::map<std::string, std::string> env) {
+  const std::string program = env.count("DDP_TEST_DIE_AT") ? "ddp-train-faults" : "ddp-train";
   return start_two(nodes, nnodes, {"--max_restarts=1"},
-                   {bin_path("ddp-train"), "--epochs=3", "--max_steps=" + std::to_string(steps), "--batch_size=32",
+                   {bin_path(program), "--epochs=3", "--max_steps=" + std::to_string(steps), "--batch_size=32",
                     "--checkpoint_dir=" + tmp.file("ck")},
                    node_env(std::move(env)));
 }
@@ -222,7 +225,7 @@ TEST_CASE("multi-node c10d: a worker failure on one node restarts the workers on
   NetNodes nodes(2);
   TempDir tmp;
   // Rank 3 (node 1) SIGKILLs itself before global step 14 on the first attempt.
-  auto procs = train_three_epochs(nodes, "2", 6, tmp, {{"DDP_TRAIN_TEST_DIE_AT", "3:14"}});
+  auto procs = train_three_epochs(nodes, "2", 6, tmp, {{"DDP_TEST_DIE_AT", "3:14"}});
   for (int i = 0; i < 2; ++i) {
     INFO("node " << i << ":\n" << procs[i]->output());
     CHECK(procs[i]->wait(240) == std::optional<int>(0));

@@ -1,0 +1,251 @@
+// The training loop's shared scenarios at loop level, in process: two ranks
+// as threads over an in-memory store (ddp/worker/in_process.h) train tiny
+// fake tasks with run_training, so what every program on the loop gets (the
+// default classifier's metrics, a task's own loss and "lower is better",
+// metrics.jsonl, resume to the uninterrupted weights, the directory's lock,
+// the non-finite-loss stop) is tested once, in about a second a case,
+// without a launcher or a data set. The programs' own end-to-end cases
+// (tests/train, tests/text) keep what needs their real binaries and data.
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ddp/loop/checkpoint_dir_lock.h"
+#include "ddp/loop/trainer.h"
+#include "ddp/loop/training_task.h"
+#include "ddp/worker/checkpoint.h"
+#include "ddp/worker/in_process.h"
+#include "ddp/worker/process_group.h"
+#include "test_support.h"
+
+using namespace ddp::loop;
+using ddp::test::TempDir;
+using ddp::worker::ProcessGroup;
+
+namespace {
+
+// 96 training and 40 test samples of 4 features; three classes for the
+// classifier (the default loss and metrics), a smooth target for the
+// regression. The weights come from a fixed formula, not from LibTorch's
+// global generator, which both rank threads use at once.
+class FakeTask : public TrainingTask {
+ public:
+  explicit FakeTask(bool regression, int nan_rank = -1, std::int64_t nan_step = -1)
+      : regression_(regression), nan_rank_(nan_rank), nan_step_(nan_step) {
+    x_ = torch::sin(torch::arange(136 * 4, torch::kFloat).reshape({136, 4}) * 0.37);
+    const auto score = x_.matmul(torch::tensor({1.0f, -2.0f, 0.5f, 1.5f}));
+    y_ = regression_ ? score : ((score > -0.5).to(torch::kLong) + (score > 0.8).to(torch::kLong));
+  }
+  void set_rank(int rank) { rank_ = rank; }
+
+  std::shared_ptr<torch::nn::Module> make_model() override {
+    model_ = torch::nn::Linear(4, regression_ ? 1 : 3);
+    torch::NoGradGuard no_grad;
+    for (auto& p : model_->parameters()) p.copy_(torch::cos(torch::arange(p.numel(), torch::kFloat)).reshape(p.sizes()) * 0.1);
+    return model_.ptr();
+  }
+  std::int64_t train_size() const override { return 96; }
+  std::int64_t test_size() const override { return 40; }
+  int num_classes() const override { return regression_ ? 0 : 3; }
+  TaskOutput forward_train(const at::Tensor& index, c10::Device) override {
+    ++steps_;
+    return out(x_.index_select(0, index), y_.index_select(0, index));
+  }
+  TaskOutput forward_test(std::int64_t begin, std::int64_t end, c10::Device) override {
+    return out(x_.slice(0, 96 + begin, 96 + end), y_.slice(0, 96 + begin, 96 + end));
+  }
+  std::string describe() const override { return regression_ ? "fake regression" : "fake classes"; }
+
+  at::Tensor loss(const TaskOutput& o, LossReduction r) override {
+    namespace F = torch::nn::functional;
+    at::Tensor l = !regression_ ? TrainingTask::loss(o, r)
+                   : r == LossReduction::Sum ? F::mse_loss(o.prediction, o.target, F::MSELossFuncOptions(torch::kSum))
+                                             : F::mse_loss(o.prediction, o.target);
+    if (rank_ == nan_rank_ && steps_ == nan_step_ && r == LossReduction::Mean) l = l * std::nan("");
+    return l;
+  }
+  std::int64_t eval_sums_size() const override { return regression_ ? 1 : TrainingTask::eval_sums_size(); }
+  void add_eval_sums(const TaskOutput& o, at::Tensor& sums) override {
+    if (!regression_) return TrainingTask::add_eval_sums(o, sums);
+    sums[0] += (o.prediction - o.target).abs().sum().to(torch::kDouble);
+  }
+  Metrics eval_metrics(const std::vector<double>& sums) const override {
+    if (!regression_) return TrainingTask::eval_metrics(sums);
+    return {{"mae", sums[0] / 40.0}};
+  }
+  Monitor monitor() const override { return regression_ ? Monitor{"test_loss", false} : TrainingTask::monitor(); }
+  std::vector<Monitor> tracked() const override {
+    return regression_ ? std::vector<Monitor>{monitor()} : TrainingTask::tracked();
+  }
+
+ private:
+  TaskOutput out(const at::Tensor& x, const at::Tensor& y) {
+    auto p = model_->forward(x);
+    return {regression_ ? p.squeeze(1) : p, y};
+  }
+  bool regression_;
+  int nan_rank_;
+  std::int64_t nan_step_;
+  int rank_ = 0;
+  std::int64_t steps_ = 0;
+  at::Tensor x_, y_;
+  torch::nn::Linear model_{nullptr};
+};
+
+TrainOptions options(const std::string& dir, int epochs) {
+  TrainOptions o;
+  o.program = "loop-test";
+  o.epochs = epochs;
+  o.batch_size = 8;
+  o.learning_rate = 0.05;
+  o.checkpoint_dir = dir;
+  o.log_interval = 1000;
+  o.seed = 5;
+  return o;
+}
+
+struct RankRun {
+  std::string out;
+  std::string error;
+  TrainResult result;
+};
+
+// run_training on 2 ranks as threads; each rank's output, result or error.
+std::vector<RankRun> train(const TrainOptions& o, bool regression, const LoopHooks& hooks = {}, int nan_rank = -1,
+                           std::int64_t nan_step = -1) {
+  std::vector<RankRun> runs(2);
+  ddp::worker::run_ranks_in_process(2, [&](const std::shared_ptr<ProcessGroup>& pg) {
+    FakeTask task(regression, nan_rank, nan_step);
+    task.set_rank(pg->rank());
+    std::ostringstream out;
+    RankRun& run = runs[static_cast<std::size_t>(pg->rank())];
+    try {
+      run.result = run_training(o, pg, task, out, false, hooks);
+    } catch (const std::exception& e) {
+      run.error = e.what();
+    }
+    run.out = out.str();
+  });
+  return runs;
+}
+
+std::vector<std::string> lines_of(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+double max_rel_difference(const std::string& a_path, const std::string& b_path) {
+  const auto a = ddp::worker::load_weights(a_path), b = ddp::worker::load_weights(b_path);
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (const auto& item : b) {
+    const at::Tensor* other = a.find(item.key());
+    REQUIRE(other != nullptr);
+    worst = std::max(worst, ((*other - item.value()).norm() / item.value().norm().clamp_min(1e-12)).item<double>());
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("in-process: 2 ranks train the default classifier, with its metrics, best lines and one metrics line an epoch",
+          "[loop][in-process]") {
+  TempDir tmp;
+  const auto runs = train(options(tmp.file("ck"), 3), /*regression=*/false);
+  for (const auto& r : runs) REQUIRE(r.error.empty());
+  const std::string& out = runs[0].out;
+  INFO(out);
+  CHECK(runs[1].out.empty());  // only rank 0 prints
+  CHECK_THAT(out, Catch::Contains("loop-test: world size 2, batch 8 per process (16 global), 6 steps per epoch"));
+  CHECK_THAT(out, Catch::Contains(" accuracy ") && Catch::Contains(" macro_f1 ") && Catch::Contains("(40 test samples)"));
+  CHECK_THAT(out, Catch::Contains("best macro f1: ") && Catch::Contains("best micro f1: "));
+  const auto lines = lines_of(tmp.file("ck/metrics.jsonl"));
+  REQUIRE(lines.size() == 3);
+  for (int e = 0; e < 3; ++e) {
+    CHECK_THAT(lines[e], Catch::StartsWith("{\"epoch\": " + std::to_string(e + 1) + ", "));
+    CHECK_THAT(lines[e], Catch::Contains("\"accuracy\": ") && Catch::Contains("\"micro_f1\": ") &&
+                             Catch::Contains("\"eval_samples\": 40") && Catch::Contains("\"world_size\": 2"));
+  }
+  // Both ranks end in the same state.
+  CHECK(runs[0].result.state.global_step == 18);
+  CHECK(runs[1].result.state.global_step == 18);
+  CHECK(runs[0].result.epochs.back().test_loss == runs[1].result.epochs.back().test_loss);
+}
+
+TEST_CASE("in-process: a task's own loss, metric and 'lower is better' drive the best epoch", "[loop][in-process]") {
+  TempDir tmp;
+  const auto runs = train(options(tmp.file("ck"), 4), /*regression=*/true);
+  REQUIRE(runs[0].error.empty());
+  const std::string& out = runs[0].out;
+  INFO(out);
+  const auto& epochs = runs[0].result.epochs;
+  REQUIRE(epochs.size() == 4);
+  int best = 1;
+  for (int e = 1; e <= 4; ++e)
+    if (epochs[e - 1].test_loss < epochs[best - 1].test_loss) best = e;
+  CHECK(epochs.back().test_loss < epochs.front().test_loss);
+  CHECK(runs[0].result.state.best.at("test_loss").epoch == best);
+  CHECK_THAT(out, Catch::Contains("best test loss: ") &&
+                      Catch::Contains("in epoch: " + std::to_string(best) + ", saved in: " + tmp.file("ck") +
+                                      "/epoch_" + std::to_string(best) + ".pt"));
+  CHECK_THAT(out, Catch::Contains(" mae ") && !Catch::Contains("f1") && !Catch::Contains("accuracy"));
+  CHECK_THAT(lines_of(tmp.file("ck/metrics.jsonl"))[0], Catch::Contains("\"mae\": "));
+}
+
+TEST_CASE("in-process: a run stopped mid-epoch and resumed ends with the uninterrupted run's weights", "[loop][in-process]") {
+  TempDir tmp;
+  auto plain = options(tmp.file("plain"), 3);
+  plain.save_final = tmp.file("plain.pt");
+  for (const auto& r : train(plain, false)) REQUIRE(r.error.empty());
+
+  // Both ranks stop before global step 14 (epoch 3, step 3), as a killed
+  // job's ranks all stop, then the run is resumed.
+  auto killed = options(tmp.file("killed"), 3);
+  killed.save_final = tmp.file("killed.pt");
+  LoopHooks stop;
+  stop.before_step = [](int, std::int64_t step, int) {
+    if (step == 14) throw std::runtime_error("stopped at step 14");
+  };
+  for (const auto& r : train(killed, false, stop)) REQUIRE(r.error == "stopped at step 14");
+  CHECK(lines_of(tmp.file("killed/metrics.jsonl")).size() == 2);
+  killed.resume = true;
+  const auto resumed = train(killed, false);
+  REQUIRE(resumed[0].error.empty());
+  CHECK_THAT(resumed[0].out, Catch::Contains("resumed from " + tmp.file("killed/epoch_2.pt") + " (epoch 2, step 12"));
+  CHECK(max_rel_difference(tmp.file("killed.pt"), tmp.file("plain.pt")) < 1e-6);
+  const auto a = lines_of(tmp.file("plain/metrics.jsonl")), b = lines_of(tmp.file("killed/metrics.jsonl"));
+  REQUIRE(b.size() == 3);
+  for (int i = 0; i < 3; ++i) CHECK(b[i].substr(0, b[i].find("\"train_seconds\"")) == a[i].substr(0, a[i].find("\"train_seconds\"")));
+}
+
+TEST_CASE("in-process: a checkpoint directory another run holds is refused on every rank, naming the holder",
+          "[loop][in-process]") {
+  TempDir tmp;
+  std::filesystem::create_directories(tmp.file("ck"));
+  CheckpointDirLock held(tmp.file("ck"));
+  for (const auto& r : train(options(tmp.file("ck"), 1), false))
+    CHECK_THAT(r.error, Catch::Contains("checkpoint directory '" + tmp.file("ck") +
+                                        "' is in use by another training run (pid ") &&
+                            Catch::Contains("wait for it to finish or pass another --checkpoint_dir"));
+  CHECK_FALSE(std::filesystem::exists(tmp.file("ck/metrics.jsonl")));
+}
+
+TEST_CASE("in-process: a non-finite loss on one rank stops every rank at that step, each naming that rank",
+          "[loop][in-process]") {
+  TempDir tmp;
+  const auto runs = train(options(tmp.file("ck"), 2), false, {}, /*nan_rank=*/1, /*nan_step=*/4);
+  CHECK_THAT(runs[1].error, Catch::Contains("training diverged: the loss of rank 1 is nan at epoch 1, step 4 of 6 "
+                                            "(global step 4)"));
+  CHECK_THAT(runs[0].error, Catch::Contains("the loss of rank 1 is not finite"));
+  CHECK(lines_of(tmp.file("ck/metrics.jsonl")).empty());
+}

@@ -1,0 +1,44 @@
+#pragma once
+// Where the training loop keeps its checkpoints: one file per finished epoch,
+// <dir>/epoch_<N>.pt (the seeds keep one model file per epoch so the best
+// epochs can be picked afterwards), next to metrics.jsonl. Resuming tries the
+// highest N first. Path logic and directory listing only; reading and writing
+// is checkpoint.h's job.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ddp::loop {
+
+std::string epoch_checkpoint_path(const std::string& dir, int epoch);
+std::string metrics_path(const std::string& dir);
+
+struct FoundCheckpoint {
+  int epoch = 0;
+  std::string path;
+};
+
+// The epoch_<N>.pt with the highest N in `dir` (other names, including the
+// checkpoint writer's temp files, are ignored); nullopt when there is none
+// or the directory does not exist.
+std::optional<FoundCheckpoint> find_latest_checkpoint(const std::string& dir);
+
+// Every epoch_<N>.pt in `dir`, highest N first; empty when there is none or
+// the directory does not exist.
+std::vector<FoundCheckpoint> list_checkpoints(const std::string& dir);
+
+// Removes the temp files the loop's atomic writes leave when their writer
+// is killed mid-write (".epoch_<N>.pt.tmp.<pid>", ".metrics.jsonl.tmp.<pid>",
+// ".ddp-loop-write-test.tmp.<pid>", the probe "ddp-loop-write-test") and
+// returns their names. Only call it holding the directory's lock
+// (checkpoint_dir_lock.h): then no live training run writes there, so every
+// such file is a dead writer's. Other files are never touched.
+std::vector<std::string> remove_stale_temp_files(const std::string& dir);
+
+// "epoch_1.pt", "3 checkpoints (epoch_1.pt .. epoch_3.pt)", with " and
+// metrics.jsonl" when that file is not empty; "" for a directory holding
+// neither (what a fresh run may take).
+std::string describe_earlier_run(const std::string& dir);
+
+}  // namespace ddp::loop
