@@ -32,7 +32,7 @@ std::vector<FoundCheckpoint> list_checkpoints(const std::string& dir) {
 }
 
 std::vector<std::string> remove_stale_temp_files(const std::string& dir) {
-  static const std::regex temp_re("\\.(epoch_[0-9]{1,9}\\.pt|metrics\\.jsonl|ddp-train-write-test)\\.tmp\\.[0-9]+|"
+  static const std::regex temp_re("\\.(epoch_[0-9]{1,9}\\.pt|metrics\\.jsonl|ddp-train-write-test)\\.tmp\\.[0-9]+(\\.[0-9a-f]{16})?|"
                                   "ddp-train-write-test");
   std::vector<std::string> removed;
   std::error_code ec;

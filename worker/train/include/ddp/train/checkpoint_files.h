@@ -29,8 +29,10 @@ std::optional<FoundCheckpoint> find_latest_checkpoint(const std::string& dir);
 std::vector<FoundCheckpoint> list_checkpoints(const std::string& dir);
 
 // Removes the temp files ddp-train's atomic writes leave when their writer
-// is killed mid-write (".epoch_<N>.pt.tmp.<pid>", ".metrics.jsonl.tmp.<pid>",
-// ".ddp-train-write-test.tmp.<pid>", the probe "ddp-train-write-test") and
+// is killed mid-write (".epoch_<N>.pt.tmp.<pid>.<16 hex>" (atomic_file.h),
+// ".metrics.jsonl.tmp.<pid>.<16 hex>", ".ddp-train-write-test.tmp.<pid>.<16
+// hex>", the probe "ddp-train-write-test"; older versions' names had no hex
+// part) and
 // returns their names. Only call it holding the directory's lock
 // (checkpoint_dir_lock.h): then no live ddp-train writes there, so every
 // such file is a dead writer's. Other files are never touched.
