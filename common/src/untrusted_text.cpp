@@ -51,4 +51,24 @@ std::string valid_utf8(std::string_view bytes) {
   return out;
 }
 
+std::string visible_text(std::string_view bytes, Newlines newlines) {
+  std::string out;
+  out.reserve(bytes.size());
+  for (std::size_t i = 0; i < bytes.size();) {
+    const auto b = static_cast<unsigned char>(bytes[i]);
+    const std::size_t n = utf8_sequence_length(bytes, i);
+    const bool control = n == 1 && (b < 0x20 || b == 0x7F) && b != '\t' && !(b == '\n' && newlines == Newlines::Keep);
+    const bool c1 = n == 2 && b == 0xC2 && static_cast<unsigned char>(bytes[i + 1]) <= 0x9F;
+    if (n == 0 || control || c1) {
+      const std::size_t len = n == 0 ? 1 : n;
+      for (std::size_t k = 0; k < len; ++k) append_hex_byte(out, static_cast<unsigned char>(bytes[i + k]));
+      i += len;
+    } else {
+      out.append(bytes.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
 }  // namespace ddp

@@ -32,3 +32,18 @@ TEST_CASE("utf8_sequence_length: the lengths, 0 where no valid sequence starts",
   CHECK(ddp::utf8_sequence_length("\xc1\xbf", 0) == 0);
   CHECK(ddp::utf8_sequence_length("\xf5\x80\x80\x80", 0) == 0);
 }
+
+TEST_CASE("visible_text: control characters and invalid UTF-8 as \\xNN, tabs and printable UTF-8 kept", "[untrusted_text]") {
+  using ddp::Newlines;
+  using ddp::visible_text;
+  using namespace std::string_literals;
+  CHECK(visible_text("tab\there caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80") == "tab\there caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80");
+  CHECK(visible_text("nul\0cut"s) == "nul\\x00cut");
+  CHECK(visible_text("\x1b[2Jclear \x07\x08\x7f\r") == "\\x1b[2Jclear \\x07\\x08\\x7f\\x0d");
+  CHECK(visible_text("\xff caf\xe9") == "\\xff caf\\xe9");
+  CHECK(visible_text("c1 \xc2\x9b" "2J, nbsp \xc2\xa0") == "c1 \\xc2\\x9b2J, nbsp \xc2\xa0");  // U+009B CSI quoted, U+00A0 kept
+  CHECK(visible_text("two\nlines") == "two\\x0alines");
+  CHECK(visible_text("two\nlines\r\n", Newlines::Keep) == "two\nlines\\x0d\n");
+  CHECK(visible_text("already \\x00 quoted") == "already \\x00 quoted");  // idempotent on its own output
+  CHECK(visible_text(visible_text("a\0b\xff"s)) == visible_text("a\0b\xff"s));
+}
