@@ -128,7 +128,7 @@ TEST_CASE("error file: invalid JSON and a missing message say so") {
 // >= 0x80 as they are), Python's json.load refused it, and the launcher's
 // report lost the message ("not valid JSON: invalid code sequence") and
 // named the follower as the root cause.
-TEST_CASE("error file: bytes that are not UTF-8 are written as \\xNN, so the file is valid JSON") {
+TEST_CASE("error file: bytes that are not UTF-8 are written as hex escapes, so the file is valid JSON") {
   TempDir dir;
   const std::string path = dir.file("e.json");
   ddp::ErrorRecord rec{"DataError: --data_dir 'caf\xe9' does not exist; bad \xff\xfe, cut \xe2\x9c, fine caf\xc3\xa9 \xe2\x9c\x93",

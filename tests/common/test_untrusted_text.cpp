@@ -6,7 +6,7 @@
 
 using ddp::valid_utf8;
 
-TEST_CASE("valid_utf8: valid text is unchanged, every other byte becomes \\xNN", "[untrusted_text]") {
+TEST_CASE("valid_utf8: valid text is unchanged, every other byte becomes a hex escape", "[untrusted_text]") {
   CHECK(valid_utf8("plain ascii, tab\t, newline\n") == "plain ascii, tab\t, newline\n");
   CHECK(valid_utf8("caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf") ==
         "caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf");
@@ -33,7 +33,7 @@ TEST_CASE("utf8_sequence_length: the lengths, 0 where no valid sequence starts",
   CHECK(ddp::utf8_sequence_length("\xf5\x80\x80\x80", 0) == 0);
 }
 
-TEST_CASE("visible_text: control characters and invalid UTF-8 as \\xNN, tabs and printable UTF-8 kept", "[untrusted_text]") {
+TEST_CASE("visible_text: control characters and invalid UTF-8 as hex escapes, tabs and printable UTF-8 kept", "[untrusted_text]") {
   using ddp::Newlines;
   using ddp::visible_text;
   using namespace std::string_literals;

@@ -284,7 +284,7 @@ TEST_CASE("error files: follows_rank round trip, written as a string as torchela
 // traceback, the line quoted from its stderr) reached the report raw: a NUL,
 // BEL, BS, 0xff or ESC[2J went to the user's terminal. They are shown as
 // \xNN; tabs, newlines between a message's lines and UTF-8 text stay.
-TEST_CASE("report: control bytes and invalid UTF-8 of a worker's message are shown as \\xNN") {
+TEST_CASE("report: control bytes and invalid UTF-8 of a worker's message are shown as hex escapes") {
   WorkerExit root;
   root.rank = 1;
   root.local_rank = 1;

@@ -388,7 +388,7 @@ TEST_CASE("report: a message quoted from stderr with its traceback below it, and
   CHECK_THAT(with_file, !Catch::Contains("from its stderr"));
 }
 
-TEST_CASE("report: control bytes of an exception line quoted from stderr are shown as \\xNN") {
+TEST_CASE("report: control bytes of an exception line quoted from stderr are shown as hex escapes") {
   const std::string text =
       "Traceback (most recent call last):\n  File \"/t/x.py\", line 1, in <module>\n    boom()\n"
       "ValueError: bad\0byte \x07\x08\xff\x1b" "c tab\there\n"s;

@@ -100,7 +100,7 @@ TEST_CASE("wordnet reader: each damaged line is one line naming file:line", "[te
 // is a C string: the advice after it was lost), and an ESC reached the
 // terminal raw (ESC[2J cleared it). Quoted as \xNN instead; a tab and
 // UTF-8 text stay as they are.
-TEST_CASE("wordnet reader: NUL, ESC and other control bytes of a damaged line are quoted as \\xNN", "[text][wordnet]") {
+TEST_CASE("wordnet reader: NUL, ESC and other control bytes of a damaged line are quoted as hex escapes", "[text][wordnet]") {
   TempDir dir;
   const std::string path = dir.file("data.noun");
   const std::string good = synset_line("00001740", "03", 'n', "entity", "that which is perceived");
