@@ -1,5 +1,6 @@
 // ddp-launch: parse, resolve, supervise. All logic lives in ddp_launcher.
 #include "ddp/common/host_resolve.h"
+#include "ddp/common/output_file.h"
 #include "ddp/launcher/command.h"
 #include "ddp/launcher/invocation.h"
 #include "ddp/launcher/log_dir.h"
@@ -28,6 +29,19 @@ int usage_error(const std::string& msg) {
 // A --summary_json the run could not write is found now, not after hours.
 void check_summary_path(const std::string& path, const std::string& given_as) {
   if (path.empty()) return;
+  // A device, a FIFO or a symlink (/dev/null, /dev/stdout) is written
+  // through, not replaced (ddp/common/output_file.h): it is the path itself
+  // that must be writable, not its directory.
+  if (ddp::output_way(path) == ddp::OutputWay::WriteThrough) {
+    if (::access(path.c_str(), W_OK) != 0)
+      throw UsageError(given_as + ": cannot write to '" + path + "': " + std::strerror(errno) +
+                       "; give a path you can write");
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+      throw UsageError(given_as + ": '" + path + "' is a directory; give a file path, e.g. " +
+                       (path.back() == '/' ? path : path + "/") + "summary.json");
+    return;
+  }
   const auto slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
   if (::access(dir.c_str(), W_OK | X_OK) != 0)

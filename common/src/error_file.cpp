@@ -1,6 +1,7 @@
 #include "ddp/common/error_file.h"
 
 #include "ddp/common/atomic_file.h"
+#include "ddp/common/untrusted_text.h"
 
 #include <boost/property_tree/json_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
@@ -44,15 +45,102 @@ bool nested_deeper_than(const std::string& text, int limit) {
   return false;
 }
 
+const char* const kHex = "0123456789abcdef";
+
+void append_hex2(std::string& out, unsigned v) {
+  out += kHex[(v >> 4) & 0xF];
+  out += kHex[v & 0xF];
+}
+
+bool hex4(const std::string& t, size_t at, unsigned& v) {
+  if (at + 4 > t.size()) return false;
+  v = 0;
+  for (size_t k = at; k < at + 4; ++k) {
+    const char c = t[k];
+    const int d = c >= '0' && c <= '9'   ? c - '0'
+                  : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                  : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                         : -1;
+    if (d < 0) return false;
+    v = v * 16 + static_cast<unsigned>(d);
+  }
+  return true;
+}
+
+// Another writer's error file as Boost's strict parser takes it: inside
+// strings only, a byte outside valid UTF-8 becomes the text \xNN (as
+// valid_utf8 writes it), a raw control character its \u00NN escape, and a
+// lone UTF-16 surrogate escape (Python's json.dump of a str holding
+// surrogateescape'd bytes: "caf\udce9") the byte it stands for (\udc80 to
+// \udcff) or U+FFFD. One bad byte in a message then no longer costs the
+// whole file. Outside strings nothing changes: what is not JSON stays so.
+std::string lenient_json(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  bool in_string = false;
+  for (size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    if (!in_string || c == '"') {
+      if (c == '"') in_string = !in_string;
+      out += c;
+      ++i;
+      continue;
+    }
+    if (c == '\\') {
+      unsigned u = 0;
+      if (i + 1 < text.size() && text[i + 1] == 'u' && hex4(text, i + 2, u) && u >= 0xD800 && u <= 0xDFFF) {
+        unsigned low = 0;
+        const bool pair = u <= 0xDBFF && i + 12 <= text.size() && text.compare(i + 6, 2, "\\u") == 0 &&
+                          hex4(text, i + 8, low) && low >= 0xDC00 && low <= 0xDFFF;
+        if (pair) {
+          out.append(text, i, 12);  // a proper pair
+          i += 12;
+          continue;
+        }
+        if (u >= 0xDC80 && u <= 0xDCFF) {
+          out += "\\\\x";
+          append_hex2(out, u & 0xFF);
+        } else {
+          out += "\\ufffd";
+        }
+        i += 6;
+        continue;
+      }
+      out.append(text, i, std::min<size_t>(2, text.size() - i));  // any other escape, as it is
+      i += 2;
+      continue;
+    }
+    const auto b = static_cast<unsigned char>(c);
+    if (b < 0x20) {
+      out += "\\u00";
+      append_hex2(out, b);
+      ++i;
+      continue;
+    }
+    const size_t n = utf8_sequence_length(text, i);
+    if (n == 0) {
+      out += "\\\\x";
+      append_hex2(out, b);
+      ++i;
+      continue;
+    }
+    out.append(text, i, n);
+    i += n;
+  }
+  return out;
+}
+
 }  // namespace
 
 void write_error_file(const std::string& path, const ErrorRecord& rec) {
   pt::ptree extra;
-  extra.put("py_callstack", rec.callstack);
+  // Boost writes bytes >= 0x80 as they are: one that is not UTF-8 (a path
+  // given as $'caf\xe9') would make the file invalid JSON for every reader.
+  extra.put("py_callstack", valid_utf8(rec.callstack));
   extra.put("timestamp", std::to_string(rec.timestamp));
   if (rec.follows_rank) extra.put("follows_rank", std::to_string(*rec.follows_rank));
   pt::ptree msg;
-  msg.put("message", rec.message);
+  msg.put("message", valid_utf8(rec.message));
   msg.add_child("extraInfo", extra);
   if (rec.error_code) msg.put("errorCode", *rec.error_code);
   pt::ptree root;
@@ -138,7 +226,7 @@ std::optional<ErrorRecord> read_error_file(const std::string& path) {
                    std::to_string(kMaxJsonDepth) + " levels");
   pt::ptree root;
   try {
-    std::istringstream json(text);
+    std::istringstream json(lenient_json(text));
     pt::read_json(json, root);
   } catch (const pt::json_parser_error& e) {
     return ErrorRecord{"(error file " + path + " is not valid JSON: " + e.message() + ")", "",

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <stdexcept>
@@ -17,26 +18,60 @@ double wall_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+namespace {
+
+std::string mode_text(mode_t mode) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(mode & 07777));
+  return buf;
+}
+
+}  // namespace
+
 FileTimerServer::FileTimerServer(std::string path)
     : path_(std::move(path)), lines_(PIPE_BUF), table_(kMaxScopes) {
   const std::string what = "the file timer's pipe " + path_ + " (TORCHELASTIC_ENABLE_FILE_TIMER=1)";
+  const std::string elsewhere = "set TORCHELASTIC_TIMER_FILE to a path in a directory only you can write";
   struct stat st;
   if (::lstat(path_.c_str(), &st) == 0) {
     if (!S_ISFIFO(st.st_mode))
       throw std::runtime_error(what + ": the path exists and is not a named pipe; remove it or set "
                                "TORCHELASTIC_TIMER_FILE to another path");
-    ::unlink(path_.c_str());  // an old run's pipe, as torchrun replaces it
+    // Another user's pipe is someone who could read the workers' requests
+    // or write their own: refused and left alone (torchrun, as root, would
+    // delete it and make its own; one who could plant it could swap ours
+    // again before the workers open it, so recreating would not make the
+    // directory safe).
+    if (st.st_uid != ::geteuid())
+      throw std::runtime_error(what + ": a named pipe owned by uid " + std::to_string(st.st_uid) + ", mode " +
+                               mode_text(st.st_mode) + ", is there, not one this user (uid " +
+                               std::to_string(::geteuid()) + ") made: its owner could read or write the "
+                               "workers' timer requests, so it is neither used nor removed; remove it if it is "
+                               "stale, or " + elsewhere);
+    ::unlink(path_.c_str());  // our old run's pipe, as torchrun replaces it
   }
   if (::mkfifo(path_.c_str(), 0600) != 0)
     throw std::runtime_error("cannot create " + what + ": " + std::strerror(errno) +
-                             "; set TORCHELASTIC_TIMER_FILE to a path in a writable directory");
-  rd_ = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (rd_ >= 0) wr_ = ::open(path_.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+                             (errno == EEXIST ? "; something was made there again at once: " + elsewhere
+                                              : std::string("; set TORCHELASTIC_TIMER_FILE to a path in a writable directory")));
+  // Opened by path, so checked on the fds: what we opened must be the pipe
+  // just made (this user's, nobody else's bits), not one swapped in since.
+  rd_ = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  if (rd_ >= 0) wr_ = ::open(path_.c_str(), O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
   if (rd_ < 0 || wr_ < 0 || ::fstat(rd_, &st) != 0) {
     const int e = errno;
     if (rd_ >= 0) ::close(rd_);
     ::unlink(path_.c_str());
     throw std::runtime_error("cannot open " + what + ": " + std::strerror(e));
+  }
+  struct stat wst {};
+  if (!S_ISFIFO(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 077) != 0 || ::fstat(wr_, &wst) != 0 ||
+      wst.st_ino != st.st_ino || wst.st_dev != st.st_dev) {
+    ::close(wr_);
+    ::close(rd_);
+    throw std::runtime_error(what + ": the pipe was replaced between its creation and its opening (now owned by uid " +
+                             std::to_string(st.st_uid) + ", mode " + mode_text(st.st_mode) +
+                             "): another user can write that directory; " + elsewhere);
   }
   dev_ = st.st_dev;
   ino_ = st.st_ino;

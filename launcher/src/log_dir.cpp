@@ -87,8 +87,15 @@ std::string make_attempt_log_dir(const std::string& run_log_dir, int attempt) {
 RankLogPaths make_rank_log_dir(const std::string& attempt_dir, int local_rank) {
   RankLogPaths p;
   p.dir = attempt_dir + "/" + std::to_string(local_rank);
-  if (::mkdir(p.dir.c_str(), 0700) != 0 && errno != EEXIST)
-    throw std::runtime_error("cannot create log directory " + p.dir + ": " + std::strerror(errno));
+  if (::mkdir(p.dir.c_str(), 0700) != 0) {
+    if (errno != EEXIST) throw std::runtime_error("cannot create log directory " + p.dir + ": " + std::strerror(errno));
+    // Made already by an earlier call: only a real directory of ours, never
+    // a symlink or someone else's directory planted there.
+    struct stat st;
+    if (::lstat(p.dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid())
+      throw std::runtime_error("cannot create log directory " + p.dir +
+                               ": the path exists and is not a directory this user made");
+  }
   p.stdout_log = p.dir + "/stdout.log";
   p.stderr_log = p.dir + "/stderr.log";
   p.error_file = p.dir + "/error.json";
@@ -96,7 +103,9 @@ RankLogPaths make_rank_log_dir(const std::string& attempt_dir, int local_rank) {
 }
 
 int open_log_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+  // O_EXCL | O_NOFOLLOW: a log file is always new (its attempt directory
+  // was just made), so anything at its path was planted; never followed.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) throw std::runtime_error("cannot open log file " + path + ": " + std::strerror(errno));
   return fd;
 }

@@ -1,5 +1,6 @@
 #include "ddp/launcher/report.h"
 
+#include "ddp/common/untrusted_text.h"
 #include "ddp/launcher/flight_recorder.h"
 #include "ddp/launcher/signals.h"
 
@@ -72,6 +73,11 @@ std::string indent(const std::string& text, const std::string& pad) {
   return out.str();
 }
 
+// A worker's words (its error file, its stderr) and other nodes' reasons
+// are bytes anyone could have written: control characters and bytes that
+// are not UTF-8 are shown as \xNN, never sent to the terminal raw.
+std::string shown(const std::string& untrusted) { return ddp::visible_text(untrusted, ddp::Newlines::Keep); }
+
 std::string message_of(const WorkerExit& w) {
   if (!w.stalled.empty()) return w.stalled;
   if (!w.spawn_error.empty()) return w.spawn_error;
@@ -108,13 +114,13 @@ void root_cause_block(std::ostringstream& s, const WorkerExit& w, const std::str
   if (w.max_rss_kb > 0) s << "  max_rss    : " << rss_text(w.max_rss_kb) << "\n";
   s
     << "  error_file : " << (w.error ? w.error_file : "<none>") << "\n"
-    << "  message    : " << message_of(w) << "\n";
+    << "  message    : " << shown(message_of(w)) << "\n";
   if (!w.stdout_log.empty()) s << "  stdout_log : " << w.stdout_log << "\n";
   if (!w.stderr_log.empty()) s << "  stderr_log : " << w.stderr_log << "\n";
   if (w.error && !w.error->callstack.empty())
-    s << "  traceback  :\n" << indent(w.error->callstack, "    ") << "\n";
+    s << "  traceback  :\n" << indent(shown(w.error->callstack), "    ") << "\n";
   else if (!w.stderr_traceback.empty() && (!w.error || w.error->message.empty()))
-    s << "  traceback  : (from its stderr; no error file)\n" << indent(w.stderr_traceback, "    ") << "\n";
+    s << "  traceback  : (from its stderr; no error file)\n" << indent(shown(w.stderr_traceback), "    ") << "\n";
 }
 
 }  // namespace
@@ -142,7 +148,7 @@ std::string format_failure_report(const std::vector<AttemptResult>& attempts, co
       << "); forwarded it to every worker\n";
   } else if (!last.root_cause && !last.rdzv_stop.empty()) {
     s << "ddp-launch: the rendezvous stopped this node's workers (attempt " << last.attempt << ", max_restarts "
-      << max_restarts << "): " << last.rdzv_stop << "\n";
+      << max_restarts << "): " << shown(last.rdzv_stop) << "\n";
   } else {
     s << "ddp-launch: worker group FAILED (attempt " << last.attempt << ", max_restarts " << max_restarts
       << ")\n";
@@ -179,7 +185,7 @@ std::string format_failure_report(const std::vector<AttemptResult>& attempts, co
     s << "\n";
     // A later failure's own words help too (e.g. the peer's "Connection reset").
     if (has_message)
-      s << "    message: " << (w.error && !w.error->message.empty() ? w.error->message : w.stderr_message)
+      s << "    message: " << shown(w.error && !w.error->message.empty() ? w.error->message : w.stderr_message)
         << (w.follower() ? " (it followed rank " + std::to_string(*w.error->follows_rank) + "'s failure)" : "")
         << "\n";
   }

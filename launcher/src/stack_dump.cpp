@@ -187,7 +187,9 @@ class Dumper {
       c.notes.push_back("neither eu-stack nor gdb is on PATH: no native frames (apt-get install elfutils)");
     }
     const std::string path = dir + "/stacks." + tag + ".rank_" + std::to_string(t.rank) + ".txt";
-    c.fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+    // Each dump's file is new (<n> counts the dumps): anything at its path
+    // was planted there, and is neither followed nor truncated.
+    c.fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC, 0600);
     if (c.fd < 0) {
       c.notes.push_back("cannot write " + path + ": " + std::strerror(errno));
       c.steps.clear();

@@ -1,6 +1,7 @@
 #include "ddp/launcher/supervisor.h"
 
 #include "ddp/common/atomic_file.h"
+#include "ddp/common/output_file.h"
 #include "ddp/common/error_file.h"
 #include "ddp/launcher/event_log.h"
 #include "ddp/launcher/flight_recorder.h"
@@ -1152,8 +1153,9 @@ int Supervisor::run() {
   }
   if (!cfg_.opts.summary_json.empty()) {
     try {
-      ddp::write_file_atomically(cfg_.opts.summary_json,
-                                 format_summary_json(keep ? attempts_ : without_files_in(attempts_, dir.path()), totals));
+      // A device, FIFO or symlink (/dev/stdout) is written through, never replaced.
+      ddp::write_output_file(cfg_.opts.summary_json,
+                             format_summary_json(keep ? attempts_ : without_files_in(attempts_, dir.path()), totals));
     } catch (const ddp::AtomicWriteError& e) {
       log_ << "ddp-launch: warning: --summary_json not written: " << e.what() << "\n";
     }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ddp/common/error_file.h"
+#include "test_skip.h"
 #include "test_support.h"
 
 using ddp::test::TempDir;
@@ -120,4 +121,55 @@ TEST_CASE("error file: invalid JSON and a missing message say so") {
   rec = ddp::read_error_file(dir.file("nomsg.json"));
   REQUIRE(rec);
   CHECK(rec->message == "(error file " + dir.file("nomsg.json") + " has no \"message\" field)");
+}
+
+// Issue 23, defect 3: a message with bytes that are not UTF-8 (a path
+// given as $'caf\xe9') made the error file invalid JSON (Boost writes bytes
+// >= 0x80 as they are), Python's json.load refused it, and the launcher's
+// report lost the message ("not valid JSON: invalid code sequence") and
+// named the follower as the root cause.
+TEST_CASE("error file: bytes that are not UTF-8 are written as hex escapes, so the file is valid JSON") {
+  TempDir dir;
+  const std::string path = dir.file("e.json");
+  ddp::ErrorRecord rec{"DataError: --data_dir 'caf\xe9' does not exist; bad \xff\xfe, cut \xe2\x9c, fine caf\xc3\xa9 \xe2\x9c\x93",
+                       "frame 'caf\xe9'", 1700000000, std::nullopt};
+  ddp::write_error_file(path, rec);
+  auto back = ddp::read_error_file(path);
+  REQUIRE(back);
+  CHECK(back->message ==
+        "DataError: --data_dir 'caf\\xe9' does not exist; bad \\xff\\xfe, cut \\xe2\\x9c, fine caf\xc3\xa9 \xe2\x9c\x93");
+  CHECK(back->callstack == "frame 'caf\\xe9'");
+  CHECK(back->timestamp == 1700000000);
+  if (::access("/usr/bin/python3", X_OK) != 0) DDP_SKIP("no /usr/bin/python3 to json.load the file");
+  auto py = ddp::test::run({"/usr/bin/python3", "-c",
+                            "import json, sys\n"
+                            "d = json.load(open(sys.argv[1], encoding='utf-8'))\n"
+                            "print(ascii(d['message']['message']))\n",
+                            path});
+  INFO(py.output);
+  CHECK(py.exit_code == 0);
+  CHECK_THAT(py.output, Catch::Contains(R"("DataError: --data_dir 'caf\\xe9' does not exist; bad \\xff\\xfe, cut \\xe2\\x9c, fine caf\xe9 \u2713")"));
+}
+
+TEST_CASE("error file: invalid UTF-8 inside a string of another writer's file does not make it unreadable") {
+  TempDir dir;
+  // Raw bytes in the strings, as a writer that does not check them leaves them.
+  write_file(dir.file("raw.json"), "{\"message\": {\"message\": \"ValueError: caf\xe9 \xc3\xa9\", \"extraInfo\": "
+                                   "{\"py_callstack\": \"tb \xff\", \"timestamp\": \"12\"}}}");
+  auto raw = ddp::read_error_file(dir.file("raw.json"));
+  REQUIRE(raw);
+  CHECK(raw->message == "ValueError: caf\\xe9 \xc3\xa9");
+  CHECK(raw->callstack == "tb \\xff");
+  CHECK(raw->timestamp == 12);
+  // Python's json.dump of a str holding undecodable bytes (os.fsdecode,
+  // surrogateescape) writes lone surrogates: \udce9 is the byte 0xe9.
+  write_file(dir.file("py.json"),
+             R"({"message": {"message": "FileNotFoundError: 'caf\udce9' \ud800x \u00e9 \ud83d\ude00", "extraInfo": {"timestamp": "7"}}})");
+  auto py = ddp::read_error_file(dir.file("py.json"));
+  REQUIRE(py);
+  CHECK(py->message == "FileNotFoundError: 'caf\\xe9' \xef\xbf\xbdx \xc3\xa9 \xf0\x9f\x98\x80");
+  CHECK(py->timestamp == 7);
+  // Outside a string such bytes are still not JSON, and say so.
+  write_file(dir.file("bad.json"), "{\"message\": \xe9}");
+  CHECK_THAT(ddp::read_error_file(dir.file("bad.json"))->message, Catch::Contains("is not valid JSON"));
 }

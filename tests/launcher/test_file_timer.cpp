@@ -8,6 +8,7 @@
 #include "ddp/launcher/report.h"
 #include "ddp/launcher/worker_env.h"
 #include "scratch_dir.h"
+#include "test_skip.h"
 
 #include <catch2/catch.hpp>
 
@@ -255,6 +256,43 @@ TEST_CASE("file timer: an old pipe at the path is replaced, anything else is an 
   CHECK(kept == "keep me");
   CHECK_THROWS_WITH(FileTimerServer(scratch.dir + "/no/such/dir/pipe"),
                     Catch::Contains("cannot create") && Catch::Contains("TORCHELASTIC_TIMER_FILE"));
+}
+
+// Issue 23, defect 2: a pipe another user made at TORCHELASTIC_TIMER_FILE
+// is someone who can read the workers' requests (and so their pids and
+// scopes) or write requests of their own. It is refused, naming its owner,
+// and left where it is: neither used nor removed.
+TEST_CASE("file timer: a named pipe another user made is refused, not used and not removed") {
+  if (::geteuid() != 0) DDP_SKIP("needs root to make a pipe owned by another user (nobody)");
+  ddp::test::ScratchDir scratch;
+  const std::string fifo = scratch.dir + "/their_pipe";
+  REQUIRE(::mkfifo(fifo.c_str(), 0666) == 0);
+  REQUIRE(::chmod(fifo.c_str(), 0666) == 0);  // whatever the umask
+  REQUIRE(::chown(fifo.c_str(), 65534, 65534) == 0);
+  struct stat before;
+  REQUIRE(::lstat(fifo.c_str(), &before) == 0);
+  CHECK_THROWS_WITH(FileTimerServer(fifo), Catch::Contains(fifo) && Catch::Contains("owned by uid 65534") &&
+                                               Catch::Contains("mode 0666") &&
+                                               Catch::Contains("TORCHELASTIC_TIMER_FILE"));
+  struct stat after;
+  REQUIRE(::lstat(fifo.c_str(), &after) == 0);
+  CHECK(S_ISFIFO(after.st_mode));
+  CHECK(after.st_uid == 65534u);
+  CHECK(after.st_ino == before.st_ino);
+}
+
+TEST_CASE("file timer: the pipe made is this user's, mode 0600, whatever the umask") {
+  ddp::test::ScratchDir scratch;
+  const mode_t old = ::umask(0);
+  {
+    FileTimerServer server(scratch.dir + "/pipe");
+    struct stat st;
+    REQUIRE(::lstat(server.path().c_str(), &st) == 0);
+    CHECK(S_ISFIFO(st.st_mode));
+    CHECK(st.st_uid == ::geteuid());
+    CHECK((st.st_mode & 07777) == 0600);
+  }
+  ::umask(old);
 }
 
 TEST_CASE("file timer: on only with TORCHELASTIC_ENABLE_FILE_TIMER=1, at the user's TORCHELASTIC_TIMER_FILE if set") {

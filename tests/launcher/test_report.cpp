@@ -12,6 +12,8 @@
 
 using namespace ddp::launcher;
 
+using namespace std::string_literals;
+
 namespace {
 std::string temp_path(const std::string& name) { return "/tmp/ddp-report-" + std::to_string(::getpid()) + name; }
 std::string read_all(const std::string& path) {
@@ -276,4 +278,36 @@ TEST_CASE("error files: follows_rank round trip, written as a string as torchela
   CHECK_THAT(read_all(p), !Catch::Contains("follows_rank"));
   CHECK_FALSE(ddp::read_error_file(p)->follows_rank.has_value());
   std::remove(p.c_str());
+}
+
+// Issue 23, defect 4: a worker's bytes (its error file's message, its
+// traceback, the line quoted from its stderr) reached the report raw: a NUL,
+// BEL, BS, 0xff or ESC[2J went to the user's terminal. They are shown as
+// \xNN; tabs, newlines between a message's lines and UTF-8 text stay.
+TEST_CASE("report: control bytes and invalid UTF-8 of a worker's message are shown as hex escapes") {
+  WorkerExit root;
+  root.rank = 1;
+  root.local_rank = 1;
+  root.pid = 4242;
+  root.code = 1;
+  root.error_file = "/x/error.json";
+  root.error = ddp::ErrorRecord{"ValueError: \x1b[2Jbad\0nul \x07\x08\xff\ttab caf\xc3\xa9\nsecond line"s,
+                                "frame \x1b[31mred\nframe 2\r", 0, std::nullopt};
+  WorkerExit other;
+  other.rank = 0;
+  other.local_rank = 0;
+  other.pid = 4241;
+  other.code = 1;
+  other.stderr_message = "RuntimeError: peer \x1b]0;title\x07 gone \xc2\x9b""2J";
+  AttemptResult a;
+  a.root_cause = root;
+  a.exits = {root, other};
+  const std::string r = format_failure_report({a}, "h", 0);
+  INFO(r);
+  CHECK_THAT(r, Catch::Contains("  message    : ValueError: \\x1b[2Jbad\\x00nul \\x07\\x08\\xff\ttab caf\xc3\xa9\n"
+                                "second line\n"));
+  CHECK_THAT(r, Catch::Contains("  traceback  :\n    frame \\x1b[31mred\n    frame 2\\x0d\n"));
+  CHECK_THAT(r, Catch::Contains("    message: RuntimeError: peer \\x1b]0;title\\x07 gone \\xc2\\x9b2J\n"));
+  CHECK(r.find('\x1b') == std::string::npos);
+  CHECK(r.find('\0') == std::string::npos);
 }

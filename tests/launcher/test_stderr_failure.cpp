@@ -16,6 +16,8 @@
 
 using namespace ddp::launcher;
 
+using namespace std::string_literals;
+
 namespace {
 
 // /usr/bin/python3 (3.11, torch 1.13): a ValueError three frames deep
@@ -384,4 +386,27 @@ TEST_CASE("report: a message quoted from stderr with its traceback below it, and
   const std::string with_file = format_failure_report({a}, "h", 0);
   CHECK_THAT(with_file, Catch::Contains("  message    : KeyError: 'lr'\n"));
   CHECK_THAT(with_file, !Catch::Contains("from its stderr"));
+}
+
+TEST_CASE("report: control bytes of an exception line quoted from stderr are shown as hex escapes") {
+  const std::string text =
+      "Traceback (most recent call last):\n  File \"/t/x.py\", line 1, in <module>\n    boom()\n"
+      "ValueError: bad\0byte \x07\x08\xff\x1b" "c tab\there\n"s;
+  const auto f = failure_from_stderr(text);
+  REQUIRE(f);
+  WorkerExit w;
+  w.rank = 0;
+  w.pid = 4242;
+  w.code = 1;
+  w.stderr_message = f->message;
+  w.stderr_traceback = f->traceback;
+  AttemptResult a;
+  a.exits = {w};
+  a.root_cause = w;
+  const std::string r = format_failure_report({a}, "h", 0);
+  INFO(r);
+  // ESC c (a terminal reset) is left out with the colour sequences; the rest is quoted.
+  CHECK_THAT(r, Catch::Contains("  message    : ValueError: bad\\x00byte \\x07\\x08\\xff tab\there\n"));
+  CHECK_THAT(r, Catch::Contains("\n    ValueError: bad\\x00byte \\x07\\x08\\xff tab\there\n"));
+  CHECK(r.find('\0') == std::string::npos);
 }

@@ -12,6 +12,8 @@ using ddp::test::write_file;
 using ddp::text::test::license_header;
 using ddp::text::test::synset_line;
 using ddp::text::test::text_error_of;
+using namespace std::string_literals;
+
 
 TEST_CASE("wordnet reader: rows after the license header, gloss after the first '|', trimmed", "[text][wordnet]") {
   TempDir dir;
@@ -91,6 +93,30 @@ TEST_CASE("wordnet reader: each damaged line is one line naming file:line", "[te
     write_file(path, "");
     CHECK(text_error_of([&] { read_wordnet_file(path, 'n'); }) ==
           path + ": holds no synset, only 0 license header lines" + fix);
+  }
+}
+
+// Issue 23, defect 4: a NUL in a damaged line cut the message there (what()
+// is a C string: the advice after it was lost), and an ESC reached the
+// terminal raw (ESC[2J cleared it). Quoted as \xNN instead; a tab and
+// UTF-8 text stay as they are.
+TEST_CASE("wordnet reader: NUL, ESC and other control bytes of a damaged line are quoted as hex escapes", "[text][wordnet]") {
+  TempDir dir;
+  const std::string path = dir.file("data.noun");
+  const std::string good = synset_line("00001740", "03", 'n', "entity", "that which is perceived");
+  const std::string fix =
+      "; the file is damaged: reinstall wordnet-base (apt-get install --reinstall wordnet-base) or pass another "
+      "--wordnet_dir";
+  const std::string at = path + ":31: ";
+  SECTION("a NUL and an ESC[2J in the offset") {
+    write_file(path, license_header() + good + "0000\0" "1\x1b[2J 03 n 01 x 0 000 | g\n"s);
+    CHECK(text_error_of([&] { read_wordnet_file(path, 'n'); }) ==
+          at + "synset offset '0000\\x001\\x1b[2J' is not 8 digits" + fix);
+  }
+  SECTION("BEL, BS, 0xff and a tab in lex_filenum, UTF-8 kept") {
+    write_file(path, license_header() + good + "00001930 \x07\x08\xff\t\xc3\xa9 n 01 x 0 000 | g\n");
+    CHECK(text_error_of([&] { read_wordnet_file(path, 'n'); }) ==
+          at + "lex_filenum '\\x07\\x08\\xff\t\xc3\xa9' is not two digits in 00..44" + fix);
   }
 }
 

@@ -32,9 +32,11 @@ std::vector<FoundCheckpoint> list_checkpoints(const std::string& dir) {
 }
 
 std::vector<std::string> remove_stale_temp_files(const std::string& dir) {
-  // ddp-train-write-test: the probe's name before the loop was a library of its own.
-  static const std::regex temp_re("\\.(epoch_[0-9]{1,9}\\.pt|metrics\\.jsonl|ddp-(loop|train)-write-test)\\.tmp\\.[0-9]+|"
-                                  "ddp-(loop|train)-write-test");
+  // ddp-train-write-test: the probe's name before the loop was a library of
+  // its own; names without the hex part: older atomic writes'.
+  static const std::regex temp_re(
+      "\\.(epoch_[0-9]{1,9}\\.pt|metrics\\.jsonl|ddp-(loop|train)-write-test)\\.tmp\\.[0-9]+(\\.[0-9a-f]{16})?|"
+      "ddp-(loop|train)-write-test");
   std::vector<std::string> removed;
   std::error_code ec;
   fs::directory_iterator it(dir, ec), end;

@@ -9,6 +9,10 @@
 // like torchelastic's timestamp, so Python's readers keep working): the rank
 // failed only because rank r did (ddp/worker/peer_failure.h).
 // Writing is atomic (write_file_atomically) so a reader never sees half a file.
+// The file is always valid JSON in UTF-8: a byte of the message or the
+// callstack that is not UTF-8 is written as the text \xNN (untrusted_text.h),
+// so Python's json.load and the launcher read it; reading is as lenient
+// with other writers' files (see read_error_file).
 
 #include <cstddef>
 #include <optional>
@@ -46,7 +50,11 @@ void write_error_file(const std::string& path, const ErrorRecord& rec);
 //    keep its file elsewhere, and following it reveals nothing the worker
 //    could not read itself; what it points to must be a regular file;
 //  - a file larger than kMaxErrorFileBytes is not parsed (its JSON is cut):
-//    the message gives its size and its first bytes.
+//    the message gives its size and its first bytes;
+//  - inside strings, bytes that are not UTF-8 (read as the text \xNN), raw
+//    control characters and lone UTF-16 surrogate escapes (Python's
+//    "\udce9" for the byte 0xe9 of a surrogateescape'd path: read as \xe9;
+//    others as U+FFFD) do not make the whole file unreadable.
 std::optional<ErrorRecord> read_error_file(const std::string& path);
 
 }  // namespace ddp

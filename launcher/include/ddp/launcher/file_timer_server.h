@@ -7,9 +7,13 @@
 // thread has. The requests and the table are file_timer.h's.
 //  - The path: TORCHELASTIC_TIMER_FILE when the user set it (as torchrun),
 //    else `watchdog_timer` in the private run directory (run_dir.h; torchrun
-//    uses $TMPDIR/watchdog_timer_<uuid>). Mode 0600. A named pipe already
-//    there is replaced, as torchrun does; anything else there is an error
-//    (torchrun would delete it).
+//    uses $TMPDIR/watchdog_timer_<uuid>). Mode 0600. A named pipe of this
+//    user's already there (an old run's) is replaced, as torchrun does; one
+//    of another user's is an error naming its owner, left where it is
+//    (torchrun as root deletes it; its owner could read or inject the
+//    workers' requests); anything else there is an error (torchrun would
+//    delete it). The pipe opened must be the one made (checked on the fds:
+//    a FIFO of this user's, mode 0600, no symlink followed).
 //  - The launcher holds the read end and a write end of its own, so the pipe
 //    never reads end-of-file between clients (each FileTimerClient request
 //    opens, writes one line, closes) and a client never finds it without a

@@ -28,11 +28,14 @@ struct RankLogPaths {
   std::string stderr_log;  // <dir>/stderr.log
   std::string error_file;  // <dir>/error.json (TORCHELASTIC_ERROR_FILE)
 };
-// Makes <attempt_dir>/<local_rank>. Throws std::runtime_error naming it.
+// Makes <attempt_dir>/<local_rank> (one there already is used only when it
+// is a directory of this user's, not a symlink). Throws std::runtime_error
+// naming it.
 RankLogPaths make_rank_log_dir(const std::string& attempt_dir, int local_rank);
 
-// Creates (truncates) a log file, mode 0600, close-on-exec, append mode.
-// Throws std::runtime_error naming it.
+// Creates a new log file, mode 0600, close-on-exec, append mode; a path that
+// exists (a symlink planted there included) is an error, never followed or
+// truncated. Throws std::runtime_error naming it.
 int open_log_file(const std::string& path);
 
 }  // namespace ddp::launcher

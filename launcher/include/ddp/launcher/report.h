@@ -6,8 +6,10 @@
 // local rank, pid, host, exit code or signal, time, peak memory, the
 // worker's own error file message (without one: the exception its stderr
 // ended with, stderr_failure.h) and, when its streams went to files, the
-// paths of its stdout.log/stderr.log. Formatting is pure so tests check it
-// without processes.
+// paths of its stdout.log/stderr.log. What a worker or another node wrote is
+// shown through ddp::visible_text (untrusted_text.h): control bytes and
+// bytes that are not UTF-8 as \xNN, never raw. Formatting is pure so tests
+// check it without processes.
 
 #include "ddp/common/error_file.h"
 #include "ddp/launcher/unkillable.h"

@@ -17,7 +17,8 @@
 // unless it was chained to a complete one. ANSI colour sequences (Python 3.13 colours its
 // tracebacks on a terminal) are removed first. Pure: a string in, nothing
 // read or written; the supervisor calls it once per failed worker after the
-// group is gone, the report (report.h) prints the result.
+// group is gone, the report (report.h) prints the result, quoting its
+// control bytes (the result itself keeps the worker's bytes).
 
 #include <optional>
 #include <string>

@@ -29,8 +29,10 @@ std::optional<FoundCheckpoint> find_latest_checkpoint(const std::string& dir);
 std::vector<FoundCheckpoint> list_checkpoints(const std::string& dir);
 
 // Removes the temp files the loop's atomic writes leave when their writer
-// is killed mid-write (".epoch_<N>.pt.tmp.<pid>", ".metrics.jsonl.tmp.<pid>",
-// ".ddp-loop-write-test.tmp.<pid>", the probe "ddp-loop-write-test") and
+// is killed mid-write (".epoch_<N>.pt.tmp.<pid>.<16 hex>" (atomic_file.h),
+// ".metrics.jsonl.tmp.<pid>.<16 hex>", ".ddp-loop-write-test.tmp.<pid>.<16
+// hex>", the probe "ddp-loop-write-test"; older versions' names had no hex
+// part, and their probe was "ddp-train-write-test") and
 // returns their names. Only call it holding the directory's lock
 // (checkpoint_dir_lock.h): then no live training run writes there, so every
 // such file is a dead writer's. Other files are never touched.
