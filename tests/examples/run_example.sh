@@ -7,14 +7,9 @@
 # The cmake args must put WORK_DIR/prefix on CMAKE_PREFIX_PATH, with the
 # LibTorch this build used (tests/examples/CMakeLists.txt).
 set -euo pipefail
-build=$1 example=$2 work=$3
-shift 3
-rm -rf "$work"
-mkdir -p "$work"
-cmake --install "$build" --prefix "$work/prefix" >"$work/install.log"
-cmake -S "$example" -B "$work/build" -DCMAKE_BUILD_TYPE=Release "$@" \
-  >"$work/configure.log" || { cat "$work/configure.log"; exit 1; }
-cmake --build "$work/build" -j2
+. "$(dirname "$0")/install_and_build.sh"
+work=$3
+install_and_build "$@"
 out=$("$work/prefix/bin/ddp-launch" --standalone --nproc_per_node=2 "$work/build/toy-worker" 30 2>&1) ||
   { echo "$out"; echo "run_example: toy-worker failed under ddp-launch" >&2; exit 1; }
 echo "$out"

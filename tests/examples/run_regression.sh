@@ -8,14 +8,9 @@
 # the lowest test loss, and metrics.jsonl carries the program's mae.
 #   run_regression.sh BUILD_DIR EXAMPLE_SOURCE WORK_DIR [cmake args for the example...]
 set -euo pipefail
-build=$1 example=$2 work=$3
-shift 3
-rm -rf "$work"
-mkdir -p "$work"
-cmake --install "$build" --prefix "$work/prefix" >"$work/install.log"
-cmake -S "$example" -B "$work/build" -DCMAKE_BUILD_TYPE=Release "$@" \
-  >"$work/configure.log" || { cat "$work/configure.log"; exit 1; }
-cmake --build "$work/build" -j2
+. "$(dirname "$0")/install_and_build.sh"
+work=$3
+install_and_build "$@"
 ck=$work/ck
 out=$(OMP_NUM_THREADS=1 "$work/prefix/bin/ddp-launch" --standalone --nproc_per_node=2 "$work/build/regression" \
         --epochs 4 --checkpoint_dir "$ck" 2>&1) ||

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "format.h"
 #include "ddp/common/atomic_file.h"
 #include "ddp/loop/checkpoint_files.h"
 #include "ddp/loop/metrics_log.h"
@@ -20,12 +21,6 @@ namespace ddp::loop {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 // Writes and removes a probe file in `dir`; throws AtomicWriteError.
 void probe_writable(const fs::path& dir, const std::string& name) {

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "format.h"
 #include "ddp/worker/ddp.h"
 #include "ddp/worker/peer_failure.h"
 #include "ddp/worker/process_group.h"
@@ -17,12 +18,6 @@ namespace ddp::loop {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 // Stops every rank together when a loss is NaN or infinite: one all-reduce
 // (min) of "the lowest rank whose loss is not finite" per step. That rank

@@ -8,6 +8,7 @@
 #include <limits>
 #include <sstream>
 
+#include "format.h"
 #include "checkpoint_run.h"
 #include "evaluation.h"
 #include "train_epoch.h"
@@ -25,12 +26,6 @@ namespace ddp::loop {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 void set_learning_rate(torch::optim::Optimizer& opt, double lr) {
   for (auto& group : opt.param_groups()) group.options().set_lr(lr);
