@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
       virtual_visible_device(env, cfg.opts.task ? cfg.opts.task->local_rank : cfg.nproc - 1,
                              cfg.opts.task ? cfg.opts.task->local_rank + 1 : cfg.nproc);
     check_master_addr(cfg.opts);
-    if (!cfg.opts.standalone && !cfg.opts.rdzv.elastic() && cfg.opts.node_rank == 0)
+    if (!cfg.opts.standalone && !cfg.opts.rdzv.elastic() && cfg.opts.node_rank == 0 && cfg.opts.master_port != 0)
       reserve_check_port(cfg.opts.master_port);
     if (!cfg.opts.numa_binding.empty()) {
       // srun-per-rank mode: the one worker uses the GPU of srun's local id.

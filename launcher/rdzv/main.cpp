@@ -253,8 +253,12 @@ int main(int argc, char** argv) {
   auto get = [&](const char* k, const std::string& d) { return a.count(k) ? a[k] : d; };
   ddp::rdzv::Config cfg;
   const std::string host = get("host", "localhost");
-  const int port = std::stoi(get("port", "29400"));
-  cfg.endpoint = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+  int port = std::stoi(get("port", "29400"));
+  // Port 0 (--rdzv_endpoint HOST:0; the launcher allows it for one node
+  // only): this node hosts the store on a free port, as torchrun's agent does.
+  const bool free_port_store = port == 0;
+  auto endpoint_of = [&](int p) { return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(p); };
+  cfg.endpoint = endpoint_of(port);
   cfg.run_id = get("id", "none");
   cfg.min_nodes = std::stoi(get("min", "1"));
   cfg.max_nodes = std::stoi(get("max", "1"));
@@ -268,24 +272,31 @@ int main(int argc, char** argv) {
   char hn[256] = {};
   ::gethostname(hn, sizeof(hn) - 1);
   cfg.hostname = hn;
-  cfg.local_addr = get("local_addr", "");
-  if (cfg.local_addr.empty()) cfg.local_addr = route_address(host, port);
-  if (cfg.local_addr.empty()) cfg.local_addr = cfg.hostname;
-
   Commands in;
   auto idle = [&](int ms_) { return in.wait(ms_); };
   c10::intrusive_ptr<c10d::TCPStore> store;
   try {
     const std::string is_host = get("is_host", "auto");
-    if (is_host == "1" || (is_host == "auto" && can_host(host, port))) {
+    if (free_port_store && !can_host(host, port)) {
+      say("error rendezvous at " + cfg.endpoint + " (rdzv_id " + cfg.run_id + "): port 0 means this node hosts the "
+          "store on a free port, but " + host + " is not an address of this machine; give --rdzv_endpoint "
+          "localhost:0, or a fixed port of the node that hosts the store");
+      return 1;
+    }
+    if (free_port_store || is_host == "1" || (is_host == "auto" && can_host(host, port))) {
       try {
         store = c10::make_intrusive<c10d::TCPStore>(
             host, ddp::worker::compat::tcp_store_options(static_cast<std::uint16_t>(port), true, std::nullopt, false,
                                                          ms(read_timeout_s)));
         cfg.hosts_store = true;
       } catch (const std::exception&) {
+        if (free_port_store) throw;  // nobody else hosts it
         // Another agent on this machine hosts it (several launchers on one
         // host): be its client, as torchrun's agents are.
+      }
+      if (free_port_store) {
+        port = store->getPort();  // messages name the port the kernel gave
+        cfg.endpoint = endpoint_of(port);
       }
     }
     if (!store) {
@@ -315,6 +326,10 @@ int main(int argc, char** argv) {
         "and that its port is open: " + what_of(e));
     return 1;
   }
+
+  cfg.local_addr = get("local_addr", "");
+  if (cfg.local_addr.empty()) cfg.local_addr = route_address(host, port);
+  if (cfg.local_addr.empty()) cfg.local_addr = cfg.hostname;
 
   ddp::rdzv::Rendezvous rz(*store, cfg, free_port);
   if (!first_contact(rz, cfg)) return 1;

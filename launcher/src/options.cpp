@@ -40,14 +40,14 @@ po::options_description supported_options() {
        "--rdzv_endpoint, node ranks come from the rendezvous, nodes may leave and join")
       ("rdzv_endpoint", po::value<std::string>()->value_name("HOST[:PORT]"),
        "c10d: the node that hosts the rendezvous store (port default 29400; IPv6 as [ADDR]:PORT); "
-       "static: the same as --master_addr/--master_port")
+       "static: the same as --master_addr/--master_port; port 0: a free port (a one-node job)")
       ("rdzv_conf", po::value<std::string>()->value_name("K=V,..."),
        "c10d settings: join_timeout (600), last_call_timeout (30), close_timeout (30), read_timeout (60), "
        "keep_alive_interval (5), keep_alive_max_attempt (3), is_host")
       ("local_addr", po::value<std::string>()->value_name("ADDR"),
        "c10d: this node's address for the other nodes (default: the address that reaches --rdzv_endpoint)")
       ("master_addr", po::value<std::string>()->value_name("HOST"), "address of rank 0's node (default 127.0.0.1)")
-      ("master_port", po::value<std::string>()->value_name("PORT"), "port of the rendezvous store (default 29500)")
+      ("master_port", po::value<std::string>()->value_name("PORT"), "port of the rendezvous store (default 29500; 0: a free port, a one-node job)")
       ("standalone", "single node on a free port (like torchrun --standalone)")
       ("slurm_tasks", "Slurm: every srun task is one rank (RANK=SLURM_PROCID) and runs one worker")
       ("use_env", "do not pass --local_rank=N to workers (they read LOCAL_RANK)")
@@ -283,8 +283,10 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
     o.master_addr = v->first;
     o.master_addr_source = given_as("master_addr", *v);
   }
-  if (auto v = value("master_port"))
-    o.master_port = static_cast<int>(usage_checked([&] { return parse_int(v->first, v->second, 1, 65535); }));
+  if (auto v = value("master_port")) {
+    o.master_port = static_cast<int>(usage_checked([&] { return parse_int(v->first, v->second, 0, 65535); }));
+    if (o.master_port == 0) o.free_port_source = given_as("master_port", *v);
+  }
   // Static rendezvous at --rdzv_endpoint: torchrun's other spelling of
   // --master_addr/--master_port (it wins over them there too).
   if (!o.rdzv.elastic() && !o.rdzv.host.empty() && !o.standalone) {
@@ -293,8 +295,14 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
                        ": static rendezvous needs the port too; write HOST:PORT (rank 0's node and its free port)");
     o.master_addr = o.rdzv.host;
     o.master_port = o.rdzv.port;
-    if (auto v = value("rdzv_endpoint")) o.master_addr_source = given_as("rdzv_endpoint", *v);
+    o.free_port_source.clear();
+    if (auto v = value("rdzv_endpoint")) {
+      o.master_addr_source = given_as("rdzv_endpoint", *v);
+      if (o.master_port == 0) o.free_port_source = o.master_addr_source;
+    }
   }
+  if (o.rdzv.elastic() && o.rdzv.port_given && o.rdzv.port == 0)
+    if (auto v = value("rdzv_endpoint")) o.free_port_source = given_as("rdzv_endpoint", *v);
   if (o.standalone) {
     // torchrun ignores these silently; one line says so here.
     std::string ignored;
@@ -307,6 +315,7 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
     // and any explicitly set values are ignored". One node has nobody to
     // meet: a free port per restart, no rendezvous helper.
     o.rdzv = RdzvOptions{};
+    o.free_port_source.clear();
     if (o.nnodes != 1)
       throw UsageError(source("standalone") + " runs one node, but " + source("nnodes") + " is " + std::to_string(o.nnodes));
     o.master_addr = "127.0.0.1";
@@ -421,7 +430,29 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
 
   if (o.program.empty())
     throw UsageError("missing program: give the script, module or executable to run after the options");
+  check_free_port(o);
   return o;
+}
+
+void check_free_port(const LaunchOptions& o) {
+  if (o.free_port_source.empty()) return;
+  const bool c10d = o.rdzv.elastic();
+  if (c10d && o.rdzv.is_host == "0")
+    throw UsageError(o.free_port_source + " with --rdzv_conf is_host=0: port 0 means this node hosts the rendezvous "
+                     "store on a free port; drop is_host=0, or give the port of the store to join");
+  const int nodes = c10d ? o.rdzv.max_nodes : o.nnodes;
+  if (nodes <= 1) return;
+  // A fixed port in the form it was given: the option and torchrun's default port for it.
+  const std::string typed = o.free_port_source.substr(0, o.free_port_source.find_first_of(" ="));
+  const bool endpoint = typed.find("ENDPOINT") != std::string::npos || typed.find("endpoint") != std::string::npos;
+  const std::string host = o.rdzv.host.find(':') != std::string::npos ? "[" + o.rdzv.host + "]" : o.rdzv.host;
+  const std::string port = c10d ? "29400" : "29500";
+  const std::string example = endpoint ? typed + (typed.compare(0, 2, "--") == 0 ? " " : "=") + host + ":" + port
+                                       : typed + (typed.compare(0, 2, "--") == 0 ? " " : "=") + port;
+  throw UsageError(o.free_port_source + ": port 0 (a free port) works for a one-node job only, and this job has " +
+                   (c10d && o.rdzv.min_nodes != o.rdzv.max_nodes ? "up to " : "") + std::to_string(nodes) +
+                   " nodes: the other nodes could not know which port this node picked; give a fixed port, e.g. " +
+                   example);
 }
 
 HostCounts probe_host(bool with_gpus) {

@@ -25,7 +25,8 @@ void parse_rdzv_endpoint(const std::string& text, const std::string& given_as, R
     throw UsageError(given_as + " " + text + ": no host; give HOST[:PORT] of the node that hosts the rendezvous");
   r.host = host;
   r.port_given = !port.empty();
-  if (!port.empty()) r.port = static_cast<int>(usage_checked([&] { return parse_int(port, given_as + " port", 1, 65535); }));
+  // 0: a free port (check_free_port says where that works).
+  if (!port.empty()) r.port = static_cast<int>(usage_checked([&] { return parse_int(port, given_as + " port", 0, 65535); }));
 }
 
 void parse_rdzv_conf(const std::string& text, const std::string& given_as, RdzvOptions& r) {

@@ -201,7 +201,9 @@ HostCounts probe_host_with_slurm(bool with_gpus, const EnvMap& env) {
   return h;
 }
 
-void resolve_slurm(SupervisorConfig& cfg, const EnvMap& env) {
+namespace {
+
+void resolve_slurm_layout(SupervisorConfig& cfg, const EnvMap& env) {
   LaunchOptions& o = cfg.opts;
   if (!in_slurm_allocation(env) || o.standalone) {
     if (o.slurm_tasks)
@@ -319,6 +321,13 @@ void resolve_slurm(SupervisorConfig& cfg, const EnvMap& env) {
                                 std::to_string(cfg.opts.virtual_local_rank ? 0 : t.local_rank));
     cfg.command.legacy_local_rank = false;
   }
+}
+
+}  // namespace
+
+void resolve_slurm(SupervisorConfig& cfg, const EnvMap& env) {
+  resolve_slurm_layout(cfg, env);
+  check_free_port(cfg.opts);  // the node count may be Slurm's now
 }
 
 }  // namespace ddp::launcher

@@ -1100,7 +1100,8 @@ int Supervisor::run() {
   } else {
     for (int attempt = 0;; ++attempt) {
       AttemptSetup setup;
-      setup.port = cfg_.opts.standalone ? reserve_check_port(0) : cfg_.opts.master_port;
+      // 0 (--standalone, or port 0 given): a free port per attempt, as --standalone's.
+      setup.port = cfg_.opts.master_port == 0 ? reserve_check_port(0) : cfg_.opts.master_port;
       setup.restart_count = attempt;
       setup.timers = timers ? &*timers : nullptr;
       attempts_.push_back(Attempt(cfg_, dir, signals, *watchdog, attempt, setup, stdin_to_rank0, log_).run());

@@ -235,6 +235,36 @@ TEST_CASE("c10d: the node hosting the store lost: the other node stops and says 
                                          " stopped answering"));
 }
 
+TEST_CASE("c10d --rdzv-endpoint localhost:0 --nnodes 1: two such jobs at once, each on its own free ports", "[torch]") {
+  // torchrun's "stacked single-node multi-worker" recipe: the node hosts the
+  // rendezvous store on a port the kernel picks, and the workers get another.
+  if (::access(bin_path("ddp-rdzv").c_str(), X_OK) != 0)
+    DDP_SKIP("ddp-rdzv was not built (it needs LibTorch): c10d rendezvous is unavailable in this build");
+  TempDir out1, out2;
+  auto job = [&](const TempDir& out) {
+    return std::make_unique<Proc>(
+        std::vector<std::string>{launcher(), "--use_env", "--rdzv-backend=c10d", "--rdzv-endpoint=localhost:0",
+                                 "--nnodes=1", "--nproc_per_node=2", "--rdzv_conf=last_call_timeout=0.5",
+                                 scenario_worker()},
+        scenario_env(out, "env"));
+  };
+  auto a = job(out1);
+  auto b = job(out2);
+  CHECK(a->wait(60) == std::optional<int>(0));
+  CHECK(b->wait(60) == std::optional<int>(0));
+  INFO(a->output() << "\n---\n" << b->output());
+  std::set<std::string> masters;
+  for (const TempDir* out : {&out1, &out2}) {
+    for (int r = 0; r < 2; ++r) {
+      auto env = parse_env_dump(read_file(out->path() + "/env." + std::to_string(r)));
+      CHECK(env["WORLD_SIZE"] == "2");
+      CHECK(std::atoi(env["MASTER_PORT"].c_str()) > 0);
+      masters.insert(env["MASTER_PORT"]);
+    }
+  }
+  CHECK(masters.size() == 2);  // one workers' store per job, not a merged job
+}
+
 TEST_CASE("c10d without ddp-rdzv beside ddp-launch: one line that says what is missing and what to use instead") {
   TempDir dir;
   const std::string copy = dir.file("ddp-launch");

@@ -106,7 +106,6 @@ TEST_CASE("bad input names the value") {
       {{"--nnodes=1:4", "x"}, "--nnodes 1:4: a node range needs --rdzv_backend c10d (static rendezvous has a fixed node count; give --nnodes 4"},
       {{"--nnodes=2", "--node_rank=2", "x"}, "--node_rank 2 must be below --nnodes 2"},
       {{"--node_rank=-1", "x"}, "--node_rank: -1"},
-      {{"--master_port=0", "x"}, "--master_port: 0 is out of range"},
       {{"--master_port=65536", "x"}, "65536"},
       {{"--master_port=http", "x"}, "'http' is not an integer"},
       {{"--max_restarts=-1", "x"}, "--max_restarts: -1"},
@@ -255,6 +254,54 @@ TEST_CASE("bad rendezvous options: one line naming the value and what to do") {
     CHECK_THAT(usage_message(c.args), Catch::StartsWith(c.expect));
   }
   CHECK_THAT(usage_message({"x"}, {{"PET_RDZV_BACKEND", "c10d"}}), Catch::StartsWith("--rdzv_backend c10d needs"));
+}
+
+TEST_CASE("port 0 in the endpoint or --master_port is a free port on a one-node job, as torchrun's localhost:0") {
+  // Static rendezvous: MASTER_PORT 0 here means the supervisor picks one per attempt.
+  for (auto args : {std::vector<std::string>{"--rdzv-endpoint=localhost:0", "x"},
+                    std::vector<std::string>{"--rdzv_endpoint", "localhost:0", "x"},
+                    std::vector<std::string>{"--master_port=0", "x"}, std::vector<std::string>{"--master-port", "0", "x"}}) {
+    INFO("args: " << Catch::Detail::stringify(args));
+    const LaunchOptions o = parse(args);
+    CHECK_FALSE(o.rdzv.elastic());
+    CHECK(o.master_port == 0);
+    CHECK_FALSE(o.free_port_source.empty());
+  }
+  CHECK(parse({"--rdzv-endpoint=localhost:0", "x"}).master_addr == "localhost");
+  CHECK(parse({"x"}, {{"PET_RDZV_ENDPOINT", "127.0.0.1:0"}}).master_port == 0);
+  CHECK(parse({"--rdzv_endpoint=h:0", "x"}).free_port_source == "--rdzv_endpoint h:0");
+  CHECK(parse({"x"}, {{"PET_MASTER_PORT", "0"}}).free_port_source == "PET_MASTER_PORT=0");
+  // The endpoint wins over --master_port in both directions.
+  CHECK(parse({"--master_port=0", "--rdzv_endpoint=h:7", "x"}).free_port_source.empty());
+  CHECK(parse({"--master_port=7", "--rdzv_endpoint=h:0", "x"}).master_port == 0);
+  // c10d: the rendezvous store on a free port (the workers' port is the rendezvous' anyway).
+  const LaunchOptions c = parse({"--rdzv_backend=c10d", "--rdzv_endpoint=localhost:0", "--nnodes=1", "x"});
+  CHECK(c.rdzv.elastic());
+  CHECK(c.rdzv.port == 0);
+  CHECK(c.free_port_source == "--rdzv_endpoint localhost:0");
+  CHECK(parse({"--rdzv_backend=c10d", "--rdzv_endpoint=localhost:0", "--nnodes=1:1", "x"}).rdzv.port == 0);
+  // --standalone's free port is its own (no node count to check beyond its own).
+  CHECK(parse({"--standalone", "--rdzv_endpoint=h:0", "x"}).free_port_source.empty());
+}
+
+TEST_CASE("port 0 with more than one node is refused: the other nodes could not know the port") {
+  const std::string why = ": port 0 (a free port) works for a one-node job only, and this job has ";
+  CHECK(usage_message({"--rdzv-endpoint=localhost:0", "--nnodes=2", "x"}) ==
+        "--rdzv-endpoint localhost:0" + why +
+            "2 nodes: the other nodes could not know which port this node picked; give a fixed port, "
+            "e.g. --rdzv-endpoint localhost:29500");
+  CHECK_THAT(usage_message({"--master_port=0", "--nnodes=3", "--node_rank=1", "x"}),
+             Catch::StartsWith("--master_port 0" + why + "3 nodes") && Catch::EndsWith("e.g. --master_port 29500"));
+  CHECK_THAT(usage_message({"--rdzv_backend=c10d", "--rdzv_endpoint=h:0", "--nnodes=2", "x"}),
+             Catch::StartsWith("--rdzv_endpoint h:0" + why + "2 nodes") && Catch::EndsWith("e.g. --rdzv_endpoint h:29400"));
+  CHECK_THAT(usage_message({"--rdzv_backend=c10d", "--rdzv_endpoint=h:0", "--nnodes=1:2", "x"}),
+             Catch::StartsWith("--rdzv_endpoint h:0" + why + "up to 2 nodes"));
+  CHECK(usage_message({"--rdzv_backend=c10d", "--rdzv_endpoint=h:0", "--rdzv_conf=is_host=0", "x"}) ==
+        "--rdzv_endpoint h:0 with --rdzv_conf is_host=0: port 0 means this node hosts the rendezvous store on a free "
+        "port; drop is_host=0, or give the port of the store to join");
+  // Still a port: nothing above 65535, nothing that is not a number.
+  CHECK_THAT(usage_message({"--rdzv_endpoint=h:65536", "x"}), Catch::StartsWith("--rdzv_endpoint port: 65536 is out of range, expected [0, 65535]"));
+  CHECK_THAT(usage_message({"--master_port=-1", "x"}), Catch::StartsWith("--master_port: -1 is out of range, expected [0, 65535]"));
 }
 
 TEST_CASE("help text names PYTHON_EXEC, the PET_ variables and the rendezvous options") {

@@ -488,6 +488,36 @@ TEST_CASE("standalone runs on a free port, --help and --version exit 0") {
   CHECK_THAT(run({launcher(), "--version"}).output, Catch::StartsWith("ddp-launch "));
 }
 
+TEST_CASE("rdzv-endpoint localhost:0 runs a one-node job on a free port that every worker gets as MASTER_PORT") {
+  // torchrun's recipe for several one-node jobs on one host; torchrun 2.11 itself hands its static
+  // workers MASTER_PORT=0 there (their init_process_group then times out connecting to port 0).
+  for (const std::string spelling : {"--rdzv-endpoint=localhost:0", "--rdzv_endpoint=localhost:0", "--master_port=0"}) {
+    INFO(spelling);
+    TempDir out;
+    auto r = run({launcher(), spelling, "--nproc_per_node=2", kWorker}, scenario_env(out, "env"), 60);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    auto env0 = parse_env_dump(read_file(out.file("env.0")));
+    const int port = std::atoi(env0["MASTER_PORT"].c_str());
+    CHECK(port > 0);
+    CHECK(port <= 65535);
+    CHECK(env0["MASTER_PORT"] == parse_env_dump(read_file(out.file("env.1")))["MASTER_PORT"]);
+    if (spelling != "--master_port=0") CHECK(env0["MASTER_ADDR"] == "localhost");
+  }
+  TempDir out;
+  auto pet = run({launcher(), "--nproc_per_node=1", kWorker}, scenario_env(out, "env", {{"PET_RDZV_ENDPOINT", "127.0.0.1:0"}}), 60);
+  INFO(pet.output);
+  REQUIRE(pet.exit_code == 0);
+  CHECK(std::atoi(parse_env_dump(read_file(out.file("env.0")))["MASTER_PORT"].c_str()) > 0);
+  // Two nodes could not share a port only one of them knows: refused before any worker starts.
+  TempDir none;
+  auto two = run({launcher(), "--rdzv-endpoint=localhost:0", "--nnodes=2", kWorker}, scenario_env(none, "env"), 60);
+  CHECK(two.exit_code == 2);
+  CHECK_THAT(two.output, Catch::Contains("ddp-launch: error: --rdzv-endpoint localhost:0: port 0 (a free port) works "
+                                         "for a one-node job only, and this job has 2 nodes"));
+  CHECK_FALSE(fs::exists(none.file("env.0")));
+}
+
 TEST_CASE("a spawn refused by the process limit tears down, reports the limit and exits") {
   if (::geteuid() != 0) DDP_SKIP("needs root to run the launcher as 'nobody' (RLIMIT_NPROC does not bind root)");
   if (!fs::exists("/usr/bin/setpriv") || !fs::exists("/usr/bin/prlimit")) DDP_SKIP("setpriv/prlimit not installed");

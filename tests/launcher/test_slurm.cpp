@@ -277,3 +277,19 @@ TEST_CASE("several per-node launchers on one node, or contradicting options, are
   CHECK_THROWS_WITH(resolved({"--slurm_tasks", "--no_python", "/bin/true"}, env),
                     Catch::StartsWith("SLURM_LOCALID=x: not an integer"));
 }
+
+TEST_CASE("a free port (--master_port 0, an endpoint's port 0) in a Slurm allocation of two nodes is refused") {
+  for (auto args : {std::vector<std::string>{"--master_port=0", "--no_python", "/bin/true"},
+                    std::vector<std::string>{"--rdzv_endpoint=gpu07:0", "--no_python", "/bin/true"}}) {
+    INFO("args: " << Catch::Detail::stringify(args));
+    CHECK_THROWS_WITH(resolved(args, allocation()),
+                      Catch::Contains(": port 0 (a free port) works for a one-node job only, and this job has 2 nodes"));
+  }
+  EnvMap one = allocation();
+  one["SLURM_NNODES"] = "1";
+  one["SLURM_NODEID"] = "0";
+  one["SLURM_JOB_NODELIST"] = "gpu07";
+  one["SLURM_TASKS_PER_NODE"] = "1";
+  one["SLURM_NTASKS"] = "1";
+  CHECK(resolved({"--master_port=0", "--no_python", "/bin/true"}, one).opts.master_port == 0);
+}

@@ -78,7 +78,8 @@ struct LaunchOptions {
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   std::string master_addr_source; // how it was given ("--master_addr h", "--rdzv_endpoint h:p"), "" default/Slurm
-  int master_port = 29500;        // 0: pick a free port (single node only)
+  int master_port = 29500;        // 0: pick a free port per attempt (one node only: check_free_port)
+  std::string free_port_source;   // how port 0 was given ("--rdzv-endpoint localhost:0", "--master_port 0"); "" none
   bool standalone = false;
   bool use_env = false;           // false: workers get --local_rank=N (torch.distributed.launch)
   bool local_rank_dash = false;   // --local_rank_style dash: --local-rank=N (torch.distributed.launch 2.x)
@@ -123,6 +124,13 @@ EnvMap current_environment();
 // Does not resolve --nproc_per_node cpu/gpu/auto (see resolve_nproc) and does
 // not look at the file system.
 LaunchOptions parse_launch_options(const std::vector<std::string>& args, const EnvMap& env);
+
+// Port 0 in --rdzv_endpoint or --master_port (torchrun's "--rdzv-endpoint=localhost:0" for several
+// one-node jobs on one host): this node picks a free port, which no other node
+// could know. Throws UsageError when the job has more than one node, or when
+// c10d's is_host=0 says another node hosts the store. parse_launch_options
+// calls it, and resolve_slurm again once Slurm has said how many nodes there are.
+void check_free_port(const LaunchOptions& o);
 
 // Counts that resolve_nproc needs; injected so tests need no GPU.
 struct HostCounts {

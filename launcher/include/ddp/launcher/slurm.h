@@ -59,7 +59,8 @@ HostCounts probe_host_with_slurm(bool with_gpus, const EnvMap& env);
 // opts.nnodes / node_rank become SLURM_NTASKS / SLURM_PROCID (each task is a
 // "node" of one worker to the static rendezvous). Several launchers on one
 // node in per-node mode (their ranks would collide) is a UsageError that says
-// what to do. Does nothing outside an allocation or with --standalone.
+// what to do. Does nothing outside an allocation or with --standalone. Ends
+// with check_free_port (options.h): port 0 needs a one-node job, Slurm's too.
 void resolve_slurm(SupervisorConfig& cfg, const EnvMap& env);
 
 }  // namespace ddp::launcher
