@@ -265,6 +265,9 @@ class Attempt {
       try {
         if (cfg_.run_log_dir.empty()) {
           live.error_file = dir_.error_file(result_.attempt, lr);
+          // No files to write: only --local_ranks_filter can say anything
+          // here (a rank outside it: /dev/null, as torchrun).
+          route_output(lr, RankLogPaths{}, s, live, close_after);
         } else {
           if (attempt_log_dir.empty()) {
             attempt_log_dir = make_attempt_log_dir(cfg_.run_log_dir, result_.attempt);
@@ -378,7 +381,7 @@ class Attempt {
   // goes to the console or nowhere passes through the relay; a tee'd one is
   // seen by the tee; one redirected to its file is read from the file's end.
   void relay_stderr(int lr, SpawnSpec& s, std::vector<int>& close_after) {
-    const StreamTarget t = cfg_.run_log_dir.empty() ? StreamTarget::Console : plan_output(cfg_.opts.logs, lr).err;
+    const StreamTarget t = plan_output(cfg_.opts.logs, lr).err;
     if (t != StreamTarget::Console && t != StreamTarget::Null) return;
     // Output is progress for --stall_timeout, here and in tee_observer's.
     if (!relay_)

@@ -183,6 +183,38 @@ TEST_CASE("redirects write the files only, and --local_ranks_filter hides the ot
   CHECK(read_file(run2 / "attempt_0" / "1" / "stdout.log") == logs_stdout(1));
 }
 
+TEST_CASE("--local-ranks-filter without --tee shows only those ranks' stdout and stderr, as torchrun 2.11") {
+  // torchrun 2.11 with --nproc-per-node 2 --no-python sh -c 'echo out rank $RANK; echo err rank $RANK >&2':
+  // --local-ranks-filter 1 prints "out rank 1" on stdout and "err rank 1" on stderr, nothing of rank 0;
+  // with --tee 1 stdout is "[default1]:out rank 1" and stderr still only "err rank 1".
+  struct Case {
+    std::vector<std::string> options;
+    std::map<std::string, std::string> env;
+    std::string out;
+  };
+  const std::vector<Case> cases = {
+      {{"--local-ranks-filter", "1", "--no-python"}, {}, "out rank 1\n"},
+      {{"--local_ranks_filter=1", "--no_python"}, {}, "out rank 1\n"},
+      {{"--no_python"}, {{"PET_LOCAL_RANKS_FILTER", "1"}}, "out rank 1\n"},
+      {{"--local_ranks_filter", "1", "--tee", "1", "--no_python"}, {}, "[default1]:out rank 1\n"},
+  };
+  for (const Case& c : cases) {
+    INFO("options: " << Catch::Detail::stringify(c.options));
+    TempDir dir;
+    std::vector<std::string> argv = {"/bin/sh", "-c", "out=$1; err=$2; shift 2; exec \"$@\" >\"$out\" 2>\"$err\"", "sh",
+                                     dir.file("stdout"), dir.file("stderr"), launcher(), "--nproc_per_node=2",
+                                     "--use_env", port_arg()};
+    argv.insert(argv.end(), c.options.begin(), c.options.end());
+    for (const std::string a : {"/bin/sh", "-c", "echo out rank $RANK; echo err rank $RANK >&2"}) argv.push_back(a);
+    auto r = run(argv, c.env, 60);
+    const std::string out = read_file(dir.file("stdout")), err = read_file(dir.file("stderr"));
+    INFO("stdout:\n" << out << "\nstderr:\n" << err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(out == c.out);
+    CHECK_THAT(err, Catch::Contains("err rank 1\n") && !Catch::Contains("rank 0"));
+  }
+}
+
 TEST_CASE("with --log_dir, error files live there and a restart goes to attempt_1") {
   TempDir out, logs;
   auto env = run({launcher(), "--nproc_per_node=2", port_arg(), "--log_dir", logs.path(), kWorker},
