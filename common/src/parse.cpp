@@ -9,27 +9,54 @@
 
 namespace ddp {
 
+namespace {
+
+bool digit(char c) { return c >= '0' && c <= '9'; }
+
+// The one number syntax: [+-]digits, and for reals also .digits and
+// [eE][+-]digits. strtoll/strtod alone also take leading spaces, and strtod
+// hex ("0x10" is 16), "inf" and "nan": none of that is a number here.
+bool decimal(const std::string& t, bool real) {
+  size_t i = 0;
+  if (i < t.size() && (t[i] == '+' || t[i] == '-')) ++i;
+  size_t digits = 0;
+  while (i < t.size() && digit(t[i])) ++i, ++digits;
+  if (real && i < t.size() && t[i] == '.') {
+    ++i;
+    while (i < t.size() && digit(t[i])) ++i, ++digits;
+  }
+  if (digits == 0) return false;
+  if (real && i < t.size() && (t[i] == 'e' || t[i] == 'E')) {
+    ++i;
+    if (i < t.size() && (t[i] == '+' || t[i] == '-')) ++i;
+    size_t exp = 0;
+    while (i < t.size() && digit(t[i])) ++i, ++exp;
+    if (exp == 0) return false;
+  }
+  return i == t.size();
+}
+
+}  // namespace
+
 long long parse_int(const std::string& text, const std::string& what,
                     long long lo, long long hi) {
   const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
   if (text.empty())
     throw std::invalid_argument(what + ": empty value, expected an integer in " + range);
+  if (!decimal(text, false)) throw std::invalid_argument(what + ": '" + text + "' is not an integer");
   errno = 0;
-  char* end = nullptr;
-  long long v = std::strtoll(text.c_str(), &end, 10);
-  if (end == text.c_str() || *end != '\0' || std::isspace(static_cast<unsigned char>(text[0])))
-    throw std::invalid_argument(what + ": '" + text + "' is not an integer");
+  const long long v = std::strtoll(text.c_str(), nullptr, 10);
   if (errno == ERANGE || v < lo || v > hi)
     throw std::invalid_argument(what + ": " + text + " is out of range, expected " + range);
   return v;
 }
 
 std::optional<double> parse_finite_double(const std::string& text) {
+  if (!decimal(text, true)) return std::nullopt;
   errno = 0;
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end == text.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(v))
-    return std::nullopt;
+  if (*end != '\0' || errno == ERANGE || !std::isfinite(v)) return std::nullopt;
   return v;
 }
 

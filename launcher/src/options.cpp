@@ -1,6 +1,7 @@
 #include "ddp/launcher/options.h"
 
 #include "ddp/common/parse.h"
+#include "ddp/launcher/stall_detector.h"
 
 #include <boost/program_options.hpp>
 
@@ -354,9 +355,12 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
     o.shutdown_timeout_s = usage_checked([&] { return parse_seconds(v->first, v->second); });
   if (auto v = value("stall_timeout")) {
     const auto s = parse_finite_double(v->first);
-    if (!s || *s <= 0)
+    static_assert(kMinStallTimeoutS == 1.0, "the message below says 1 s");
+    if (!s || *s < kMinStallTimeoutS)
       throw UsageError(given_as("stall_timeout", *v) + ": " +
-                       (s ? "must be above 0" : std::string("not a number of seconds")) +
+                       (s ? "must be at least 1 s (CPU time grows in 10 ms ticks and the launcher looks every "
+                            "timeout / 4: below 1 s a working rank can look idle)"
+                          : std::string("not a number of seconds")) +
                        "; give how long a rank may make no progress before the job ends as stalled (e.g. 300), "
                        "or leave it out to never check");
     o.stall_timeout_s = *s;

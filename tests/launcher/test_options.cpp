@@ -123,6 +123,37 @@ TEST_CASE("bad input names the value") {
   }
 }
 
+TEST_CASE("every number is decimal: hex, spaces and words are refused by every option the same way") {
+  struct Case {
+    std::vector<std::string> args;
+    EnvMap env;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {{"--nproc_per_node", "0x2", "x"}, {}, "--nproc_per_node: '0x2' is not a worker count"},
+      {{"--nnodes", "0x2", "x"}, {}, "--nnodes: '0x2' is not an integer"},
+      {{"--max_restarts", "0x2", "x"}, {}, "--max_restarts: '0x2' is not an integer"},
+      {{"--master_port", "0x7530", "x"}, {}, "--master_port: '0x7530' is not an integer"},
+      {{"--shutdown_timeout", "0x10", "x"}, {}, "--shutdown_timeout: '0x10' is not a number of seconds"},
+      {{"--shutdown_timeout", " 5", "x"}, {}, "--shutdown_timeout: ' 5' is not a number of seconds"},
+      {{"--monitor_interval", "0x1", "x"}, {}, "--monitor_interval: '0x1' is not a number of seconds"},
+      {{"--stall_timeout", "0x10", "x"}, {}, "--stall_timeout 0x10: not a number of seconds"},
+      {{"--rdzv_backend=c10d", "--rdzv_endpoint=h", "--rdzv_conf=join_timeout=0x10", "x"}, {},
+       "--rdzv_conf join_timeout: '0x10' is not a number of seconds"},
+      {{"--rdzv_backend=c10d", "--rdzv_endpoint=h:0x7530", "x"}, {}, "--rdzv_endpoint port: '0x7530' is not an integer"},
+      {{"x"}, {{"PET_SHUTDOWN_TIMEOUT", "0x10"}}, "PET_SHUTDOWN_TIMEOUT: '0x10' is not a number of seconds"},
+      {{"x"}, {{"PET_STALL_TIMEOUT", "inf"}}, "PET_STALL_TIMEOUT=inf: not a number of seconds"},
+  };
+  for (const auto& c : cases) {
+    INFO("args: " << Catch::Detail::stringify(c.args));
+    CHECK_THAT(usage_message(c.args, c.env), Catch::StartsWith(c.expect));
+  }
+  // Decimal spellings stay: leading zeros are decimal (as Python's int("010")), exponents are fine.
+  CHECK(parse({"--max_restarts", "010", "x"}).max_restarts == 10);
+  CHECK(parse({"--shutdown_timeout", "1e1", "x"}).shutdown_timeout_s == 10);
+  CHECK(parse({"--shutdown_timeout", ".5", "x"}).shutdown_timeout_s == 0.5);
+}
+
 TEST_CASE("help and version need no program") {
   CHECK(parse({"--help"}).help);
   CHECK(parse({"-h"}).help);

@@ -21,18 +21,28 @@ using ddp::test::usage_message;
 TEST_CASE("stall_timeout option: off by default with both spellings and PET_STALL_TIMEOUT where the command line wins") {
   CHECK(parse_launch_options({"x"}, {}).stall_timeout_s == 0);
   CHECK(parse_launch_options({"--stall_timeout", "5", "x"}, {}).stall_timeout_s == 5);
-  CHECK(parse_launch_options({"--stall-timeout=0.5", "x"}, {}).stall_timeout_s == 0.5);
+  CHECK(parse_launch_options({"--stall-timeout=1.5", "x"}, {}).stall_timeout_s == 1.5);
+  CHECK(parse_launch_options({"--stall_timeout", "1", "x"}, {}).stall_timeout_s == 1);  // the floor itself
+  CHECK(parse_launch_options({"--stall_timeout", "1e3", "x"}, {}).stall_timeout_s == 1000);
   CHECK(parse_launch_options({"x"}, {{"PET_STALL_TIMEOUT", "300"}}).stall_timeout_s == 300);
   CHECK(parse_launch_options({"--stall_timeout", "7", "x"}, {{"PET_STALL_TIMEOUT", "300"}}).stall_timeout_s == 7);
 }
 
-TEST_CASE("stall_timeout option: 0 or negative or non-numbers are one-line errors naming the value") {
+TEST_CASE("stall_timeout option: below 1 s or non-numbers are one-line errors naming the value") {
   const std::string hint = "; give how long a rank may make no progress before the job ends as stalled (e.g. 300), "
                            "or leave it out to never check";
-  CHECK(usage_message({"--stall_timeout", "0", "x"}) == "--stall_timeout 0: must be above 0" + hint);
-  CHECK(usage_message({"--stall-timeout=-3", "x"}) == "--stall-timeout -3: must be above 0" + hint);
+  const std::string floor = ": must be at least 1 s (CPU time grows in 10 ms ticks and the launcher looks every "
+                            "timeout / 4: below 1 s a working rank can look idle)";
+  CHECK(usage_message({"--stall_timeout", "0", "x"}) == "--stall_timeout 0" + floor + hint);
+  CHECK(usage_message({"--stall-timeout=-3", "x"}) == "--stall-timeout -3" + floor + hint);
+  CHECK(usage_message({"--stall_timeout", "0.001", "x"}) == "--stall_timeout 0.001" + floor + hint);
+  CHECK(usage_message({"--stall_timeout", "1e-9", "x"}) == "--stall_timeout 1e-9" + floor + hint);
+  CHECK(usage_message({"--stall_timeout", "0.999", "x"}) == "--stall_timeout 0.999" + floor + hint);
   CHECK(usage_message({"--stall_timeout", "5s", "x"}) == "--stall_timeout 5s: not a number of seconds" + hint);
   CHECK(usage_message({"x"}, {{"PET_STALL_TIMEOUT", "nan"}}) == "PET_STALL_TIMEOUT=nan: not a number of seconds" + hint);
+  // Decimal only, as every other option: 0x10 is not 16.
+  CHECK(usage_message({"--stall_timeout", "0x10", "x"}) == "--stall_timeout 0x10: not a number of seconds" + hint);
+  CHECK(usage_message({"--stall_timeout", " 5", "x"}) == "--stall_timeout  5: not a number of seconds" + hint);
 }
 
 TEST_CASE("every worker gets its own heartbeat page in the run directory and none inherited") {

@@ -126,12 +126,12 @@ TEST_CASE("stall: the same Python job with py-spy on PATH shows each rank's Pyth
 TEST_CASE("stall: without --stall_timeout a job that idles runs to its end while with it the same job stalls") {
   TempDir out;
   const std::string w = out.file("slow.sh");
-  write_file(w, "#!/bin/sh\nsleep 2\n", true);
+  write_file(w, "#!/bin/sh\nsleep 3\n", true);
   auto plain = run({launcher(), "--standalone", "--nproc_per_node", "2", "--use_env", w}, {}, 60);
   INFO(plain.output);
   CHECK(plain.exit_code == 0);
   CHECK_THAT(plain.output, !Catch::Contains("stalled"));
-  auto watched = run({launcher(), "--standalone", "--nproc_per_node", "2", "--use_env", "--stall_timeout", "0.5", w},
+  auto watched = run({launcher(), "--standalone", "--nproc_per_node", "2", "--use_env", "--stall_timeout", "1", w},
                      {}, 60);
   INFO(watched.output);
   CHECK(watched.exit_code == 124);

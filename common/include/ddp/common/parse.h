@@ -3,6 +3,10 @@
 // command line or the environment. Owns nothing; throws std::invalid_argument
 // with a message that names the value and the field ("--nnodes: '0x' is not
 // an integer"), so callers can print it as the single line of a usage error.
+// One number syntax for every option and variable: decimal digits with an
+// optional sign (reals: also a fraction and an exponent, "1.5", ".5", "1e-3");
+// no hex ("0x10"), no spaces, no inf/nan. Leading zeros are decimal ("010" is
+// 10, as Python's int() reads it).
 
 #include <cstdint>
 #include <optional>

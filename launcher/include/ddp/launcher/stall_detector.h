@@ -43,6 +43,13 @@ namespace ddp::launcher {
 // (timer ticks of an idle process), not progress.
 constexpr double kMinCpuShare = 0.02;
 
+// The shortest --stall_timeout. CPU time grows in clock ticks (10 ms at
+// USER_HZ 100): 2% of the time needs 0.5 s to be one tick, so a working rank
+// at a few % CPU can show no growth for a shorter while; 1 s is two ticks of
+// margin and four looks (interval() is timeout / 4 there). No collective or
+// step a job relies on is bounded more tightly than that.
+constexpr double kMinStallTimeoutS = 1.0;
+
 // One rank as the detector sees it.
 struct RankProgress {
   int rank = 0;
@@ -72,7 +79,7 @@ class StallDetector {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // timeout_s > 0.
+  // timeout_s > 0 (the option asks for at least kMinStallTimeoutS; tests drive less with a fake clock).
   explicit StallDetector(double timeout_s);
 
   double timeout_s() const { return timeout_s_; }
