@@ -2,6 +2,8 @@
 // one-line-per-group summary.
 #include "ddp/launcher/stack_dump.h"
 
+#include "ddp/launcher/rank_list.h"
+
 #include <algorithm>
 #include <cctype>
 #include <map>
@@ -211,29 +213,6 @@ std::string python_signature(const std::string& py_spy_output, pid_t pid) {
 }
 
 namespace {
-
-// "0,2,3" / "0-7,9": runs of three or more as a range.
-std::string rank_list(std::vector<int> ranks) {
-  std::sort(ranks.begin(), ranks.end());
-  std::string out;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!out.empty()) out += ",";
-    if (j - i >= 2) {
-      out += std::to_string(ranks[i]) + "-" + std::to_string(ranks[j]);
-      i = j + 1;
-    } else {
-      out += std::to_string(ranks[i]);
-      ++i;
-    }
-  }
-  return out;
-}
-
-std::string ranks_text(const std::vector<int>& ranks) {
-  return (ranks.size() == 1 ? "rank " : "ranks ") + rank_list(ranks);
-}
 
 // Groups of ranks by key, the largest first (ties: the lowest rank first).
 std::vector<std::pair<std::string, std::vector<int>>> grouped(const std::vector<std::pair<std::string, int>>& items) {

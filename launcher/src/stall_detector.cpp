@@ -1,5 +1,7 @@
 #include "ddp/launcher/stall_detector.h"
 
+#include "ddp/launcher/rank_list.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -12,25 +14,6 @@ namespace {
 
 double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
-}
-
-// "rank 1" / "ranks 0,2,3" / "ranks 0,4..9": runs of three or more as a..b,
-// so a thousand waiting ranks stay one short line.
-std::string rank_list(std::vector<int> ranks) {
-  std::sort(ranks.begin(), ranks.end());
-  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (i > 0) out += ",";
-    if (j - i >= 2) {
-      out += std::to_string(ranks[i]) + ".." + std::to_string(ranks[j]);
-    } else {
-      for (size_t k = i; k <= j; ++k) out += (k > i ? "," : "") + std::to_string(ranks[k]);
-    }
-    i = j + 1;
-  }
-  return out;
 }
 
 std::string bytes_text(uint64_t b) {
@@ -164,10 +147,10 @@ std::string collective_summary(const std::vector<RankProgress>& ranks) {
   std::string out;
   auto add = [&](const std::string& part) { out += (out.empty() ? "" : "; ") + part; };
   for (const auto& [seq, rs] : finished)
-    add(rank_list(rs) + (seq == 0 ? " started no collective yet" : " last finished collective #" + std::to_string(seq)));
+    add(ranks_text(rs) + (seq == 0 ? " started no collective yet" : " last finished collective #" + std::to_string(seq)));
   for (const auto& [seq, rs] : waiting) {
     const HeartbeatSnapshot& s = waiting_first[seq]->snapshot;
-    add(rank_list(rs) + (rs.size() == 1 ? " waits" : " wait") + " in #" + std::to_string(seq) + " (" +
+    add(ranks_text(rs) + (rs.size() == 1 ? " waits" : " wait") + " in #" + std::to_string(seq) + " (" +
         collective_kind_name(s.kind) + ", " + bytes_text(s.bytes) + ")");
   }
   return out;
@@ -215,7 +198,7 @@ StallVerdict decide_stall(const std::vector<RankProgress>& ranks, Clock::time_po
     if (split) {
       std::vector<int> w;
       for (const RankProgress* r : waiters) w.push_back(r->rank);
-      why += "; " + rank_list(w) + (w.size() == 1 ? " waits" : " wait") + " in a futex (where a collective waits), rank " +
+      why += "; " + ranks_text(w) + (w.size() == 1 ? " waits" : " wait") + " in a futex (where a collective waits), rank " +
              std::to_string(best->rank) + " does not";
     } else {
       bool first = true;

@@ -76,11 +76,20 @@ TEST_CASE("stall: the furthest behind wins and among equals the heartbeat that s
   ranks = {rank_at(0, beat(9, 9), 2.0), rank_at(1, beat(9, 9), 1.0), rank_at(2, beat(9, 9), 3.0)};
   const StallVerdict v = decide_stall(ranks, at(6.5), 5);
   CHECK(v.straggler.rank == 1);
-  CHECK(v.message == "rank 1 (local_rank 1, pid 1001) stalled: no progress for 5.5 s; ranks 0..2 last finished "
+  CHECK(v.message == "rank 1 (local_rank 1, pid 1001) stalled: no progress for 5.5 s; ranks 0-2 last finished "
                      "collective #9");
   // Ties: the lowest rank.
   ranks = {rank_at(3, beat(9, 9), 1.0), rank_at(2, beat(9, 9), 1.0)};
   CHECK(decide_stall(ranks, at(6), 5).straggler.rank == 2);
+}
+
+TEST_CASE("stall: rank lists are written as the stack summary writes them (ranks 0-4,6,7)") {
+  // Eight ranks waiting in #10 but rank 5, which is behind: the waiters are one range and a pair.
+  std::vector<RankProgress> ranks;
+  for (int r = 0; r < 8; ++r) ranks.push_back(rank_at(r, r == 5 ? beat(9, 9) : beat(10, 9), 1.0));
+  const StallVerdict v = decide_stall(ranks, at(7), 5);
+  CHECK(v.straggler.rank == 5);
+  CHECK_THAT(v.message, Catch::Contains("ranks 0-4,6,7 wait in #10"));
 }
 
 TEST_CASE("stall: every local rank in the same collective says the one they wait for is elsewhere") {
