@@ -1,5 +1,7 @@
 #include "ddp/common/output_file.h"
 
+#include "ddp/common/duration_text.h"
+
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -40,8 +42,7 @@ void write_all(int fd, std::string_view data, std::chrono::milliseconds wait, co
     if (r < 0) fail("waiting to write", path, errno);
     if (r == 0)
       throw AtomicWriteError("writing '" + path + "': its reader took " + std::to_string(done) + " of " +
-                             std::to_string(data.size()) + " bytes in " + std::to_string(wait.count()) +
-                             " ms and no more");
+                             std::to_string(data.size()) + " bytes in " + seconds_text(wait) + " and no more");
   }
 }
 

@@ -89,6 +89,24 @@ TEST_CASE("process group: DDP_TIMEOUT_S beyond what the timers hold is refused, 
   CHECK(ok.exit_code == 0);
 }
 
+TEST_CASE("process group: DDP_TIMEOUT_S of 0 or below a millisecond is refused in seconds, naming the value") {
+  // It used to read "process group timeout must be in (0, 2147483647] ms ..., got 0 ms".
+  auto env = rank_env(0, 1, free_port());
+  for (const char* t : {"0", "0.0004", "-0"}) {
+    env["DDP_TIMEOUT_S"] = t;
+    auto r = run({helper_path(), "init"}, env, 60);
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Catch::Contains(std::string("DDP_TIMEOUT_S: ") + t +
+                                         " is out of range, expected seconds from 0.001 to 2147483 (24.8 days)") &&
+                             !Catch::Contains(" ms"));
+  }
+  env["DDP_TIMEOUT_S"] = "0.001";  // the smallest: accepted
+  auto ok = run({helper_path(), "init"}, env, 60);
+  INFO(ok.output);
+  CHECK(ok.exit_code == 0);
+}
+
 TEST_CASE("process group: an unresolvable MASTER_ADDR fails at once, naming the host and the resolver's error") {
   // .invalid never resolves (RFC 6761). Both the host (rank 0) and a client.
   for (int rank : {0, 1}) {

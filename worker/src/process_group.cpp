@@ -20,6 +20,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "ddp/common/duration_text.h"
 #include "ddp/common/host_resolve.h"
 #include "ddp/common/parse.h"
 #include "ddp/worker/compat.h"
@@ -60,12 +61,6 @@ struct ProcessGroup::Impl {
 };
 
 namespace {
-
-std::string seconds_text(std::chrono::milliseconds t) {
-  std::ostringstream o;
-  o << static_cast<double>(t.count()) / 1000.0 << " s";
-  return o.str();
-}
 
 std::string endpoint(const DistEnv& env) {
   return env.master_addr + ":" + std::to_string(env.master_port);
@@ -142,17 +137,19 @@ std::chrono::milliseconds resolve_timeout(const InitOptions& opt) {
   auto t = opt.timeout;
   if (t == InitOptions::kDefaultTimeout) {
     if (auto env = get_env("DDP_TIMEOUT_S")) {
+      // Seconds in, seconds out: 0 and anything that rounds to 0 ms are
+      // refused here, in the variable's own unit (the timers count whole ms).
       const double s = parse_seconds(*env, "DDP_TIMEOUT_S");
-      if (s * 1000.0 > static_cast<double>(kMaxTimeoutMs))
-        throw std::invalid_argument("DDP_TIMEOUT_S: " + *env + " is out of range, expected seconds in (0, " +
-                                    std::to_string(kMaxTimeoutMs / 1000) + "] (24.8 days)");
-      t = std::chrono::milliseconds(static_cast<long long>(std::llround(s * 1000.0)));
+      if (std::llround(s * 1000.0) < 1 || s * 1000.0 > static_cast<double>(kMaxTimeoutMs))
+        throw std::invalid_argument("DDP_TIMEOUT_S: " + *env + " is out of range, expected seconds from 0.001 to " +
+                                    std::to_string(kMaxTimeoutMs / 1000) + " (24.8 days)");
+      t = std::chrono::milliseconds(std::llround(s * 1000.0));
     }
   }
   if (t.count() <= 0 || t.count() > kMaxTimeoutMs)
-    throw std::invalid_argument("process group timeout must be in (0, " + std::to_string(kMaxTimeoutMs) +
-                                "] ms (DDP_TIMEOUT_S or InitOptions::timeout), got " + std::to_string(t.count()) +
-                                " ms");
+    throw std::invalid_argument("InitOptions::timeout must be from 0.001 s to " +
+                                seconds_text(std::chrono::milliseconds(kMaxTimeoutMs)) + " (24.8 days), got " +
+                                seconds_text(t));
   return t;
 }
 

@@ -2,6 +2,7 @@
 
 #include "shm_allreduce.h"
 
+#include "ddp/common/duration_text.h"
 #include "ddp/worker/peer_failure.h"
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -420,8 +421,8 @@ void ShmAllreduce::arrive_and_wait(uint64_t epoch) {
         if (stop_) throw std::runtime_error("the process group was destroyed during a shared-memory allreduce");
         check_peers("waiting for the ranks to arrive");
         if (now - start > timeout_)
-          throw std::runtime_error("timed out after " + std::to_string(timeout_.count()) +
-                                   " ms waiting for rank " + std::to_string(r) + " in a shared-memory allreduce");
+          throw std::runtime_error("timed out after " + ddp::seconds_text(timeout_) + " waiting for rank " +
+                                   std::to_string(r) + " in a shared-memory allreduce");
         next_check = now + std::chrono::milliseconds(5);
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
