@@ -392,7 +392,7 @@ TEST_CASE("bad input: one line naming the value, exit 2, no worker started") {
       {{"--nproc_per_node=-3", kWorker}, "'-3'"},
       {{"--nproc_per_node=lots", kWorker}, "'lots'"},
       {{"--nnodes=2", "--node_rank=2", kWorker}, "--node_rank 2"},
-      {{"--master_port=0", kWorker}, "--master_port: 0"},
+      {{"--master_port=0", "--nnodes=2", kWorker}, "--master_port 0: port 0 (a free port) works for a one-node job only"},
       {{"--master_port=70000", kWorker}, "70000"},
       {{"--nproc_per_node=2"}, "missing program"},
       {{out.file("not-exec")}, "is not executable"},
