@@ -183,7 +183,7 @@ TEST_CASE("redirects write the files only, and --local_ranks_filter hides the ot
   CHECK(read_file(run2 / "attempt_0" / "1" / "stdout.log") == logs_stdout(1));
 }
 
-TEST_CASE("--local-ranks-filter without --tee shows only those ranks' stdout and stderr, as torchrun 2.11") {
+TEST_CASE("local_ranks_filter without --tee shows only those ranks' stdout and stderr, as torchrun 2.11") {
   // torchrun 2.11 with --nproc-per-node 2 --no-python sh -c 'echo out rank $RANK; echo err rank $RANK >&2':
   // --local-ranks-filter 1 prints "out rank 1" on stdout and "err rank 1" on stderr, nothing of rank 0;
   // with --tee 1 stdout is "[default1]:out rank 1" and stderr still only "err rank 1".
