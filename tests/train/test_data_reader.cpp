@@ -7,33 +7,19 @@
 #include <filesystem>
 #include <string>
 #include <vector>
-#include <zlib.h>
 
 #include "ddp/fashion/fashion_mnist.h"
 #include "ddp/fashion/idx_file.h"
+#include "fashion_fixture.h"
 #include "test_support.h"
 #include "test_skip.h"
 
 using namespace ddp::fashion;
 using ddp::test::TempDir;
+using ddp::test::idx_bytes;
+using ddp::test::write_gz;
 
 namespace {
-
-std::vector<std::uint8_t> idx_bytes(std::uint8_t type, const std::vector<std::uint32_t>& dims,
-                                    const std::vector<std::uint8_t>& data) {
-  std::vector<std::uint8_t> b = {0, 0, type, static_cast<std::uint8_t>(dims.size())};
-  for (auto d : dims)
-    for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<std::uint8_t>(d >> s));
-  b.insert(b.end(), data.begin(), data.end());
-  return b;
-}
-
-void write_gz(const std::string& path, const std::vector<std::uint8_t>& bytes) {
-  gzFile f = gzopen(path.c_str(), "wb");
-  REQUIRE(f != nullptr);
-  REQUIRE(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())) == static_cast<int>(bytes.size()));
-  REQUIRE(gzclose(f) == Z_OK);
-}
 
 std::string error_of(const std::function<void()>& f) {
   try {

@@ -7,7 +7,8 @@
 // training, a non-finite loss stops every rank, a failed save is reported
 // as rank 0's (not its follower's) and is not named in metrics.jsonl, and
 // without a launcher ddp-train trains as one process. Real binary, real
-// data, 1 or 2 processes and a few steps per run.
+// data (the first 8192 + 1024 samples: small_fashion_dir), 1 or 2 processes
+// and a few steps per run.
 #include <algorithm>
 #include <catch2/catch.hpp>
 
@@ -19,9 +20,9 @@
 #include <fstream>
 #include <regex>
 
-#include "ddp/fashion/fashion_mnist.h"
 #include "ddp/loop/train_state.h"
 #include "ddp/worker/checkpoint.h"
+#include "fashion_fixture.h"
 #include "test_skip.h"
 #include "test_support.h"
 
@@ -30,15 +31,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void require_data() {
-  if (!fs::exists(std::string(ddp::fashion::kDefaultDataDir) + "/train-images-idx3-ubyte.gz"))
-    DDP_SKIP("dataset-fashion-mnist is not installed");
-}
+void require_data() { require_fashion_data(); }
 
 // ddp-train as rank 0 of 1 with an explicit torchrun environment (what
-// ddp-launch sets; TORCHELASTIC_RESTART_COUNT as after `restart` restarts).
+// ddp-launch sets; TORCHELASTIC_RESTART_COUNT as after `restart` restarts),
+// on the small data directory (the cases here are about the checkpoint
+// directory, not the data).
 ProcResult train(const std::vector<std::string>& args, int restart = 0) {
-  std::vector<std::string> argv = {bin_path("ddp-train"), "--max_steps=2", "--log_interval=1000"};
+  std::vector<std::string> argv = {bin_path("ddp-train"), "--max_steps=2", "--log_interval=1000",
+                                   "--data_dir=" + small_fashion_dir()};
   argv.insert(argv.end(), args.begin(), args.end());
   return run(argv,
              {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "1"},
@@ -53,14 +54,16 @@ std::string slurp(const std::string& path) {
 }
 
 // ddp-launch --standalone --nproc_per_node=N [launcher args] ddp-train ARGS,
-// optionally through `sh -c PREFIX; exec "$@"` (limits for a real fault).
+// optionally through `sh -c PREFIX; exec "$@"` (limits for a real fault), on
+// the small data directory.
 ProcResult launch(int nproc, const std::vector<std::string>& launcher_args, const std::vector<std::string>& args,
                   const std::string& shell_prefix = "") {
   std::vector<std::string> argv;
   if (!shell_prefix.empty()) argv = {"/bin/sh", "-c", shell_prefix + "; exec \"$@\"", "sh"};
   argv.insert(argv.end(), {bin_path("ddp-launch"), "--standalone", "--nproc_per_node=" + std::to_string(nproc)});
   argv.insert(argv.end(), launcher_args.begin(), launcher_args.end());
-  argv.insert(argv.end(), {bin_path("ddp-train"), "--max_steps=2", "--log_interval=1000"});
+  argv.insert(argv.end(), {bin_path("ddp-train"), "--max_steps=2", "--log_interval=1000",
+                           "--data_dir=" + small_fashion_dir()});
   argv.insert(argv.end(), args.begin(), args.end());
   // A failed launch keeps the run directory its report names: in here,
   // removed when the test process ends, not left in /tmp.
@@ -159,7 +162,7 @@ TEST_CASE("without a launcher ddp-train trains as a single process", "[train][e2
   for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"})
     bare[v] = "\x01unset";
   const auto r = run({bin_path("ddp-train"), "--epochs=1", "--max_steps=2", "--num_threads=1",
-                      "--checkpoint_dir=" + tmp.file("ck")},
+                      "--data_dir=" + small_fashion_dir(), "--checkpoint_dir=" + tmp.file("ck")},
                      bare, 120);
   INFO(r.output);
   CHECK(r.exit_code == 0);

@@ -14,6 +14,7 @@
 
 #include "ddp/fashion/fashion_mnist.h"
 #include "ddp/worker/checkpoint.h"
+#include "fashion_fixture.h"
 #include "test_support.h"
 #include "training_runs.h"
 #include "numerics.h"
@@ -32,6 +33,13 @@ ProcResult launch(int nproc, const std::vector<std::string>& train_args,
                   const std::map<std::string, std::string>& env = {}, int max_restarts = 0,
                   double timeout_s = 150) {
   return launch_training("ddp-train", nproc, train_args, env, max_restarts, timeout_s);
+}
+
+// `args` on the small data directory (small_fashion_dir), for the cases whose
+// subject is not the data: one tenth of the loading and evaluation.
+std::vector<std::string> small_data(std::vector<std::string> args) {
+  args.push_back("--data_dir=" + small_fashion_dir());
+  return args;
 }
 
 
@@ -89,7 +97,7 @@ TEST_CASE("2 processes x batch 32 end with the weights of 1 process x batch 64",
   }
   if (auto why = forced_capability_unsupported()) DDP_SKIP(*why);
   TempDir tmp;
-  const std::vector<std::string> common = {"--epochs=1", "--max_steps=30", "--lr=1e-4", "--no_shuffle", "--seed=3"};
+  const auto common = small_data({"--epochs=1", "--max_steps=30", "--lr=1e-4", "--no_shuffle", "--seed=3"});
   auto two = common;
   two.insert(two.end(), {"--batch_size=32", "--checkpoint_dir=" + tmp.file("two"),
                          "--save_final=" + tmp.file("two.pt")});
@@ -153,10 +161,9 @@ TEST_CASE("a worker killed mid-epoch is restarted and the job ends with the unin
   TempDir tmp;
   // Shuffled with a fixed seed: the resumed epoch must replay the same order.
   auto args = [&](const std::string& name) {
-    return std::vector<std::string>{"--epochs=3", "--max_steps=6", "--seed=11", "--batch_size=32",
-                                    "--lr_patience=0", "--lr_factor=0.5",
-                                    "--checkpoint_dir=" + tmp.file(name),
-                                    "--save_final=" + tmp.file(name + ".pt")};
+    return small_data({"--epochs=3", "--max_steps=6", "--seed=11", "--batch_size=32", "--lr_patience=0",
+                       "--lr_factor=0.5", "--checkpoint_dir=" + tmp.file(name),
+                       "--save_final=" + tmp.file(name + ".pt")});
   };
   const auto plain = launch(2, args("plain"));
   INFO(plain.output);
@@ -190,7 +197,7 @@ TEST_CASE("resume with --resume continues a finished short run instead of starti
     DDP_SKIP("dataset-fashion-mnist is not installed");
   }
   TempDir tmp;
-  const std::vector<std::string> base = {"--max_steps=3", "--checkpoint_dir=" + tmp.file("ck")};
+  const auto base = small_data({"--max_steps=3", "--checkpoint_dir=" + tmp.file("ck")});
   auto first = base;
   first.push_back("--epochs=1");
   REQUIRE(launch(1, first).exit_code == 0);
@@ -234,7 +241,7 @@ TEST_CASE("bad data paths and bad options give one clear line", "[train][e2e][er
       DDP_SKIP("dataset-fashion-mnist is not installed");
     }
     write_file(tmp.file("plain-file"), "x");
-    const auto r = launch(2, {"--checkpoint_dir=" + tmp.file("plain-file/ck")}, {}, 0, 90);
+    const auto r = launch(2, small_data({"--checkpoint_dir=" + tmp.file("plain-file/ck")}), {}, 0, 90);
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.output, Catch::Contains("cannot create checkpoint directory '" + tmp.file("plain-file/ck") + "'"));
   }
@@ -250,15 +257,15 @@ TEST_CASE("bad data paths and bad options give one clear line", "[train][e2e][er
     if (torch::cuda::is_available()) {
       DDP_SKIP("a CUDA GPU is visible here");
     }
-    auto r = run({bin_path("ddp-train"), "--device", "cuda", "--epochs=1", "--max_steps=1",
-                  "--checkpoint_dir=" + tmp.file("ck-cuda")},
+    auto r = run(small_data({bin_path("ddp-train"), "--device", "cuda", "--epochs=1", "--max_steps=1",
+                             "--checkpoint_dir=" + tmp.file("ck-cuda")}),
                  no_dist_env, 120);
     INFO(r.output);
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.output, Catch::Contains("device cuda: no CUDA GPU is visible") &&
                              Catch::Contains("use device cpu or auto"));
-    r = run({bin_path("ddp-train"), "--device", "auto", "--epochs=1", "--max_steps=1",
-             "--checkpoint_dir=" + tmp.file("ck-auto")},
+    r = run(small_data({bin_path("ddp-train"), "--device", "auto", "--epochs=1", "--max_steps=1",
+                        "--checkpoint_dir=" + tmp.file("ck-auto")}),
             no_dist_env, 120);
     INFO(r.output);
     CHECK(r.exit_code == 0);

@@ -1,0 +1,30 @@
+#pragma once
+// Fashion-MNIST files for the ddp-train tests: IDX(.gz) files written from
+// bytes (the reader's crafted cases), and a small real data directory for
+// the end-to-end cases whose subject is not the data.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ddp::test {
+
+// An IDX file's bytes: magic (type, number of dimensions), the dimensions,
+// then `data`.
+std::vector<std::uint8_t> idx_bytes(std::uint8_t type, const std::vector<std::uint32_t>& dims,
+                                    const std::vector<std::uint8_t>& data);
+
+// Writes `bytes` gzip'd to `path` (REQUIREs success).
+void write_gz(const std::string& path, const std::vector<std::uint8_t>& bytes);
+
+// The first kSmallTrain training and kSmallTest test samples of the installed
+// Fashion-MNIST, written once per test process into a directory that lives
+// as long as the process: a --data_dir that loads and evaluates in a tenth
+// of the time of the whole set. DDP_SKIPs when the dataset is not installed.
+inline constexpr std::uint32_t kSmallTrain = 8192;
+inline constexpr std::uint32_t kSmallTest = 1024;
+const std::string& small_fashion_dir();
+
+// DDP_SKIPs when dataset-fashion-mnist is not installed.
+void require_fashion_data();
+
+}  // namespace ddp::test
