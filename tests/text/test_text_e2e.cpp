@@ -154,7 +154,8 @@ TEST_CASE("ddp-text: the Python twin scores the C++ checkpoint with the macro-F1
   CHECK(std::abs(json_number(e.output, "accuracy") - json_number(line, "accuracy")) < 1e-6);
 }
 
-TEST_CASE("ddp-text: bad data and bad options give one clear line", "[text][e2e][errors][sanitize-e2e]") {
+TEST_CASE("ddp-text: bad data and bad options give one clear line",
+          "[text][e2e][errors][sanitize-e2e][program-logic]") {
   TempDir tmp;
   SECTION("no WordNet") {
     const auto r = run({bin_path("ddp-text"), "--wordnet_dir=" + tmp.file("none"), "--data_dir=" + tmp.file("d")}, {}, 60);

@@ -73,7 +73,8 @@ ProcResult launch(int nproc, const std::vector<std::string>& launcher_args, cons
 
 }  // namespace
 
-TEST_CASE("a fresh run refuses a directory holding an earlier run and keeps its files", "[train][e2e][resume]") {
+TEST_CASE("a fresh run refuses a directory holding an earlier run and keeps its files",
+          "[train][e2e][resume][program-logic]") {
   require_data();
   TempDir tmp;
   const std::string dir = tmp.file("ck");
@@ -91,7 +92,8 @@ TEST_CASE("a fresh run refuses a directory holding an earlier run and keeps its 
   CHECK(slurp(dir + "/metrics.jsonl") == metrics_before);
 }
 
-TEST_CASE("a restarted run refuses another run's checkpoint instead of resuming it", "[train][e2e][resume][sanitize-e2e]") {
+TEST_CASE("a restarted run refuses another run's checkpoint instead of resuming it",
+          "[train][e2e][resume][sanitize-e2e][program-logic]") {
   require_data();
   TempDir tmp;
   const std::string dir = tmp.file("ck");
@@ -109,7 +111,7 @@ TEST_CASE("a restarted run refuses another run's checkpoint instead of resuming 
   CHECK(slurp(dir + "/metrics.jsonl") == metrics_before);
 }
 
-TEST_CASE("resume: --resume with a changed seed or learning rate says so", "[train][e2e][resume]") {
+TEST_CASE("resume: --resume with a changed seed or learning rate says so", "[train][e2e][resume][program-logic]") {
   require_data();
   TempDir tmp;
   const std::string dir = tmp.file("ck");
@@ -144,7 +146,8 @@ TEST_CASE("a damaged newest checkpoint falls back to the previous epoch's", "[tr
   CHECK_THAT(r.output, Catch::Contains("training finished: 2 epochs, 4 steps"));
 }
 
-TEST_CASE("an unwritable checkpoint directory fails before training with one message", "[train][e2e][errors]") {
+TEST_CASE("an unwritable checkpoint directory fails before training with one message",
+          "[train][e2e][errors][program-logic]") {
   require_data();
   const auto r = train({"--epochs=1", "--checkpoint_dir=/proc/self"});
   INFO(r.output);
@@ -155,7 +158,7 @@ TEST_CASE("an unwritable checkpoint directory fails before training with one mes
   CHECK_THAT(r.output, !Catch::Contains("epoch 1/1"));
 }
 
-TEST_CASE("without a launcher ddp-train trains as a single process", "[train][e2e]") {
+TEST_CASE("without a launcher ddp-train trains as a single process", "[train][e2e][program-logic]") {
   require_data();
   TempDir tmp;
   std::map<std::string, std::string> bare;
@@ -223,7 +226,8 @@ TEST_CASE("ddp-train's training steps reuse memory instead of faulting it in aga
 // Issue 15, defect 1: the README's --max_restarts line run twice. The second
 // launch's first attempt refused the directory, the launcher restarted it,
 // and the restart resumed the first launch's run (exit 0 without training).
-TEST_CASE("a restart does not adopt the earlier launch's run that its first attempt refused", "[train][e2e][resume]") {
+TEST_CASE("a restart does not adopt the earlier launch's run that its first attempt refused",
+          "[train][e2e][resume][program-logic]") {
   require_data();
   TempDir tmp;
   const std::string dir = tmp.file("X");
@@ -254,7 +258,8 @@ TEST_CASE("a restart does not adopt the earlier launch's run that its first atte
 
 // Issue 15, defect 1: two fresh runs started together into one directory
 // both passed the fresh-run check.
-TEST_CASE("two runs never share a checkpoint directory: its lock names the holder", "[train][e2e][resume]") {
+TEST_CASE("two runs never share a checkpoint directory: its lock names the holder",
+          "[train][e2e][resume][program-logic]") {
   require_data();
   TempDir tmp;
   const std::string dir = tmp.file("ck");
@@ -300,7 +305,8 @@ TEST_CASE("two runs never share a checkpoint directory: its lock names the holde
 
 // Issue 15, defect 8: a partial .epoch_N.pt.tmp.PID stayed after a kill
 // during a save. Holding the lock, a run removes such files of dead writers.
-TEST_CASE("temp files of a save killed midway are removed at the start, other files are kept", "[train][e2e][resume]") {
+TEST_CASE("temp files of a save killed midway are removed at the start, other files are kept",
+          "[train][e2e][resume][program-logic]") {
   require_data();
   TempDir tmp;
   const std::string dir = tmp.file("ck");
@@ -321,7 +327,7 @@ TEST_CASE("temp files of a save killed midway are removed at the start, other fi
 
 // Issue 15, defect 8: --save_final into a missing directory trained fully,
 // then failed.
-TEST_CASE("an unusable --save_final path fails before training with one line", "[train][e2e][errors]") {
+TEST_CASE("an unusable --save_final path fails before training with one line", "[train][e2e][errors][program-logic]") {
   require_data();
   TempDir tmp;
   auto r = train({"--epochs=1", "--checkpoint_dir=" + tmp.file("ck"), "--save_final=/nonexistent/x.pt"});
@@ -338,7 +344,7 @@ TEST_CASE("an unusable --save_final path fails before training with one line", "
 
 // Issue 15, defect 8: --learning_rate 1e20 trained on NaN for 2 epochs and
 // exited 0. Every rank stops at the same step, none hangs.
-TEST_CASE("a non-finite loss stops every rank at that step with one message", "[train][e2e][errors]") {
+TEST_CASE("a non-finite loss stops every rank at that step with one message", "[train][e2e][errors][program-logic]") {
   require_data();
   TempDir tmp;
   const auto r = launch(2, {}, {"--epochs=2", "--max_steps=5", "--learning_rate=1e20", "--checkpoint_dir=" + tmp.file("ck")});
@@ -360,7 +366,7 @@ TEST_CASE("a non-finite loss stops every rank at that step with one message", "[
 // with EFBIG), far below a checkpoint (~5 MiB) and far above the error files
 // and metrics lines.
 TEST_CASE("a failed checkpoint save is reported as rank 0's, every time, and metrics name no missing file",
-          "[train][e2e][errors][sanitize-e2e]") {
+          "[train][e2e][errors][sanitize-e2e][program-logic]") {
   require_data();
   for (int round = 0; round < 3; ++round) {
     INFO("round " << round);
@@ -392,7 +398,7 @@ TEST_CASE("a failed checkpoint save is reported as rank 0's, every time, and met
 
 // Issue 15, defect 13: best-F1 paths pointed into the old directory after
 // the run's directory was moved.
-TEST_CASE("best-F1 paths follow a moved run directory", "[train][e2e][resume]") {
+TEST_CASE("best-F1 paths follow a moved run directory", "[train][e2e][resume][program-logic]") {
   require_data();
   TempDir tmp;
   const std::string old_dir = tmp.file("old"), new_dir = tmp.file("new");
@@ -426,7 +432,8 @@ TEST_CASE("best-F1 paths of older checkpoints (as given, e.g. absolute) read bac
 
 // Checkpoint first, then its metrics line: a crash in between leaves the
 // line missing, and the resume puts back the copy the checkpoint carries.
-TEST_CASE("a resume puts back the metrics line of its checkpoint's epoch when it is missing", "[train][e2e][resume]") {
+TEST_CASE("a resume puts back the metrics line of its checkpoint's epoch when it is missing",
+          "[train][e2e][resume][program-logic]") {
   require_data();
   TempDir tmp;
   const std::string dir = tmp.file("ck");

@@ -211,7 +211,7 @@ TEST_CASE("resume with --resume continues a finished short run instead of starti
   CHECK(lines_of(tmp.file("ck/metrics.jsonl")).size() == 2);
 }
 
-TEST_CASE("bad data paths and bad options give one clear line", "[train][e2e][errors]") {
+TEST_CASE("bad data paths and bad options give one clear line", "[train][e2e][errors][program-logic]") {
   TempDir tmp;
   const std::map<std::string, std::string> no_dist_env = {{"RANK", "\x01unset"}};
 
