@@ -31,8 +31,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void require_data() { require_fashion_data(); }
-
 // ddp-train as rank 0 of 1 with an explicit torchrun environment (what
 // ddp-launch sets; TORCHELASTIC_RESTART_COUNT as after `restart` restarts),
 // on the small data directory (the cases here are about the checkpoint
@@ -75,7 +73,7 @@ ProcResult launch(int nproc, const std::vector<std::string>& launcher_args, cons
 
 TEST_CASE("a fresh run refuses a directory holding an earlier run and keeps its files",
           "[train][e2e][resume][program-logic]") {
-  require_data();
+  DDP_REQUIRE_FASHION_DATA();
   TempDir tmp;
   const std::string dir = tmp.file("ck");
   REQUIRE(train({"--epochs=1", "--seed=7", "--checkpoint_dir=" + dir}).exit_code == 0);
@@ -94,7 +92,7 @@ TEST_CASE("a fresh run refuses a directory holding an earlier run and keeps its 
 
 TEST_CASE("a restarted run refuses another run's checkpoint instead of resuming it",
           "[train][e2e][resume][sanitize-e2e][program-logic]") {
-  require_data();
+  DDP_REQUIRE_FASHION_DATA();
   TempDir tmp;
   const std::string dir = tmp.file("ck");
   REQUIRE(train({"--epochs=2", "--seed=7", "--checkpoint_dir=" + dir}).exit_code == 0);
@@ -112,7 +110,7 @@ TEST_CASE("a restarted run refuses another run's checkpoint instead of resuming 
 }
 
 TEST_CASE("resume: --resume with a changed seed or learning rate says so", "[train][e2e][resume][program-logic]") {
-  require_data();
+  DDP_REQUIRE_FASHION_DATA();
   TempDir tmp;
   const std::string dir = tmp.file("ck");
   REQUIRE(train({"--epochs=1", "--seed=42", "--checkpoint_dir=" + dir}).exit_code == 0);
@@ -131,7 +129,7 @@ TEST_CASE("resume: --resume with a changed seed or learning rate says so", "[tra
 }
 
 TEST_CASE("a damaged newest checkpoint falls back to the previous epoch's", "[train][e2e][resume]") {
-  require_data();
+  DDP_REQUIRE_FASHION_DATA();
   TempDir tmp;
   const std::string dir = tmp.file("ck");
   REQUIRE(train({"--epochs=2", "--checkpoint_dir=" + dir}).exit_code == 0);
@@ -148,7 +146,7 @@ TEST_CASE("a damaged newest checkpoint falls back to the previous epoch's", "[tr
 
 TEST_CASE("an unwritable checkpoint directory fails before training with one message",
           "[train][e2e][errors][program-logic]") {
-  require_data();
+  DDP_REQUIRE_FASHION_DATA();
   const auto r = train({"--epochs=1", "--checkpoint_dir=/proc/self"});
   INFO(r.output);
   CHECK(r.exit_code == 1);
@@ -159,7 +157,7 @@ TEST_CASE("an unwritable checkpoint directory fails before training with one mes
 }
 
 TEST_CASE("without a launcher ddp-train trains as a single process", "[train][e2e][program-logic]") {
-  require_data();
+  DDP_REQUIRE_FASHION_DATA();
   TempDir tmp;
   std::map<std::string, std::string> bare;
   for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"})
@@ -191,7 +189,7 @@ TEST_CASE("without a launcher ddp-train trains as a single process", "[train][e2
 // faults with evaluation batches below the mmap threshold, ~650k when each
 // batch's 100 MiB activation was mapped and faulted in anew.
 TEST_CASE("ddp-train's training steps reuse memory instead of faulting it in again", "[train][e2e][malloc]") {
-  require_data();
+  DDP_REQUIRE_FASHION_DATA();
 #ifdef __SANITIZE_ADDRESS__
   DDP_SKIP("AddressSanitizer replaces malloc and faults in its own shadow memory");
 #endif
@@ -228,7 +226,7 @@ TEST_CASE("ddp-train's training steps reuse memory instead of faulting it in aga
 // and the restart resumed the first launch's run (exit 0 without training).
 TEST_CASE("a restart does not adopt the earlier launch's run that its first attempt refused",
           "[train][e2e][resume][program-logic]") {
-  require_data();
+  DDP_REQUIRE_FASHION_DATA();
   TempDir tmp;
   const std::string dir = tmp.file("X");
   const std::vector<std::string> args = {"--epochs=1", "--checkpoint_dir=" + dir};
@@ -260,7 +258,7 @@ TEST_CASE("a restart does not adopt the earlier launch's run that its first atte
 // both passed the fresh-run check.
 TEST_CASE("two runs never share a checkpoint directory: its lock names the holder",
           "[train][e2e][resume][program-logic]") {
-  require_data();
+  DDP_REQUIRE_FASHION_DATA();
   TempDir tmp;
   const std::string dir = tmp.file("ck");
   fs::create_directories(dir);
@@ -307,7 +305,7 @@ TEST_CASE("two runs never share a checkpoint directory: its lock names the holde
 // during a save. Holding the lock, a run removes such files of dead writers.
 TEST_CASE("temp files of a save killed midway are removed at the start, other files are kept",
           "[train][e2e][resume][program-logic]") {
-  require_data();
+  DDP_REQUIRE_FASHION_DATA();
   TempDir tmp;
   const std::string dir = tmp.file("ck");
   fs::create_directories(dir);
@@ -328,7 +326,7 @@ TEST_CASE("temp files of a save killed midway are removed at the start, other fi
 // Issue 15, defect 8: --save_final into a missing directory trained fully,
 // then failed.
 TEST_CASE("an unusable --save_final path fails before training with one line", "[train][e2e][errors][program-logic]") {
-  require_data();
+  DDP_REQUIRE_FASHION_DATA();
   TempDir tmp;
   auto r = train({"--epochs=1", "--checkpoint_dir=" + tmp.file("ck"), "--save_final=/nonexistent/x.pt"});
   INFO(r.output);
@@ -345,7 +343,7 @@ TEST_CASE("an unusable --save_final path fails before training with one line", "
 // Issue 15, defect 8: --learning_rate 1e20 trained on NaN for 2 epochs and
 // exited 0. Every rank stops at the same step, none hangs.
 TEST_CASE("a non-finite loss stops every rank at that step with one message", "[train][e2e][errors][program-logic]") {
-  require_data();
+  DDP_REQUIRE_FASHION_DATA();
   TempDir tmp;
   const auto r = launch(2, {}, {"--epochs=2", "--max_steps=5", "--learning_rate=1e20", "--checkpoint_dir=" + tmp.file("ck")});
   INFO(r.output);
@@ -367,7 +365,7 @@ TEST_CASE("a non-finite loss stops every rank at that step with one message", "[
 // and metrics lines.
 TEST_CASE("a failed checkpoint save is reported as rank 0's, every time, and metrics name no missing file",
           "[train][e2e][errors][sanitize-e2e][program-logic]") {
-  require_data();
+  DDP_REQUIRE_FASHION_DATA();
   for (int round = 0; round < 3; ++round) {
     INFO("round " << round);
     TempDir tmp;
@@ -399,7 +397,7 @@ TEST_CASE("a failed checkpoint save is reported as rank 0's, every time, and met
 // Issue 15, defect 13: best-F1 paths pointed into the old directory after
 // the run's directory was moved.
 TEST_CASE("best-F1 paths follow a moved run directory", "[train][e2e][resume][program-logic]") {
-  require_data();
+  DDP_REQUIRE_FASHION_DATA();
   TempDir tmp;
   const std::string old_dir = tmp.file("old"), new_dir = tmp.file("new");
   REQUIRE(train({"--epochs=1", "--checkpoint_dir=" + old_dir}).exit_code == 0);
@@ -434,7 +432,7 @@ TEST_CASE("best-F1 paths of older checkpoints (as given, e.g. absolute) read bac
 // line missing, and the resume puts back the copy the checkpoint carries.
 TEST_CASE("a resume puts back the metrics line of its checkpoint's epoch when it is missing",
           "[train][e2e][resume][program-logic]") {
-  require_data();
+  DDP_REQUIRE_FASHION_DATA();
   TempDir tmp;
   const std::string dir = tmp.file("ck");
   REQUIRE(train({"--epochs=2", "--checkpoint_dir=" + dir}).exit_code == 0);

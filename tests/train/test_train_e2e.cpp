@@ -12,7 +12,6 @@
 #include <regex>
 #include <sstream>
 
-#include "ddp/fashion/fashion_mnist.h"
 #include "ddp/worker/checkpoint.h"
 #include "fashion_fixture.h"
 #include "test_support.h"
@@ -24,10 +23,6 @@ using namespace ddp::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-bool have_data() {
-  return fs::exists(std::string(ddp::fashion::kDefaultDataDir) + "/train-images-idx3-ubyte.gz");
-}
 
 ProcResult launch(int nproc, const std::vector<std::string>& train_args,
                   const std::map<std::string, std::string>& env = {}, int max_restarts = 0,
@@ -65,9 +60,7 @@ void check_two_epochs_learned(const std::string& metrics, int nproc, int steps) 
 
 TEST_CASE("2-process training decreases the loss and evaluates all 10000 test samples",
           "[train][e2e][sanitize-e2e]") {
-  if (!have_data()) {
-    DDP_SKIP("dataset-fashion-mnist is not installed");
-  }
+  DDP_REQUIRE_FASHION_DATA();
   TempDir tmp;
   const auto r = launch(2, {"--epochs=2", "--max_steps=25", "--log_interval=5",
                             "--checkpoint_dir=" + tmp.file("ckpt")});
@@ -92,9 +85,7 @@ TEST_CASE("2-process training decreases the loss and evaluates all 10000 test sa
 // path 1.5e-4, 4.0e-6, 3.8e-5; at lr 1e-4 every one is below 1.4e-7. The
 // lower lr keeps the test about what it checks: DDP's averaged gradients.
 TEST_CASE("2 processes x batch 32 end with the weights of 1 process x batch 64", "[train][e2e][numerics]") {
-  if (!have_data()) {
-    DDP_SKIP("dataset-fashion-mnist is not installed");
-  }
+  DDP_REQUIRE_FASHION_DATA();
   if (auto why = forced_capability_unsupported()) DDP_SKIP(*why);
   TempDir tmp;
   const auto common = small_data({"--epochs=1", "--max_steps=30", "--lr=1e-4", "--no_shuffle", "--seed=3"});
@@ -131,9 +122,7 @@ TEST_CASE("2 processes x batch 32 end with the weights of 1 process x batch 64",
 TEST_CASE("ddp-train on cuda: 1 process over NCCL and 2 processes sharing the GPU over Gloo learn and evaluate "
           "all 10000 test samples",
           "[train][e2e][cuda]") {
-  if (!have_data()) {
-    DDP_SKIP("dataset-fashion-mnist is not installed");
-  }
+  DDP_REQUIRE_FASHION_DATA();
   if (!torch::cuda::is_available()) {
     DDP_SKIP("no CUDA GPU is visible (scripts/gpu-check runs this case on a GPU machine)");
   }
@@ -155,9 +144,7 @@ TEST_CASE("ddp-train on cuda: 1 process over NCCL and 2 processes sharing the GP
 
 TEST_CASE("a worker killed mid-epoch is restarted and the job ends with the uninterrupted weights",
           "[train][e2e][resume]") {
-  if (!have_data()) {
-    DDP_SKIP("dataset-fashion-mnist is not installed");
-  }
+  DDP_REQUIRE_FASHION_DATA();
   TempDir tmp;
   // Shuffled with a fixed seed: the resumed epoch must replay the same order.
   auto args = [&](const std::string& name) {
@@ -193,9 +180,7 @@ TEST_CASE("a worker killed mid-epoch is restarted and the job ends with the unin
 }
 
 TEST_CASE("resume with --resume continues a finished short run instead of starting over", "[train][e2e][resume]") {
-  if (!have_data()) {
-    DDP_SKIP("dataset-fashion-mnist is not installed");
-  }
+  DDP_REQUIRE_FASHION_DATA();
   TempDir tmp;
   const auto base = small_data({"--max_steps=3", "--checkpoint_dir=" + tmp.file("ck")});
   auto first = base;
@@ -222,14 +207,12 @@ TEST_CASE("bad data paths and bad options give one clear line", "[train][e2e][er
                              Catch::Contains("apt-get install dataset-fashion-mnist"));
   }
   SECTION("truncated file names the file") {
-    if (!have_data()) {
-      DDP_SKIP("dataset-fashion-mnist is not installed");
-    }
+    DDP_REQUIRE_FASHION_DATA();
     const std::string dir = tmp.file("data");
     fs::create_directories(dir);
     for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
                           "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"})
-      fs::copy_file(std::string(ddp::fashion::kDefaultDataDir) + "/" + f, dir + "/" + f);
+      fs::copy_file(small_fashion_dir() + "/" + f, dir + "/" + f);
     const std::string victim = dir + "/t10k-images-idx3-ubyte.gz";
     fs::resize_file(victim, fs::file_size(victim) / 3);
     const auto r = run({bin_path("ddp-train"), "--data_dir=" + dir}, no_dist_env, 60);
@@ -237,9 +220,7 @@ TEST_CASE("bad data paths and bad options give one clear line", "[train][e2e][er
     CHECK_THAT(r.output, Catch::Contains("'" + victim + "' is truncated"));
   }
   SECTION("an unusable checkpoint directory stops every rank with one message") {
-    if (!have_data()) {
-      DDP_SKIP("dataset-fashion-mnist is not installed");
-    }
+    DDP_REQUIRE_FASHION_DATA();
     write_file(tmp.file("plain-file"), "x");
     const auto r = launch(2, small_data({"--checkpoint_dir=" + tmp.file("plain-file/ck")}), {}, 0, 90);
     CHECK(r.exit_code == 1);
@@ -251,9 +232,7 @@ TEST_CASE("bad data paths and bad options give one clear line", "[train][e2e][er
     CHECK(r.output == "ddp-train: error: --batch_size: 0 is out of range, expected [1, 1048576] (see ddp-train --help)\n");
   }
   SECTION("--device cuda without a GPU is one line; auto picks the CPU") {
-    if (!have_data()) {
-      DDP_SKIP("dataset-fashion-mnist is not installed");
-    }
+    DDP_REQUIRE_FASHION_DATA();
     if (torch::cuda::is_available()) {
       DDP_SKIP("a CUDA GPU is visible here");
     }

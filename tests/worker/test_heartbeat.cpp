@@ -4,8 +4,6 @@
 // ddp-train's step.
 #include <catch2/catch.hpp>
 
-#include <zlib.h>
-
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -14,6 +12,7 @@
 #include <vector>
 
 #include "ddp/common/heartbeat.h"
+#include "fashion_fixture.h"
 #include "test_support.h"
 #include "worker_test_util.h"
 
@@ -23,27 +22,17 @@ using ddp::Heartbeat;
 
 namespace {
 
-void write_gz(const std::string& path, const std::vector<std::uint8_t>& bytes) {
-  gzFile f = gzopen(path.c_str(), "wb");
-  REQUIRE(f != nullptr);
-  REQUIRE(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())) == static_cast<int>(bytes.size()));
-  REQUIRE(gzclose(f) == Z_OK);
-}
-
 // IDX files of 64 training and 16 test images (ddp-train's data, tiny).
 void write_tiny_fashion_mnist(const std::string& dir) {
-  auto idx = [](std::uint32_t n, bool images) {
-    std::vector<std::uint8_t> b = {0, 0, 8, static_cast<std::uint8_t>(images ? 3 : 1)};
-    const std::vector<std::uint32_t> dims = images ? std::vector<std::uint32_t>{n, 28, 28} : std::vector<std::uint32_t>{n};
-    for (auto d : dims)
-      for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<std::uint8_t>(d >> s));
-    for (std::uint32_t i = 0; i < (images ? n * 28 * 28 : n); ++i) b.push_back(static_cast<std::uint8_t>(images ? i * 7 : i % 10));
+  auto bytes = [](std::uint32_t n, bool images) {
+    std::vector<std::uint8_t> b(images ? n * 28 * 28 : n);
+    for (std::uint32_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::uint8_t>(images ? i * 7 : i % 10);
     return b;
   };
-  write_gz(dir + "/train-images-idx3-ubyte.gz", idx(64, true));
-  write_gz(dir + "/train-labels-idx1-ubyte.gz", idx(64, false));
-  write_gz(dir + "/t10k-images-idx3-ubyte.gz", idx(16, true));
-  write_gz(dir + "/t10k-labels-idx1-ubyte.gz", idx(16, false));
+  write_gz(dir + "/train-images-idx3-ubyte.gz", idx_bytes(8, {64, 28, 28}, bytes(64, true)));
+  write_gz(dir + "/train-labels-idx1-ubyte.gz", idx_bytes(8, {64}, bytes(64, false)));
+  write_gz(dir + "/t10k-images-idx3-ubyte.gz", idx_bytes(8, {16, 28, 28}, bytes(16, true)));
+  write_gz(dir + "/t10k-labels-idx1-ubyte.gz", idx_bytes(8, {16}, bytes(16, false)));
 }
 
 struct Job {

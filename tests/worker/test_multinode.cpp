@@ -11,6 +11,7 @@
 #include <regex>
 #include <set>
 
+#include "fashion_fixture.h"
 #include "netns.h"
 #include "reference_python.h"
 #include "test_skip.h"
@@ -95,7 +96,6 @@ TEST_CASE("multi-node: a Kubernetes PyTorchJob's variables alone start ddp-launc
 // the rendezvous, real training programs.
 namespace {
 
-bool have_data() { return std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"); }
 
 // ddp-launch with c10d for node i of `nodes`, running program args... With
 // --nnodes 1:2 a round closes 5 s after its first node joined: time enough
@@ -150,7 +150,7 @@ std::vector<std::unique_ptr<Proc>> train_three_epochs(const NetNodes& nodes, con
   const std::string program = env.count("DDP_TEST_DIE_AT") ? "ddp-train-faults" : "ddp-train";
   return start_two(nodes, nnodes, {"--max_restarts=1"},
                    {bin_path(program), "--epochs=3", "--max_steps=" + std::to_string(steps), "--batch_size=32",
-                    "--checkpoint_dir=" + tmp.file("ck")},
+                    "--data_dir=" + small_fashion_dir(), "--checkpoint_dir=" + tmp.file("ck")},
                    node_env(std::move(env)));
 }
 
@@ -158,12 +158,12 @@ std::vector<std::unique_ptr<Proc>> train_three_epochs(const NetNodes& nodes, con
 
 TEST_CASE("multi-node c10d: ddp-train, 2 nodes x 2 processes, meets at node 0's endpoint and trains as one world") {
   if (auto why = NetNodes::unavailable_reason()) DDP_SKIP(*why);
-  if (!have_data()) DDP_SKIP("dataset-fashion-mnist is not installed");
+  DDP_REQUIRE_FASHION_DATA();
   NetNodes nodes(2);
   TempDir tmp;
   auto procs = start_two(nodes, "2", {},
                          {bin_path("ddp-train"), "--epochs=1", "--max_steps=5", "--batch_size=32",
-                          "--checkpoint_dir=" + tmp.file("ck")},
+                          "--data_dir=" + small_fashion_dir(), "--checkpoint_dir=" + tmp.file("ck")},
                          node_env());
   for (int i = 0; i < 2; ++i) {
     INFO("node " << i << ":\n" << procs[i]->output());
@@ -179,14 +179,14 @@ TEST_CASE("multi-node c10d: ddp-train, 2 nodes x 2 processes, meets at node 0's 
 
 TEST_CASE("multi-node c10d: the seeds-style Python DDP script runs unchanged, 2 nodes x 2 processes") {
   if (auto why = NetNodes::unavailable_reason()) DDP_SKIP(*why);
-  if (!have_data()) DDP_SKIP("dataset-fashion-mnist is not installed");
+  DDP_REQUIRE_FASHION_DATA();
   DDP_REFERENCE_PYTHON_OR_SKIP(python);
   NetNodes nodes(2);
   TempDir tmp;
   // torch.distributed.launch style: --local_rank=N in argv, env:// init.
   auto procs = start_two(nodes, "2", {},
                          {source_path("bench/train/python_ddp.py"), "--epochs=1", "--max_steps=5",
-                          "--batch_size=32", "--checkpoint_dir=" + tmp.file("ck")},
+                          "--batch_size=32", "--data_dir=" + small_fashion_dir(), "--checkpoint_dir=" + tmp.file("ck")},
                          node_env({{"PYTHON_EXEC", python}}));
   for (int i = 0; i < 2; ++i) {
     INFO("node " << i << ":\n" << procs[i]->output());
@@ -200,7 +200,7 @@ TEST_CASE("multi-node c10d: the seeds-style Python DDP script runs unchanged, 2 
 TEST_CASE("multi-node c10d --nnodes 1:2 --max_restarts 1: a node's launcher SIGKILLed mid-training, the other "
           "re-rendezvouses and finishes alone from the last checkpoint") {
   if (auto why = NetNodes::unavailable_reason()) DDP_SKIP(*why);
-  if (!have_data()) DDP_SKIP("dataset-fashion-mnist is not installed");
+  DDP_REQUIRE_FASHION_DATA();
   NetNodes nodes(2);
   TempDir tmp;
   auto procs = train_three_epochs(nodes, "1:2", 10, tmp, {});
@@ -221,7 +221,7 @@ TEST_CASE("multi-node c10d --nnodes 1:2 --max_restarts 1: a node's launcher SIGK
 
 TEST_CASE("multi-node c10d: a worker failure on one node restarts the workers on both nodes, which resume together") {
   if (auto why = NetNodes::unavailable_reason()) DDP_SKIP(*why);
-  if (!have_data()) DDP_SKIP("dataset-fashion-mnist is not installed");
+  DDP_REQUIRE_FASHION_DATA();
   NetNodes nodes(2);
   TempDir tmp;
   // Rank 3 (node 1) SIGKILLs itself before global step 14 on the first attempt.

@@ -6,7 +6,6 @@
 #include <filesystem>
 
 #include "ddp/fashion/fashion_mnist.h"
-#include "test_skip.h"
 #include "test_support.h"
 
 namespace ddp::test {
@@ -27,9 +26,8 @@ void write_gz(const std::string& path, const std::vector<std::uint8_t>& bytes) {
   REQUIRE(gzclose(f) == Z_OK);
 }
 
-void require_fashion_data() {
-  if (!std::filesystem::exists(std::string(ddp::fashion::kDefaultDataDir) + "/train-images-idx3-ubyte.gz"))
-    DDP_SKIP("dataset-fashion-mnist is not installed");
+bool have_fashion_data() {
+  return std::filesystem::exists(std::string(ddp::fashion::kDefaultDataDir) + "/train-images-idx3-ubyte.gz");
 }
 
 namespace {
@@ -48,7 +46,7 @@ void write_head(const std::string& dir, const std::string& prefix, std::uint32_t
 }  // namespace
 
 const std::string& small_fashion_dir() {
-  require_fashion_data();
+  REQUIRE(have_fashion_data());
   static TempDir dir;
   static const std::string path = [] {
     write_head(dir.path(), "train", kSmallTrain);

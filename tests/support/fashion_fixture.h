@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "test_skip.h"
+
 namespace ddp::test {
 
 // An IDX file's bytes: magic (type, number of dimensions), the dimensions,
@@ -16,15 +18,22 @@ std::vector<std::uint8_t> idx_bytes(std::uint8_t type, const std::vector<std::ui
 // Writes `bytes` gzip'd to `path` (REQUIREs success).
 void write_gz(const std::string& path, const std::vector<std::uint8_t>& bytes);
 
+// Whether dataset-fashion-mnist is installed (kDefaultDataDir).
+bool have_fashion_data();
+
 // The first kSmallTrain training and kSmallTest test samples of the installed
 // Fashion-MNIST, written once per test process into a directory that lives
 // as long as the process: a --data_dir that loads and evaluates in a tenth
-// of the time of the whole set. DDP_SKIPs when the dataset is not installed.
+// of the time of the whole set. Needs the dataset (a case checks first with
+// DDP_REQUIRE_FASHION_DATA).
 inline constexpr std::uint32_t kSmallTrain = 8192;
 inline constexpr std::uint32_t kSmallTest = 1024;
 const std::string& small_fashion_dir();
 
-// DDP_SKIPs when dataset-fashion-mnist is not installed.
-void require_fashion_data();
-
 }  // namespace ddp::test
+
+// In a test case: skips it when dataset-fashion-mnist is not installed.
+#define DDP_REQUIRE_FASHION_DATA()                                                         \
+  do {                                                                                     \
+    if (!::ddp::test::have_fashion_data()) DDP_SKIP("dataset-fashion-mnist is not installed"); \
+  } while (false)
