@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "chaos_common.h"
+#include "fashion_fixture.h"
 #include "create_watch.h"
 #include "ddp/worker/checkpoint.h"
 #include "sandbox.h"
@@ -40,12 +41,10 @@ constexpr int kSteps = 4;    // per epoch
 constexpr int kEpochs = 2;
 constexpr double kRunTimeout = 240;  // a whole job, on a loaded 2-core machine
 
-bool have_data() { return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"); }
-
 std::vector<std::string> train_args(const std::string& dir) {
   return {bin_path("ddp-train"), "--epochs=" + std::to_string(kEpochs), "--max_steps=" + std::to_string(kSteps),
           "--seed=11", "--batch_size=32", "--log_interval=1", "--lr_patience=0", "--lr_factor=0.5",
-          "--checkpoint_dir=" + dir + "/ck", "--save_final=" + dir + "/final.pt"};
+          "--data_dir=" + small_fashion_dir(), "--checkpoint_dir=" + dir + "/ck", "--save_final=" + dir + "/final.pt"};
 }
 
 std::vector<std::string> launcher(int max_restarts, const std::vector<std::string>& program,
@@ -194,7 +193,7 @@ int rounds() { return long_variant() ? static_cast<int>(env_count("DDP_RELIABILI
 TEST_CASE("chaos --max_restarts=2: a worker SIGKILLed at a random step, then one SIGSEGVed, end with the "
           "undisturbed run's weights bit for bit",
           "[reliability][chaos][train]") {
-  if (!have_data()) DDP_SKIP("dataset-fashion-mnist is not installed");
+  DDP_REQUIRE_FASHION_DATA();
   const std::string& ref = reference_weights();
   auto rng = case_rng("restart-kill-segv");
   for (int round = 0; round < rounds(); ++round) {
@@ -223,7 +222,7 @@ TEST_CASE("chaos --max_restarts=2: a worker SIGKILLed at a random step, then one
 TEST_CASE("chaos --max_restarts=2: a worker stopped with SIGSTOP, then rank 0 killed during a checkpoint write, "
           "end with the undisturbed run's weights and no partial checkpoint",
           "[reliability][chaos][train]") {
-  if (!have_data()) DDP_SKIP("dataset-fashion-mnist is not installed");
+  DDP_REQUIRE_FASHION_DATA();
   const std::string& ref = reference_weights();
   auto rng = case_rng("restart-stop-ckpt");
   for (int round = 0; round < rounds(); ++round) {
@@ -257,7 +256,7 @@ TEST_CASE("chaos --max_restarts=2: a worker stopped with SIGSTOP, then rank 0 ki
 TEST_CASE("chaos --max_restarts=0: a worker SIGKILLed or SIGSEGVed at a random step stops the job with its "
           "signal's code and rank, nothing left behind",
           "[reliability][chaos][train]") {
-  if (!have_data()) DDP_SKIP("dataset-fashion-mnist is not installed");
+  DDP_REQUIRE_FASHION_DATA();
   auto rng = case_rng("no-restart-signals");
   // Both in the long variant; one of them, drawn, in the default one.
   std::vector<int> sigs = {SIGKILL, SIGSEGV};
@@ -296,7 +295,7 @@ TEST_CASE("chaos --max_restarts=0: a worker that throws stops the job with exit 
 TEST_CASE("chaos --max_restarts=0: a worker stopped with SIGSTOP fails the job within DDP_TIMEOUT_S, and the "
           "report names the stopped rank",
           "[reliability][chaos][train]") {
-  if (!have_data()) DDP_SKIP("dataset-fashion-mnist is not installed");
+  DDP_REQUIRE_FASHION_DATA();
   Sandbox sb("stop");
   auto rng = case_rng("stop");
   const Point point = random_point(rng);
@@ -320,7 +319,7 @@ TEST_CASE("chaos --max_restarts=0: a worker stopped with SIGSTOP fails the job w
 
 TEST_CASE("chaos --max_restarts=0: rank 0 SIGKILLed during a checkpoint write stops the job with 137 and rank 0",
           "[reliability][chaos][train]") {
-  if (!have_data()) DDP_SKIP("dataset-fashion-mnist is not installed");
+  DDP_REQUIRE_FASHION_DATA();
   Sandbox sb("ckpt-kill");
   Stopwatch clock;
   Proc p(sb.wrap(launcher(0, train_args(sb.work()))), job_env(sb));
@@ -335,7 +334,7 @@ TEST_CASE("chaos --max_restarts=0: rank 0 SIGKILLed during a checkpoint write st
 
 TEST_CASE("chaos: the launcher SIGKILLed mid-training leaves no worker, run directory or segment behind",
           "[reliability][chaos][train]") {
-  if (!have_data()) DDP_SKIP("dataset-fashion-mnist is not installed");
+  DDP_REQUIRE_FASHION_DATA();
   Sandbox sb("launcher-kill");
   auto rng = case_rng("launcher-kill");
   const Point point = random_point(rng);
@@ -354,7 +353,7 @@ TEST_CASE("chaos: the launcher SIGKILLed mid-training leaves no worker, run dire
 
 TEST_CASE("chaos: the launcher SIGTERMed mid-training forwards it, exits 143 and leaves nothing behind",
           "[reliability][chaos][train]") {
-  if (!have_data()) DDP_SKIP("dataset-fashion-mnist is not installed");
+  DDP_REQUIRE_FASHION_DATA();
   Sandbox sb("launcher-term");
   auto rng = case_rng("launcher-term");
   const Point point = random_point(rng);
@@ -404,7 +403,7 @@ TEST_CASE("chaos: a taken master port is exit code 2 and one line naming it, bef
 
 TEST_CASE("chaos: a rank whose program cannot be executed stops the job with 127 and names that rank",
           "[reliability][chaos][train]") {
-  if (!have_data()) DDP_SKIP("dataset-fashion-mnist is not installed");
+  DDP_REQUIRE_FASHION_DATA();
   Sandbox sb("never-starts");
   Stopwatch clock;
   // Rank 1 never starts ddp-train: its exec fails (the path does not exist
