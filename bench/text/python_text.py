@@ -24,6 +24,7 @@ import os
 import pickle
 import re
 import sys
+import zlib
 
 import torch
 import torch.distributed as dist
@@ -35,7 +36,7 @@ from torch.utils.data.distributed import DistributedSampler
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "train"))
 from python_ddp import f1_scores, train_epochs  # noqa: E402  (the FMNIST twin's F1 rule and seeds' epoch loop)
 
-PREPARED_FORMAT = "ddp-text-prepared-v1"
+PREPARED_FORMAT = "ddp-text-prepared-v2"
 CHECKPOINT_FORMAT = "ddp-worker-checkpoint-v1"
 MIN_LENGTH = 5  # the widest filter: every sequence has at least one window
 EVAL_BATCH = 250
@@ -142,7 +143,12 @@ def load_data(data_dir, max_length):
         fail(f"{stamp_path} is not valid JSON ({e}); run `ddp-text --prepare_only --data_dir {data_dir}` again")
     if not isinstance(stamp, dict) or stamp.get("format") != PREPARED_FORMAT:
         fail(f"{stamp_path}: format is not {PREPARED_FORMAT}; run `ddp-text --prepare_only --data_dir {data_dir}` again")
-    vocab_list = read_lines(os.path.join(data_dir, "vocab.txt"))
+    vocab_path = os.path.join(data_dir, "vocab.txt")
+    with open(vocab_path, "rb") as f:
+        if zlib.crc32(f.read()) != stamp.get("vocab_crc32"):
+            fail(f"{vocab_path} is not the vocabulary {stamp_path} was written with; "
+                 f"run `ddp-text --prepare_only --data_dir {data_dir}` again")
+    vocab_list = read_lines(vocab_path)
     if vocab_list[:2] != ["<pad>", "<unk>"]:
         fail(f"{os.path.join(data_dir, 'vocab.txt')}: lines 1-2 must be <pad> and <unk>; prepare the directory again")
     labels = read_lines(os.path.join(data_dir, "labels.txt"))

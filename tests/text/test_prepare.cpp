@@ -8,6 +8,8 @@
 #include <chrono>
 #include <filesystem>
 #include <set>
+#include <utility>
+#include <vector>
 #include <sstream>
 
 #include "ddp/text/csv.h"
@@ -78,7 +80,7 @@ TEST_CASE("prepare: writes the split, labels, vocabulary of the train split and 
 
   const auto stamp = parse_stamp(read_file(f.out(kPreparedJson)));
   REQUIRE(stamp);
-  CHECK(stamp->format == "ddp-text-prepared-v1");
+  CHECK(stamp->format == "ddp-text-prepared-v2");
   CHECK(stamp->min_count == 2);
   REQUIRE(stamp->sources.size() == 4);
   CHECK(stamp->sources[0].file == "data.noun");
@@ -87,6 +89,8 @@ TEST_CASE("prepare: writes the split, labels, vocabulary of the train split and 
   CHECK(stamp->train_rows == n_train);
   CHECK(stamp->test_rows == n_test);
   CHECK(stamp->vocab_size == result.vocab_size);
+  CHECK(stamp->vocab_crc32 == content_crc32(read_file(f.out(kVocabTxt))));
+  CHECK(content_crc32("123456789") == 0xcbf43926u);  // CRC-32's check value, as Python's zlib.crc32
   CHECK(stamp->wordnet_dir == f.opts.wordnet_dir);
   // Numbers as numbers, as the spec writes them.
   CHECK(read_file(f.out(kPreparedJson)).find("\"min_count\": 2, \"sources\": [{\"file\": \"data.noun\", \"size\": ") !=
@@ -159,8 +163,27 @@ TEST_CASE("prepare: a touched source, another min_count, a missing output or a b
       CHECK(is_up_to_date(f.opts));
     }
   }
+  SECTION("a vocabulary edited after preparation: two tokens swapped, same size and mtime") {
+    const std::string original = read_file(f.out(kVocabTxt));
+    const auto mtime = fs::last_write_time(f.out(kVocabTxt));
+    std::istringstream lines(original);
+    std::vector<std::string> tokens;
+    for (std::string t; std::getline(lines, t);) tokens.push_back(t);
+    REQUIRE(tokens.size() >= 4);  // <pad>, <unk>, then the corpus tokens
+    std::swap(tokens[2], tokens[3]);
+    std::string swapped;
+    for (const auto& t : tokens) swapped += t + "\n";
+    REQUIRE(swapped.size() == original.size());
+    write_file(f.out(kVocabTxt), swapped);
+    fs::last_write_time(f.out(kVocabTxt), mtime);
+    CHECK(why_not_up_to_date(f.opts) == "vocab.txt is not the one prepared.json was written with");
+    CHECK(starts_with(f.ensure(), "prepared " + f.opts.data_dir + " from " + f.opts.wordnet_dir +
+                                      " (vocab.txt is not the one prepared.json was written with): "));
+    CHECK(read_file(f.out(kVocabTxt)) == original);
+    CHECK(is_up_to_date(f.opts));
+  }
   SECTION("a damaged stamp") {
-    write_file(f.out(kPreparedJson), "{\"format\": \"ddp-text-prepared-v1\", \"min_count\": ");
+    write_file(f.out(kPreparedJson), "{\"format\": \"ddp-text-prepared-v2\", \"min_count\": ");
     CHECK(why_not_up_to_date(f.opts) == "prepared.json damaged");
     write_file(f.out(kPreparedJson), std::string(100000, '['));
     CHECK(why_not_up_to_date(f.opts) == "prepared.json damaged");
@@ -169,7 +192,7 @@ TEST_CASE("prepare: a touched source, another min_count, a missing output or a b
   }
   SECTION("a stamp of another format") {
     std::string json = read_file(f.out(kPreparedJson));
-    json.replace(json.find("-v1"), 3, "-v0");
+    json.replace(json.find("-v2"), 3, "-v0");
     write_file(f.out(kPreparedJson), json);
     CHECK(why_not_up_to_date(f.opts) == "format was ddp-text-prepared-v0");
   }

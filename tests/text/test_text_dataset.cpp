@@ -96,6 +96,18 @@ TEST_CASE("dataset: a damaged prepared file is one line", "[text][dataset]") {
           p.out(kLabelsTxt) + ":1: 'adj.pert' where class 0 'adj.all' belongs (the 45 lexnames(5WN) classes in order, "
                               "one a line)" + p.hint());
   }
+  SECTION("vocab.txt with two tokens swapped (same count, other ids)") {
+    std::string vocab = read_file(p.out(kVocabTxt));
+    const auto first = vocab.find("\n", vocab.find("<unk>")) + 1;  // the first corpus token
+    const auto second = vocab.find('\n', first) + 1;
+    const auto third = vocab.find('\n', second) + 1;
+    vocab = vocab.substr(0, first) + vocab.substr(second, third - second) + vocab.substr(first, second - first) +
+            vocab.substr(third);
+    write_file(p.out(kVocabTxt), vocab);
+    const std::string err = text_error_of([&] { load_text_data(p.opts.data_dir, 64); });
+    CHECK(err.rfind(p.out(kVocabTxt) + " is not the vocabulary prepared.json was written with (crc32 ", 0) == 0);
+    CHECK(err.find(": files of two preparations or an edited file)" + p.hint()) != std::string::npos);
+  }
   SECTION("a train.csv of another preparation") {
     std::string csv = read_file(p.out(kTrainCsv));
     csv.erase(csv.rfind('\n', csv.size() - 2) + 1);  // drop the last row
@@ -106,6 +118,6 @@ TEST_CASE("dataset: a damaged prepared file is one line", "[text][dataset]") {
   SECTION("a damaged stamp") {
     write_file(p.out(kPreparedJson), "not json");
     CHECK(text_error_of([&] { load_text_data(p.opts.data_dir, 64); }) ==
-          p.out(kPreparedJson) + ": not a ddp-text-prepared-v1 stamp" + p.hint());
+          p.out(kPreparedJson) + ": not a ddp-text-prepared-v2 stamp" + p.hint());
   }
 }

@@ -86,6 +86,17 @@ std::optional<PreparedStamp> read_current_stamp(const PrepareOptions& opts, std:
       return std::nullopt;
     }
   }
+  // Its tokens' order is the embedding's rows: an edit that keeps the size
+  // (two tokens swapped) is not up to date.
+  std::optional<std::string> vocab;
+  try {
+    vocab = detail::read_file_bytes(prepared_path(opts.data_dir, kVocabTxt), "");
+  } catch (const TextDataError&) {
+  }
+  if (!vocab || content_crc32(*vocab) != stamp->vocab_crc32) {
+    why = std::string(kVocabTxt) + " is not the one " + kPreparedJson + " was written with";
+    return std::nullopt;
+  }
   why.clear();
   return stamp;
 }
@@ -151,6 +162,8 @@ PrepareResult prepare_text_data(const PrepareOptions& opts) {
   }
   const Vocabulary vocab = Vocabulary::build(counts, opts.min_count);
   stamp.vocab_size = static_cast<std::int64_t>(vocab.size());
+  const std::string vocab_txt = vocab.serialize();
+  stamp.vocab_crc32 = content_crc32(vocab_txt);
 
   std::error_code ec;
   std::filesystem::create_directories(opts.data_dir, ec);
@@ -161,7 +174,7 @@ PrepareResult prepare_text_data(const PrepareOptions& opts) {
   std::string labels;
   for (const auto& name : lexnames()) labels.append(name).append("\n");
   write_prepared(opts.data_dir, kLabelsTxt, labels);
-  write_prepared(opts.data_dir, kVocabTxt, vocab.serialize());
+  write_prepared(opts.data_dir, kVocabTxt, vocab_txt);
   write_prepared(opts.data_dir, kTrainCsv, train_csv);
   write_prepared(opts.data_dir, kTestCsv, test_csv);
   write_prepared(opts.data_dir, kPreparedJson, serialize_stamp(stamp));

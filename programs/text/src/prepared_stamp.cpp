@@ -3,6 +3,9 @@
 #include <boost/property_tree/json_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
 
+#include <zlib.h>
+
+#include <algorithm>
 #include <sstream>
 
 namespace ddp::text {
@@ -36,6 +39,17 @@ std::string json_string(const std::string& s) {
 
 std::string prepared_path(const std::string& data_dir, const std::string& name) { return data_dir + "/" + name; }
 
+std::uint32_t content_crc32(const std::string& bytes) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  // zlib takes at most 4 GiB a call (uInt).
+  for (std::size_t at = 0; at < bytes.size();) {
+    const auto n = static_cast<uInt>(std::min<std::size_t>(bytes.size() - at, 1u << 30));
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(bytes.data() + at), n);
+    at += n;
+  }
+  return static_cast<std::uint32_t>(crc);
+}
+
 std::string serialize_stamp(const PreparedStamp& s) {
   std::ostringstream out;
   out << "{\"format\": " << json_string(s.format) << ", \"min_count\": " << s.min_count << ", \"sources\": [";
@@ -45,7 +59,8 @@ std::string serialize_stamp(const PreparedStamp& s) {
         << ", \"mtime_ns\": " << src.mtime_ns << "}";
   }
   out << "], \"train_rows\": " << s.train_rows << ", \"test_rows\": " << s.test_rows
-      << ", \"vocab_size\": " << s.vocab_size << ", \"wordnet_dir\": " << json_string(s.wordnet_dir) << "}\n";
+      << ", \"vocab_size\": " << s.vocab_size << ", \"vocab_crc32\": " << s.vocab_crc32
+      << ", \"wordnet_dir\": " << json_string(s.wordnet_dir) << "}\n";
   return out.str();
 }
 
@@ -70,6 +85,7 @@ std::optional<PreparedStamp> parse_stamp(const std::string& json) {
     s.train_rows = root.get<std::int64_t>("train_rows");
     s.test_rows = root.get<std::int64_t>("test_rows");
     s.vocab_size = root.get<std::int64_t>("vocab_size");
+    s.vocab_crc32 = root.get<std::uint32_t>("vocab_crc32");
     s.wordnet_dir = root.get<std::string>("wordnet_dir");
     return s;
   } catch (const pt::ptree_error&) {

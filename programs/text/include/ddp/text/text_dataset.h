@@ -36,8 +36,9 @@ struct TextData {
 };
 
 // Reads data_dir's vocab.txt, labels.txt, train.csv and test.csv, and checks
-// the row and vocabulary counts against prepared.json (a directory mixing
-// two preparations is an error, not a silent mix).
+// the row and vocabulary counts and vocab.txt's CRC-32 against prepared.json
+// (a directory mixing two preparations, or an edited vocabulary, is an
+// error, not a silent mix).
 TextData load_text_data(const std::string& data_dir, int max_length);
 
 }  // namespace ddp::text
