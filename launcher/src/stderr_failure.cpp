@@ -34,6 +34,29 @@ std::string without_escapes(std::string_view s) {
   return out;
 }
 
+// torch 2.x's sys.excepthook, set by init_process_group, writes every
+// non-empty line of a traceback as "[rank<N>]: <line>" (distributed_c10d.py,
+// _distributed_excepthook): that prefix is left out where a line starts
+// (after '\n', '\r' or at the start), so the traceback reads as Python's own.
+std::string without_rank_prefixes(std::string_view s) {
+  constexpr std::string_view kOpen = "[rank";
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const bool line_start = i == 0 || s[i - 1] == '\n' || s[i - 1] == '\r';
+    if (line_start && s.substr(i, kOpen.size()) == kOpen) {
+      size_t j = i + kOpen.size();
+      while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
+      if (j > i + kOpen.size() && s.substr(j, 3) == "]: ") {
+        i = j + 3;
+        continue;
+      }
+    }
+    out += s[i++];
+  }
+  return out;
+}
+
 std::vector<std::string_view> lines_of(std::string_view s) {
   std::vector<std::string_view> out;
   size_t start = 0;
@@ -154,7 +177,7 @@ StderrFailure terminate_failure(std::string_view text, size_t at) {
 }  // namespace
 
 std::optional<StderrFailure> failure_from_stderr(std::string_view raw, int max_frames) {
-  const std::string text = without_escapes(raw);
+  const std::string text = without_rank_prefixes(without_escapes(raw));
   const std::string_view t = text;
   size_t py = t.rfind(kPyHeader);
   // A terminate line starts a line (the handler writes it whole).

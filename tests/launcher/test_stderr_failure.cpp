@@ -158,6 +158,27 @@ const std::string kTorch211 = R"ERR(Traceback (most recent call last):
 torch.distributed.DistStoreError: Timed out after 2 seconds waiting for clients. 1/2 clients joined.
 )ERR";
 
+// torch 2.11's venv python after init_process_group (rank 1 of 2): its
+// sys.excepthook prefixes each line of the traceback with "[rank1]: "
+// (distributed_c10d.py, _distributed_excepthook), not the empty ones;
+// another line of the worker's before it
+const std::string kRankPrefixed = R"ERR(epoch 1 step 5 loss 0.31
+[rank1]: Traceback (most recent call last):
+[rank1]:   File "/tmp/st-cap/rankprefix.py", line 7, in load
+[rank1]:     return cfg["lr"]
+[rank1]:            ~~~^^^^^^
+[rank1]: KeyError: 'lr'
+
+[rank1]: The above exception was the direct cause of the following exception:
+
+[rank1]: Traceback (most recent call last):
+[rank1]:   File "/tmp/st-cap/rankprefix.py", line 10, in <module>
+[rank1]:     load({})
+[rank1]:   File "/tmp/st-cap/rankprefix.py", line 9, in load
+[rank1]:     raise RuntimeError("config has no learning rate") from e
+[rank1]: RuntimeError: config has no learning rate
+)ERR";
+
 // g++ 12 / libstdc++: throw std::runtime_error(...) out of main
 const std::string kTerminate = R"ERR(terminate called after throwing an instance of 'std::runtime_error'
   what():  bad batch: index 7 out of range
@@ -282,6 +303,22 @@ TEST_CASE("stderr failure: torch.distributed errors of torch 1.13 and 2.11") {
   REQUIRE(b);
   CHECK(b->message == "torch.distributed.DistStoreError: Timed out after 2 seconds waiting for clients. 1/2 clients joined.");
   CHECK(b->traceback.rfind("  ... 2 earlier frames\n", 0) == 0);
+}
+
+TEST_CASE("stderr failure: torch 2.x's [rankN]: prefix after init_process_group is read through") {
+  const auto f = failure_from_stderr(kRankPrefixed);
+  REQUIRE(f);
+  CHECK(f->message == "RuntimeError: config has no learning rate");
+  CHECK(f->traceback ==
+        "(raised from: KeyError: 'lr')\n"
+        "  File \"/tmp/st-cap/rankprefix.py\", line 10, in <module>\n"
+        "    load({})\n"
+        "  File \"/tmp/st-cap/rankprefix.py\", line 9, in load\n"
+        "    raise RuntimeError(\"config has no learning rate\") from e\n"
+        "RuntimeError: config has no learning rate");
+  // Only the excepthook's own prefix: a line that merely starts with "[rank" stays as it is.
+  CHECK_FALSE(failure_from_stderr("[rank]: Traceback (most recent call last):\n[rank]: ValueError: x\n"));
+  CHECK_FALSE(failure_from_stderr("[rank1]:Traceback (most recent call last):\n[rank1]:ValueError: x\n"));
 }
 
 TEST_CASE("stderr failure: libstdc++'s terminate handler") {

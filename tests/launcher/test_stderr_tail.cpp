@@ -96,6 +96,29 @@ TEST_CASE("a Python script that raises without @record: the report's message is 
   }
 }
 
+// Issue 23, item 7: once init_process_group has run, torch 2.x's excepthook
+// writes "[rank0]: " before every line of the traceback (torch 1.13 does
+// not); the report quotes the exception all the same.
+TEST_CASE("a Python rank that raises after init_process_group: the report's message is its exception line", "[torch]") {
+  DDP_REFERENCE_PYTHON_OR_SKIP(py);
+  TempDir out;
+  write_file(out.file("train.py"),
+             "import torch.distributed as dist\n"
+             "dist.init_process_group('gloo')\n"
+             "def step(i):\n"
+             "    raise ValueError(f'bad batch {i} on rank {dist.get_rank()}')\n"
+             "step(3)\n");
+  const auto r = run({launcher(), "--nproc_per_node=1", "--standalone", "--use_env", "--no_python", py,
+                      out.file("train.py")},
+                     {}, 90);
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK(report_value(r.output, "message   ") == "ValueError: bad batch 3 on rank 0");
+  const std::string tb = report_traceback(r.output);
+  CHECK(tb.find("in step\n") != std::string::npos);
+  CHECK(tb.find("[rank0]: ") == std::string::npos);
+}
+
 TEST_CASE("a C++ worker that throws uncaught: its what() is the report's message") {
   TempDir out;
   const auto r = run({launcher(), "--nproc_per_node=2", "--standalone", "--use_env", worker(), "throw",

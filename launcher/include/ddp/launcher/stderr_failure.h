@@ -15,7 +15,8 @@
 // whichever came last. A traceback without its exception line (killed while
 // printing it; another process writing inside its lines) quotes nothing,
 // unless it was chained to a complete one. ANSI colour sequences (Python 3.13 colours its
-// tracebacks on a terminal) are removed first. Pure: a string in, nothing
+// tracebacks on a terminal) are removed first, and so is the "[rank1]: " that torch 2.x's
+// excepthook puts before each line of a traceback once init_process_group has run. Pure: a string in, nothing
 // read or written; the supervisor calls it once per failed worker after the
 // group is gone, the report (report.h) prints the result, quoting its
 // control bytes (the result itself keeps the worker's bytes).
