@@ -23,9 +23,9 @@ bool have_fashion_data();
 
 // The first kSmallTrain training and kSmallTest test samples of the installed
 // Fashion-MNIST, written once per test process into a directory that lives
-// as long as the process: a --data_dir that loads and evaluates in a tenth
-// of the time of the whole set. Needs the dataset (a case checks first with
-// DDP_REQUIRE_FASHION_DATA).
+// as long as the process: a --data_dir that a short run loads and evaluates
+// in about a third of the whole set's time (2.9 -> 1.0 CPU s for 2 steps).
+// Needs the dataset (a case checks first with DDP_REQUIRE_FASHION_DATA).
 inline constexpr std::uint32_t kSmallTrain = 8192;
 inline constexpr std::uint32_t kSmallTest = 1024;
 const std::string& small_fashion_dir();
@@ -33,7 +33,7 @@ const std::string& small_fashion_dir();
 }  // namespace ddp::test
 
 // In a test case: skips it when dataset-fashion-mnist is not installed.
-#define DDP_REQUIRE_FASHION_DATA()                                                         \
-  do {                                                                                     \
+#define DDP_REQUIRE_FASHION_DATA()                                                             \
+  do {                                                                                         \
     if (!::ddp::test::have_fashion_data()) DDP_SKIP("dataset-fashion-mnist is not installed"); \
   } while (false)

@@ -68,7 +68,9 @@ TextData load_text_data(const std::string& data_dir, int max_length) {
     throw TextDataError(stamp_path + ": not a " + kPreparedFormat + " stamp; " + reprepare_hint(data_dir));
   check_labels(data_dir);
   const std::string vocab_path = prepared_path(data_dir, kVocabTxt);
-  TextData data{Vocabulary::read(vocab_path), lexnames(), {}, {}};
+  const auto vocab_bytes = detail::read_file_bytes(vocab_path, reprepare_hint(data_dir));
+  if (!vocab_bytes) throw TextDataError(not_found(vocab_path, data_dir));
+  TextData data{Vocabulary::parse(*vocab_bytes, vocab_path), lexnames(), {}, {}};
   data.train = load_split(prepared_path(data_dir, kTrainCsv), data.vocab, max_length);
   data.test = load_split(prepared_path(data_dir, kTestCsv), data.vocab, max_length);
   const auto mismatch = [&](const char* file, const std::string& what, std::int64_t got, std::int64_t want) {
@@ -80,8 +82,7 @@ TextData load_text_data(const std::string& data_dir, int max_length) {
     mismatch(kVocabTxt, "tokens", static_cast<std::int64_t>(data.vocab.size()), stamp->vocab_size);
   // The same count with the tokens in another order gives the embedding's
   // rows other tokens.
-  const auto vocab_bytes = detail::read_file_bytes(vocab_path, reprepare_hint(data_dir));
-  const std::uint32_t crc = vocab_bytes ? content_crc32(*vocab_bytes) : 0;
+  const std::uint32_t crc = content_crc32(*vocab_bytes);
   if (crc != stamp->vocab_crc32)
     throw TextDataError(vocab_path + " is not the vocabulary " + kPreparedJson + " was written with (crc32 " +
                         std::to_string(crc) + ", " + kPreparedJson + " says " + std::to_string(stamp->vocab_crc32) +

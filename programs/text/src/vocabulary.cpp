@@ -13,6 +13,12 @@ namespace ddp::text {
 
 namespace {
 
+// The prepared directory a vocab.txt path names, for the messages' hint.
+std::string directory_of(const std::string& path) {
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  return dir.empty() ? "." : dir;
+}
+
 constexpr const char* kPadToken = "<pad>";
 constexpr const char* kUnkToken = "<unk>";
 
@@ -68,24 +74,28 @@ Vocabulary Vocabulary::build(const TokenCounts& counts, std::int64_t min_count) 
 }
 
 Vocabulary Vocabulary::read(const std::string& path) {
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
+  const std::string dir = directory_of(path);
   const auto data = detail::read_file_bytes(path, reprepare_hint(dir));
   if (!data)
     throw TextDataError(path + " not found; run `ddp-text --prepare_only --data_dir " + dir +
                         "` (or just ddp-text) to prepare it");
+  return parse(*data, path);
+}
+
+Vocabulary Vocabulary::parse(const std::string& bytes, const std::string& path) {
+  const std::string dir = directory_of(path);
   const auto fail = [&](std::size_t line, const std::string& what) {
     throw TextDataError(path + ":" + std::to_string(line) + ": " + what + "; " + reprepare_hint(dir));
   };
-  if (data->empty()) fail(1, "empty file, expected <pad> on line 1");
-  if (data->back() != '\n') fail(static_cast<std::size_t>(std::count(data->begin(), data->end(), '\n')) + 1,
+  if (bytes.empty()) fail(1, "empty file, expected <pad> on line 1");
+  if (bytes.back() != '\n') fail(static_cast<std::size_t>(std::count(bytes.begin(), bytes.end(), '\n')) + 1,
                                  "the last line has no line end (the file is cut short)");
   std::vector<std::string> tokens;
   std::unordered_map<std::string, std::size_t> seen;
   std::size_t pos = 0;
-  while (pos < data->size()) {
-    const std::size_t eol = data->find('\n', pos);
-    const std::string_view tok(data->data() + pos, eol - pos);
+  while (pos < bytes.size()) {
+    const std::size_t eol = bytes.find('\n', pos);
+    const std::string_view tok(bytes.data() + pos, eol - pos);
     pos = eol + 1;
     const std::size_t line = tokens.size() + 1;  // 1-based, as an editor shows it
     if (line == 1 && tok != kPadToken) fail(line, "'" + printable(tok) + "' where <pad> (token id 0) belongs");

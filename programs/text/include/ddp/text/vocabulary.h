@@ -32,6 +32,9 @@ class Vocabulary {
   // Reads vocab.txt: line 0 must be <pad>, line 1 <unk>, every other line a
   // token of [a-z0-9]+ seen once. Throws TextDataError.
   static Vocabulary read(const std::string& path);
+  // The same checks on vocab.txt's bytes, read already; `path` names the
+  // file in the messages.
+  static Vocabulary parse(const std::string& bytes, const std::string& path);
 
   // The content of vocab.txt.
   std::string serialize() const;
