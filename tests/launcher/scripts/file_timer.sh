@@ -20,6 +20,10 @@ case "$1" in
   child)
     sh -c 'echo "held by $$"; printf "{\"version\": 1, \"pid\": %s, \"scope_id\": \"child_load\", \"expiration_time\": %s, \"signal\": 9}\n" $$ "$0" > "$1"; exec sleep 10' "$(at 0.3)" "$pipe" &
     wait $!
+    # The child is gone; the launcher now stops the whole group. A worker that
+    # is still here after 5 s was not stopped (without the pause it could
+    # print and exit before the launcher's SIGTERM reached it).
+    sleep 5
     echo survived ;;
   term)
     trap 'echo "got SIGTERM"; exit 5' TERM
