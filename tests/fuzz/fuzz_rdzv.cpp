@@ -1,7 +1,8 @@
 // libFuzzer target: --rdzv_endpoint and --rdzv_conf (rdzv_options.cpp).
 // Input: the endpoint text, then after the first NUL (if any) the conf text.
 // Bad input may only end in a UsageError; a parsed endpoint has a host and a
-// port from 1 to 65535, parsed timeouts are finite and not negative.
+// port from 0 to 65535 (0: a free port for a one-node job, issue 23 item 13),
+// parsed timeouts are finite and not negative.
 
 #include "ddp/launcher/options.h"
 #include "fuzz_input.h"
@@ -27,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     RdzvOptions r;
     parse_rdzv_endpoint(endpoint, "--rdzv_endpoint", r);
     if (r.host.empty()) fail("an empty host and no error", endpoint);
-    if (r.port < 1 || r.port > 65535) fail("a port outside 1..65535", endpoint);
+    if (r.port < 0 || r.port > 65535) fail("a port outside 0..65535", endpoint);
   } catch (const UsageError&) {
   }
   if (parts.size() > 1) {
