@@ -1,14 +1,14 @@
 // ddp-launch: parse, resolve, supervise. All logic lives in ddp_launcher.
 #include "ddp/common/host_resolve.h"
 #include "ddp/common/output_file.h"
-#include "ddp/launcher/command.h"
-#include "ddp/launcher/invocation.h"
-#include "ddp/launcher/log_dir.h"
-#include "ddp/launcher/numa_binding.h"
-#include "ddp/launcher/options.h"
-#include "ddp/launcher/slurm.h"
-#include "ddp/launcher/supervisor.h"
-#include "ddp/launcher/worker_env.h"
+#include "ddp/launcher/config/command.h"
+#include "ddp/launcher/config/invocation.h"
+#include "ddp/launcher/output/log_dir.h"
+#include "ddp/launcher/config/numa_binding.h"
+#include "ddp/launcher/config/options.h"
+#include "ddp/launcher/config/slurm.h"
+#include "ddp/launcher/supervise/supervisor.h"
+#include "ddp/launcher/config/worker_env.h"
 
 #include <cerrno>
 #include <csignal>
@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   // default back before exec (spawn.h), as torchrun's do.
   ::signal(SIGPIPE, SIG_IGN);
   const EnvMap env = current_environment();
-  SupervisorConfig cfg;
+  LaunchPlan cfg;
   try {
     cfg.opts = parse_launch_options(std::vector<std::string>(argv + 1, argv + argc), env);
     if (argc > 0 && invoked_as_torchrun(argv[0])) cfg.opts.use_env = true;  // torchrun 2.x: no --local_rank

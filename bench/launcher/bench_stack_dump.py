@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Stack dump benchmark: how long ddp-launch takes to dump every thread of
-every rank (launcher/include/ddp/launcher/stack_dump.h), goal <= 5 s for 8.
+every rank (launcher/include/ddp/launcher/diagnose/stack_dump.h), goal <= 5 s for 8.
 
 8 ranks of ddp-train (LibTorch, 6 threads each) train on Fashion-MNIST; once
 they print their first progress line the launcher gets SIGUSR2 (a live dump)

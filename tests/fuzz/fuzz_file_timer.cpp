@@ -6,7 +6,7 @@
 // 0..SIGRTMAX; the table never holds more than its bound; an expired pid
 // fires at most a scope with a signal > 0.
 
-#include "ddp/launcher/file_timer.h"
+#include "ddp/launcher/watch/file_timer.h"
 
 #include <algorithm>
 #include <cmath>

@@ -4,7 +4,7 @@
 // Bad input may only end in a UsageError; every name must come out non-empty
 // and the count must respect max_hosts.
 
-#include "ddp/launcher/slurm.h"
+#include "ddp/launcher/config/slurm.h"
 #include "fuzz_input.h"
 
 #include <cstdio>

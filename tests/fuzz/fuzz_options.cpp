@@ -8,12 +8,12 @@
 // Bad input may only end in a UsageError with a one-line, non-empty message;
 // any other exception, crash, leak or UB is a bug.
 
-#include "ddp/launcher/command.h"
-#include "ddp/launcher/invocation.h"
-#include "ddp/launcher/options.h"
-#include "ddp/launcher/slurm.h"
-#include "ddp/launcher/supervisor.h"
-#include "ddp/launcher/worker_env.h"
+#include "ddp/launcher/config/command.h"
+#include "ddp/launcher/config/invocation.h"
+#include "ddp/launcher/config/options.h"
+#include "ddp/launcher/config/slurm.h"
+#include "ddp/launcher/supervise/supervisor.h"
+#include "ddp/launcher/config/worker_env.h"
 #include "fuzz_input.h"
 
 #include <cstdio>
@@ -33,7 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (argv.empty()) argv.push_back("ddp-launch");
 
-  SupervisorConfig cfg;
+  LaunchPlan cfg;
   try {
     cfg.opts = parse_launch_options(std::vector<std::string>(argv.begin() + 1, argv.end()), env);
     if (invoked_as_torchrun(argv[0])) cfg.opts.use_env = true;

@@ -4,7 +4,7 @@
 // port from 0 to 65535 (0: a free port for a one-node job, issue 23 item 13),
 // parsed timeouts are finite and not negative.
 
-#include "ddp/launcher/options.h"
+#include "ddp/launcher/config/options.h"
 #include "fuzz_input.h"
 
 #include <cmath>

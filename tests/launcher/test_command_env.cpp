@@ -1,5 +1,5 @@
-#include "ddp/launcher/command.h"
-#include "ddp/launcher/worker_env.h"
+#include "ddp/launcher/config/command.h"
+#include "ddp/launcher/config/worker_env.h"
 #include "scratch_dir.h"
 
 #include <catch2/catch.hpp>

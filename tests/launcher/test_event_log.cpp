@@ -1,5 +1,5 @@
 // --event_log_handler console: torchrun's event lines, byte for byte.
-#include "ddp/launcher/event_log.h"
+#include "ddp/launcher/report/event_log.h"
 
 #include <catch2/catch.hpp>
 

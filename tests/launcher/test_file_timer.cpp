@@ -2,11 +2,11 @@
 // FileTimerClient writes them, the table's acquire/release/expiry rules of
 // torch 2.11's FileTimerServer, the bounds, and the pipe itself (written to
 // as the client does: open O_WRONLY|O_NONBLOCK, one line, close).
-#include "ddp/launcher/file_timer.h"
-#include "ddp/launcher/file_timer_server.h"
-#include "ddp/launcher/options.h"
-#include "ddp/launcher/report.h"
-#include "ddp/launcher/worker_env.h"
+#include "ddp/launcher/watch/file_timer.h"
+#include "ddp/launcher/watch/file_timer_server.h"
+#include "ddp/launcher/config/options.h"
+#include "ddp/launcher/report/report.h"
+#include "ddp/launcher/config/worker_env.h"
 #include "scratch_dir.h"
 #include "test_skip.h"
 

@@ -1,10 +1,10 @@
 // PyTorch's flight recorder pointed into the run (flight_recorder.h): the
 // workers' variables, the parent's kept, and the report's list of dumps
 // from a fake directory.
-#include "ddp/launcher/flight_recorder.h"
-#include "ddp/launcher/options.h"
-#include "ddp/launcher/report.h"
-#include "ddp/launcher/worker_env.h"
+#include "ddp/launcher/diagnose/flight_recorder.h"
+#include "ddp/launcher/config/options.h"
+#include "ddp/launcher/report/report.h"
+#include "ddp/launcher/config/worker_env.h"
 #include "scratch_dir.h"
 
 #include <catch2/catch.hpp>

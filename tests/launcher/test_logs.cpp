@@ -1,11 +1,11 @@
 // The log options without processes: parsing (--redirects, --tee,
 // --local_ranks_filter, the prefix template), the per-rank plan, the
 // OutputTee over real pipes, the run summary and its JSON, the torchrun name.
-#include "ddp/launcher/invocation.h"
-#include "ddp/launcher/log_spec.h"
-#include "ddp/launcher/options.h"
-#include "ddp/launcher/output_tee.h"
-#include "ddp/launcher/summary.h"
+#include "ddp/launcher/config/invocation.h"
+#include "ddp/launcher/config/log_spec.h"
+#include "ddp/launcher/config/options.h"
+#include "ddp/launcher/output/output_tee.h"
+#include "ddp/launcher/report/summary.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,7 +1,7 @@
 // --numa_binding against a fake sysfs tree: torch/numa/binding.py's four
 // modes, CPU lists, and the errors.
-#include "ddp/launcher/numa_binding.h"
-#include "ddp/launcher/options.h"
+#include "ddp/launcher/config/numa_binding.h"
+#include "ddp/launcher/config/options.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,8 +1,8 @@
 // OOM kills named (oom_kill.h) on fake /proc/<pid>/cgroup text and fake
 // cgroup trees in both layouts; test_kernel_verdicts.cpp has the real one.
-#include "ddp/launcher/oom_kill.h"
-#include "ddp/launcher/report.h"
-#include "ddp/launcher/summary.h"
+#include "ddp/launcher/diagnose/oom_kill.h"
+#include "ddp/launcher/report/report.h"
+#include "ddp/launcher/report/summary.h"
 #include "scratch_dir.h"
 
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-#include "ddp/launcher/options.h"
+#include "ddp/launcher/config/options.h"
 
 #include <catch2/catch.hpp>
 

@@ -3,8 +3,8 @@
 // symlink planted at one is not followed, so whoever could write the
 // directory cannot make the launcher overwrite another file (as root, any
 // file) or write the job's logs where they can read them (issue 23).
-#include "ddp/launcher/log_dir.h"
-#include "ddp/launcher/stack_dump.h"
+#include "ddp/launcher/output/log_dir.h"
+#include "ddp/launcher/diagnose/stack_dump.h"
 #include "scratch_dir.h"
 
 #include <catch2/catch.hpp>

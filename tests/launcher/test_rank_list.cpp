@@ -1,6 +1,6 @@
 // The one way launcher messages write a set of ranks (rank_list.h), shared by
 // the stall verdict and the stack summary.
-#include "ddp/launcher/rank_list.h"
+#include "ddp/launcher/base/rank_list.h"
 
 #include <catch2/catch.hpp>
 

@@ -4,8 +4,8 @@
 // tests/worker/test_multinode.cpp.
 #include <catch2/catch.hpp>
 
-#include "ddp/launcher/rdzv_agent.h"
-#include "ddp/launcher/worker_env.h"
+#include "ddp/launcher/elastic/rdzv_agent.h"
+#include "ddp/launcher/config/worker_env.h"
 
 using namespace ddp::launcher;
 

@@ -1,6 +1,7 @@
 #include "ddp/common/error_file.h"
-#include "ddp/launcher/report.h"
-#include "ddp/launcher/signals.h"
+#include "ddp/launcher/report/report.h"
+#include "ddp/launcher/base/signal_names.h"
+#include "ddp/launcher/base/time_text.h"
 
 #include <catch2/catch.hpp>
 

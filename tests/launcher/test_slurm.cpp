@@ -1,7 +1,7 @@
 // Slurm without Slurm: hostlist and tasks-per-node expansion, and what
 // resolve_slurm makes of SLURM_* maps (per node, per rank, precedence, errors).
-#include "ddp/launcher/slurm.h"
-#include "ddp/launcher/worker_env.h"
+#include "ddp/launcher/config/slurm.h"
+#include "ddp/launcher/config/worker_env.h"
 
 #include <catch2/catch.hpp>
 
@@ -11,8 +11,8 @@ using Hosts = std::vector<std::string>;
 namespace {
 
 // What main does before the group starts: parse, nproc, command, Slurm.
-SupervisorConfig resolved(const std::vector<std::string>& args, const EnvMap& env, HostCounts host = {2, 0}) {
-  SupervisorConfig cfg;
+LaunchPlan resolved(const std::vector<std::string>& args, const EnvMap& env, HostCounts host = {2, 0}) {
+  LaunchPlan cfg;
   cfg.opts = parse_launch_options(args, env);
   cfg.nproc = resolve_nproc(cfg.opts.nproc_spec, host);
   cfg.command = resolve_command(cfg.opts, {{"PATH", "/usr/bin:/bin"}});

@@ -1,7 +1,7 @@
 // spawn_worker's exec failures, seen from the parent: the error names what
 // execve could not run (a missing or CRLF-damaged #! interpreter, a file
 // that is not a program) and keeps a shell's exit code.
-#include "ddp/launcher/spawn.h"
+#include "ddp/launcher/process/spawn.h"
 #include "scratch_dir.h"
 
 #include <catch2/catch.hpp>

@@ -1,8 +1,8 @@
 // Stack dumps (stack_dump.h): signatures out of real eu-stack, gdb and py-spy
 // output captured from ddp-train and a Python process (fixtures/stacks), the
 // grouped summary, and the real tools against a child of the test.
-#include "ddp/launcher/report.h"
-#include "ddp/launcher/stack_dump.h"
+#include "ddp/launcher/report/report.h"
+#include "ddp/launcher/diagnose/stack_dump.h"
 #include "scratch_dir.h"
 #include "test_skip.h"
 

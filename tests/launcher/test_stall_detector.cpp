@@ -1,8 +1,8 @@
 // --stall_timeout's decisions without processes: what counts as progress,
 // when the job is stalled and who the straggler is (stall_detector.h), with
 // made-up heartbeats, CPU times and a fake clock.
-#include "ddp/launcher/report.h"
-#include "ddp/launcher/stall_detector.h"
+#include "ddp/launcher/report/report.h"
+#include "ddp/launcher/watch/stall_detector.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,10 +1,10 @@
 // --stall_timeout's option and what every worker gets for it: the heartbeat
 // page's path (DDP_HEARTBEAT_FILE) in the run directory.
 #include "ddp/common/heartbeat.h"
-#include "ddp/launcher/options.h"
-#include "ddp/launcher/progress_watch.h"
-#include "ddp/launcher/run_dir.h"
-#include "ddp/launcher/worker_env.h"
+#include "ddp/launcher/config/options.h"
+#include "ddp/launcher/watch/progress_watch.h"
+#include "ddp/launcher/process/run_dir.h"
+#include "ddp/launcher/config/worker_env.h"
 
 #include <catch2/catch.hpp>
 

@@ -2,9 +2,9 @@
 // machine (Debian 12) from /usr/bin/python3 (Python 3.11, torch 1.13), the
 // torch 2.11 venv's python (scripts/install-torch2) and a g++ 12 program;
 // and OutputTail (output_tail.h), the ring that keeps them.
-#include "ddp/launcher/output_tail.h"
-#include "ddp/launcher/report.h"
-#include "ddp/launcher/stderr_failure.h"
+#include "ddp/launcher/output/output_tail.h"
+#include "ddp/launcher/report/report.h"
+#include "ddp/launcher/diagnose/stderr_failure.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,8 +1,8 @@
 // The unkillable-worker lines (unkillable.h) on fake /proc text and a fake
 // /proc tree: no process is frozen here (test_kernel_verdicts.cpp does that).
-#include "ddp/launcher/report.h"
-#include "ddp/launcher/summary.h"
-#include "ddp/launcher/unkillable.h"
+#include "ddp/launcher/report/report.h"
+#include "ddp/launcher/report/summary.h"
+#include "ddp/launcher/diagnose/unkillable.h"
 #include "scratch_dir.h"
 
 #include <catch2/catch.hpp>

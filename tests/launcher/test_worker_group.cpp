@@ -1,7 +1,7 @@
 // WorkerGroup with real processes but without the launcher: spawn, reap,
 // signal only groups that still exist, and the group counts as empty only
 // once every process in it is gone.
-#include "ddp/launcher/worker_group.h"
+#include "ddp/launcher/process/worker_group.h"
 
 #include <catch2/catch.hpp>
 

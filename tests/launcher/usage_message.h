@@ -1,7 +1,7 @@
 #pragma once
 // The one-line UsageError that parse_launch_options gives for args/env, or
 // "<no error>" when it accepts them: how the option tests read messages.
-#include "ddp/launcher/options.h"
+#include "ddp/launcher/config/options.h"
 
 #include <string>
 #include <vector>

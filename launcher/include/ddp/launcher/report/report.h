@@ -1,0 +1,127 @@
+#pragma once
+// What happened to the workers, and the failure report the launcher prints:
+// the root cause (the earliest failure: the time its error file was written,
+// else its exit time; not the first one reaped; never a rank whose error
+// file says it only followed another rank's failure) of each attempt with rank,
+// local rank, pid, host, exit code or signal, time, peak memory, the
+// worker's own error file message (without one: the exception its stderr
+// ended with, stderr_failure.h) and, when its streams went to files, the
+// paths of its stdout.log/stderr.log. What a worker or another node wrote is
+// shown through ddp::visible_text (untrusted_text.h): control bytes and
+// bytes that are not UTF-8 as \xNN, never raw. Formatting is pure so tests
+// check it without processes.
+
+#include "ddp/common/error_file.h"
+#include "ddp/launcher/diagnose/unkillable.h"
+#include "ddp/launcher/watch/file_timer.h"
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+namespace ddp::launcher {
+
+// The launcher's exit code for a stalled job (as timeout(1)); docs/errors.md.
+constexpr int kStallExitCode = 124;
+
+struct WorkerExit {
+  int rank = 0;
+  int local_rank = 0;
+  pid_t pid = 0;
+  bool signaled = false;  // killed by a signal (code is the signal number)
+  int code = 0;           // exit status or signal number
+  std::chrono::system_clock::time_point time;  // when the launcher reaped it
+  bool after_teardown = false;  // exited after the launcher began stopping the group
+  std::string error_file;
+  std::optional<ErrorRecord> error;  // what the worker wrote to error_file
+  // When error_file was written (its mtime, ns resolution); the failure's
+  // time when present, since a rank can fail first and be reaped last.
+  std::optional<std::chrono::system_clock::time_point> error_time;
+  std::string spawn_error;           // fork or exec failed: why (code 1, or 126/127)
+  long max_rss_kb = 0;               // peak resident memory (wait4), 0 when unknown
+  double wall_s = 0;                 // from its start to its reaping (0 when never started)
+  double cpu_s = 0;                  // user + system CPU time (wait4), its waited-for children included
+  std::string stdout_log;            // its stdout.log / stderr.log under --log_dir, "" when not redirected
+  std::string stderr_log;
+  // --stall_timeout ended the attempt and this rank is the straggler: the
+  // verdict's message (stall_detector.h). Its code is then 124 (timeout(1)'s).
+  std::string stalled;
+  // No error file: the exception line and last frames quoted from the end
+  // of its stderr (stderr_failure.h); "" when there was nothing to quote.
+  std::string stderr_message;
+  std::string stderr_traceback;
+  // Its SIGKILL came from the kernel's OOM killer (oom_kill.h): "killed by
+  // the kernel's OOM killer (memory.max 24 GiB; peak RSS 23.1 GiB)", else "".
+  std::string oom;
+  // Its (or its child's) torchrun file-timer scope expired: the launcher
+  // sent the scope's signal and ended the attempt; the attempt's exit code is
+  // then 124, as timeout(1)'s (file_timer_server.h, docs/errors.md).
+  std::optional<ExpiredScope> expired_scope;
+
+  bool failed() const { return signaled || code != 0 || expired_scope; }
+  // Its error file says it failed because another rank did (follows_rank).
+  bool follower() const { return error && error->follows_rank.has_value(); }
+  int shell_code() const { return !stalled.empty() ? kStallExitCode : signaled ? 128 + code : code; }
+  std::string status_text() const;  // "exit code 3" / "signal 11 (SIGSEGV)"
+  std::chrono::system_clock::time_point failure_time() const {
+    return expired_scope ? expired_scope->expired_at : error_time ? *error_time : time;
+  }
+};
+
+// The root cause among an attempt's exits: the failed one with the earliest
+// failure_time (ties: the one reaped first), leaving out followers (a rank
+// that failed because another did) unless only followers failed. nullopt
+// when none failed.
+std::optional<WorkerExit> earliest_failure(const std::vector<WorkerExit>& exits);
+
+struct AttemptResult {
+  int attempt = 0;                       // 0-based restart count
+  std::optional<WorkerExit> root_cause;  // earliest failure; none when ok or stopped by a signal
+  std::vector<WorkerExit> exits;         // every worker, in exit order
+  int launcher_signal = 0;               // signal that stopped a healthy group, 0 if none
+  // A signal that arrived while a failure was being torn down: forwarded,
+  // ends the job (no restart), but the root cause keeps its exit code.
+  int signal_during_teardown = 0;
+  bool spawn_failed = false;             // a worker could not be started: no restart
+  // c10d: why the rendezvous stopped this node's healthy workers (another
+  // node failed, left, or waits to join; the job was ended), "" if it did not.
+  std::string rdzv_stop;
+  bool rdzv_counted = true;              // that restart counts against --max_restarts
+  bool rdzv_abort = false;               // the job was ended: no restart
+  // Where this attempt's workers sat (for --event_log_handler's events).
+  int restart_count = 0;                 // TORCHELASTIC_RESTART_COUNT
+  int group_rank = 0;
+  int group_world_size = 1;
+  int world_size = 1;
+  int base_rank = 0;                     // RANK of local rank 0
+  // Processes of its groups still there a few seconds after SIGKILL
+  // (unkillable.h): the attempt ended without them and is not restarted (a
+  // new group would meet them holding their GPUs, ports and files).
+  std::vector<UnkillableProcess> unkillable;
+  // Flight recorder dumps this attempt's workers wrote (flight_recorder.h),
+  // and the prefix they were written under.
+  std::vector<std::string> fr_dumps;
+  std::string fr_prefix;
+  // The attempt's last stack dump (stack_dump.h): "Stacks (why; N ranks,
+  // T s):\n" and format_stack_summary's lines; "" when none was taken.
+  std::string stacks;
+
+  bool succeeded() const { return !root_cause && launcher_signal == 0 && rdzv_stop.empty(); }
+  bool restartable() const {
+    return root_cause && !launcher_signal && !signal_during_teardown && !spawn_failed && unkillable.empty();
+  }
+  // The launcher's exit code for this attempt.
+  int exit_code() const;
+};
+
+// The full report after the last attempt; "" when the job succeeded.
+std::string format_failure_report(const std::vector<AttemptResult>& attempts, const std::string& host,
+                                  int max_restarts);
+
+// One line for a failed attempt that will be restarted.
+std::string format_restart_line(const AttemptResult& a, int max_restarts);
+
+
+}  // namespace ddp::launcher

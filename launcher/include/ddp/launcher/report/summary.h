@@ -1,0 +1,37 @@
+#pragma once
+// The run summary: at the end of every run one table, per rank of the last
+// attempt, of exit status, wall time, CPU time and peak RSS (all from
+// wait4's rusage and the launcher's own clock; nothing is measured for it),
+// and the same for every attempt as JSON for tools (--summary_json, written
+// atomically by the supervisor). Formatting is pure, so tests check it
+// without processes.
+
+#include "ddp/launcher/report/report.h"
+
+#include <string>
+#include <vector>
+
+namespace ddp::launcher {
+
+struct RunTotals {
+  int exit_code = 0;      // the launcher's exit code
+  double wall_s = 0;      // the whole run, every attempt
+  std::string host;
+  std::string log_dir;    // the run's log directory, "" when none
+};
+
+// Rows beyond this many are counted in one line (the JSON has them all).
+constexpr int kSummaryRows = 64;
+
+// The table for the last attempt, sorted by rank; "" when there was none.
+std::string format_run_summary(const std::vector<AttemptResult>& attempts, const RunTotals& totals);
+
+// {"exit_code", "wall_s", "host", "log_dir", "attempts": [{"attempt",
+//  "exit_code", "workers": [{"rank", "local_rank", "pid", "started",
+//  "exit_code", "signal", "wall_s", "cpu_s", "max_rss_kb", "error_file",
+//  "stdout_log", "stderr_log"}], "not_killed" (only when some were):
+//  [{"rank", "pid", "worker", "state", "wchan"}]}]}; workers sorted by rank. error_file is
+//  the file the worker wrote, null when none (or when it was removed at exit).
+std::string format_summary_json(const std::vector<AttemptResult>& attempts, const RunTotals& totals);
+
+}  // namespace ddp::launcher

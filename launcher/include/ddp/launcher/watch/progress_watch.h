@@ -1,0 +1,79 @@
+#pragma once
+// The workers' progress as one attempt's supervisor sees it: owns the
+// heartbeat page of every worker (created in the private run directory
+// before the worker starts, its path passed in DDP_HEARTBEAT_FILE) and, with
+// --stall_timeout, looks at them and at the CPU time of each worker's
+// process group (/proc/<pid>/stat of every process in it) every
+// StallDetector::interval(), feeding a StallDetector. The supervisor calls it
+// from its one poll loop: ms_to_check() bounds the poll's timeout, check()
+// looks when due. No thread, no timer of its own, no sleeping.
+// Without --stall_timeout it only makes the pages (one open, ftruncate and
+// mmap per worker) and reads nothing.
+// note_output() is the entry point for output the launcher sees (a tee'd
+// line): it counts as that rank's progress.
+
+#include "ddp/common/heartbeat.h"
+#include "ddp/launcher/watch/stall_detector.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+namespace ddp::launcher {
+
+class ProgressWatch {
+ public:
+  // stall_timeout_s 0: pages only, never a verdict.
+  explicit ProgressWatch(double stall_timeout_s);
+
+  bool watching() const { return detector_.has_value(); }
+
+  // Makes the page at `path` for this local rank. Returns the path, or ""
+  // when it could not be made (the worker then runs without one; the reason
+  // is in take_warning(), said once per attempt).
+  std::string create_heartbeat(int local_rank, const std::string& path);
+  // The worker of this local rank runs as `pid` (its own process group).
+  void started(int local_rank, int rank, pid_t pid);
+  // It exited (reaped).
+  void exited(int local_rank);
+  // The launcher saw output of this local rank.
+  void note_output(int local_rank);
+
+  // Milliseconds until the next look; -1 without --stall_timeout.
+  int ms_to_check() const;
+  // Looks when due; the verdict once the job is stalled (then never again).
+  std::optional<StallVerdict> check();
+
+  // The heartbeat of a local rank (nullopt: none, or never attached).
+  std::optional<HeartbeatSnapshot> heartbeat(int local_rank) const;
+  // collective_summary() (stall_detector.h) of the pages now, with or
+  // without --stall_timeout: for the stack summary of a stall or a dump.
+  std::string collective_summary() const;
+
+  std::string take_warning();
+
+ private:
+  const Heartbeat* page(int local_rank) const;
+  void look(StallDetector::Clock::time_point now);
+
+  std::optional<StallDetector> detector_;
+  std::vector<std::unique_ptr<Heartbeat>> pages_;  // by local rank; null: none
+  std::vector<int> ranks_;                         // by local rank: its global rank (started())
+  StallDetector::Clock::time_point next_look_;
+  bool decided_ = false;
+  std::string warning_;
+  bool warned_ = false;
+};
+
+// CPU time (user + system, reaped children included) of every process whose
+// process group is in `pgids`, by group, from one scan of /proc. Groups with
+// no process left are absent.
+std::vector<std::pair<pid_t, double>> process_group_cpu_seconds(const std::vector<pid_t>& pgids);
+
+// Whether the main thread of `pid` is blocked in futex() (/proc/<pid>/syscall);
+// nullopt when that cannot be read.
+std::optional<bool> blocked_in_futex(pid_t pid);
+
+}  // namespace ddp::launcher

@@ -1,0 +1,521 @@
+#include "ddp/launcher/config/options.h"
+
+#include "ddp/common/parse.h"
+
+#include <boost/program_options.hpp>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <cctype>
+#include <dlfcn.h>
+#include <sched.h>
+#include <sstream>
+#include <thread>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace ddp::launcher {
+namespace po = boost::program_options;
+
+namespace {
+
+constexpr int kMaxWorkers = 1 << 16;
+
+// Every option the launcher knows, underscore spelling. Values are kept as
+// strings so that range errors can name the value the user typed.
+po::options_description supported_options() {
+  po::options_description d("Options (each also as --x-y, and as PET_X_Y in the environment)");
+  d.add_options()
+      ("help,h", "show this help and exit")
+      ("version", "show the version and exit")
+      ("nproc_per_node", po::value<std::string>()->value_name("N|cpu|gpu|auto"),
+       "workers on this node (default 1, at most 65536); cpu = CPU count, gpu = NVIDIA GPU count, auto = gpu if any else cpu")
+      ("nnodes", po::value<std::string>()->value_name("N|MIN:MAX"),
+       "number of nodes (default 1); MIN:MAX with --rdzv_backend c10d: the job runs while at least MIN take part")
+      ("node_rank", po::value<std::string>()->value_name("R"), "rank of this node, 0..nnodes-1 (default 0; static rendezvous)")
+      ("rdzv_backend", po::value<std::string>()->value_name("static|c10d"),
+       "static (default): --node_rank and --master_addr/--master_port fix the ranks; c10d: nodes meet at "
+       "--rdzv_endpoint, node ranks come from the rendezvous, nodes may leave and join")
+      ("rdzv_endpoint", po::value<std::string>()->value_name("HOST[:PORT]"),
+       "c10d: the node that hosts the rendezvous store (port default 29400; IPv6 as [ADDR]:PORT); "
+       "static: the same as --master_addr/--master_port; port 0: a free port (a one-node job)")
+      ("rdzv_conf", po::value<std::string>()->value_name("K=V,..."),
+       "c10d settings: join_timeout (600), last_call_timeout (30), close_timeout (30), read_timeout (60), "
+       "keep_alive_interval (5), keep_alive_max_attempt (3), is_host")
+      ("local_addr", po::value<std::string>()->value_name("ADDR"),
+       "c10d: this node's address for the other nodes (default: the address that reaches --rdzv_endpoint)")
+      ("master_addr", po::value<std::string>()->value_name("HOST"), "address of rank 0's node (default 127.0.0.1)")
+      ("master_port", po::value<std::string>()->value_name("PORT"), "port of the rendezvous store (default 29500; 0: a free port, a one-node job)")
+      ("standalone", "single node on a free port (like torchrun --standalone)")
+      ("slurm_tasks", "Slurm: every srun task is one rank (RANK=SLURM_PROCID) and runs one worker")
+      ("use_env", "do not pass --local_rank=N to workers (they read LOCAL_RANK)")
+      ("local_rank_style", po::value<std::string>()->value_name("underscore|dash"),
+       "how workers get their local rank without --use_env: underscore = --local_rank=N (torch.distributed.launch "
+       "1.x, the default), dash = --local-rank=N (2.x)")
+      ("no_python", "run the program directly, never through python")
+      ("module,m", "run the program as a Python module (python -m)")
+      ("role", po::value<std::string>()->value_name("NAME"), "worker role name (default 'default')")
+      ("rdzv_id", po::value<std::string>()->value_name("ID"), "run id shown to workers as TORCHELASTIC_RUN_ID (default 'none')")
+      ("max_restarts", po::value<std::string>()->value_name("K"), "restart the whole group up to K times after a failure (default 0)")
+      ("shutdown_timeout", po::value<std::string>()->value_name("SECONDS"),
+       "grace period between SIGTERM and SIGKILL when tearing down (default 30)")
+      ("stall_timeout", po::value<std::string>()->value_name("SECONDS"),
+       "end the attempt as stalled (exit code 124; --max_restarts applies) when a rank makes no progress for this "
+       "long: its heartbeat (C++ runtime workers), else CPU time or output (default: off)")
+      ("log_dir", po::value<std::string>()->value_name("DIR"),
+       "per run, attempt and local rank: DIR/<rdzv_id>_XXXXXX/attempt_N/<local_rank>/{stdout.log,stderr.log,error.json}")
+      ("redirects,r", po::value<std::string>()->value_name("S"),
+       "streams to write to the log files only: 0 none, 1 stdout, 2 stderr, 3 both, or per local rank 0:1,1:2 (default 0)")
+      ("tee,t", po::value<std::string>()->value_name("S"),
+       "streams to write to the log files and the console, each line prefixed [default0]: (values as --redirects)")
+      ("local_ranks_filter", po::value<std::string>()->value_name("R,R"),
+       "show only these local ranks' output on the console (the log files keep every rank's)")
+      ("log_line_prefix_template", po::value<std::string>()->value_name("T"),
+       "prefix of tee'd lines from ${role_name}, ${rank}, ${local_rank} (default [${role_name}${local_rank}]:; "
+       "also TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE)")
+      ("duplicate_stdout_filters", po::value<std::string>()->value_name("F,F"),
+       "also copy tee'd stdout lines that contain any of these strings to <log dir>/attempt_N/filtered_stdout.log "
+       "(all ranks, prefixed; ',,' is a comma inside a filter)")
+      ("duplicate_stderr_filters", po::value<std::string>()->value_name("F,F"),
+       "the same for tee'd stderr lines, into filtered_stderr.log")
+      ("signals_to_handle", po::value<std::string>()->value_name("SIG,SIG"),
+       "signals forwarded to every worker before the grace period and SIGKILL (default SIGTERM,SIGINT,SIGHUP,SIGQUIT; "
+       "add SIGUSR1,SIGUSR2 for Slurm's warnings); workers see the list in TORCHELASTIC_SIGNALS_TO_HANDLE")
+      ("virtual_local_rank", "every worker gets LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES naming only its own GPU")
+      ("numa_binding", po::value<std::string>()->value_name("node|socket|exclusive|core-complex"),
+       "bind each worker to CPUs near its GPU (the GPU's NUMA node, its socket, an exclusive share of the node's "
+       "cores, or one L3 core complex)")
+      ("event_log_handler", po::value<std::string>()->value_name("null|console"),
+       "null (default): no events; console: torchrun's events (worker START, SUCCEEDED, FAILED, ...) as JSON lines on stderr")
+      ("logs_specs", po::value<std::string>()->value_name("default"),
+       "torchrun's log plugin name; only default, whose behaviour is the log options above")
+      ("summary_json", po::value<std::string>()->value_name("PATH"),
+       "write the run summary (every rank's exit, wall and CPU time, peak RSS) as JSON to PATH")
+      ("run_path", "run PROGRAM through python whatever its name (torchrun runs it with runpy.run_path)")
+      ("start_method", po::value<std::string>()->value_name("spawn|fork|forkserver"),
+       "accepted for torchrun scripts: workers are always new processes (torchrun too for a script)")
+      ("monitor_interval", po::value<std::string>()->value_name("SECONDS"),
+       "accepted for torchrun scripts: ddp-launch sees a worker's exit at once instead of polling");
+  return d;
+}
+
+po::options_description make_description() {
+  po::options_description d;
+  d.add(supported_options());
+  return d;
+}
+
+bool is_flag(const po::option_description& o) { return o.semantic()->max_tokens() == 0; }
+
+// --x-y[=v] -> --x_y[=v]; single-dash short options are left alone.
+std::string normalise(const std::string& arg) {
+  if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) return arg;
+  auto eq = arg.find('=');
+  std::string name = arg.substr(0, eq);
+  std::replace(name.begin() + 2, name.end(), '-', '_');
+  return eq == std::string::npos ? name : name + arg.substr(eq);
+}
+
+std::string upper(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
+  return s;
+}
+
+}  // namespace
+
+EnvMap current_environment() {
+  EnvMap env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv = *e;
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
+LaunchOptions parse_launch_options(const std::vector<std::string>& args, const EnvMap& env) {
+  const po::options_description desc = make_description();
+
+  // Split the launcher's own arguments from the program and its arguments:
+  // the first token that is not an option (or follows "--") is the program.
+  // spelling: underscore name -> the option as the user typed it, so every
+  // message names what they wrote.
+  std::vector<std::string> mine;
+  std::map<std::string, std::string> spelling;
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a.empty() || a[0] != '-' || a == "-") break;
+    const std::string n = normalise(a);
+    const std::string typed = a.substr(0, a.find('='));
+    const po::option_description* o = nullptr;
+    if (n.compare(0, 2, "--") == 0) {
+      // An empty name ("--=x") matches every option: find_nothrow throws.
+      const std::string name = n.substr(2, n.find('=') - 2);
+      if (!name.empty()) o = desc.find_nothrow(name, false);
+      if (!o) throw UsageError("unrecognised option '" + (name.empty() ? a : typed) + "'");
+    } else if (n.size() == 2) {
+      o = desc.find_nothrow(n, false);
+    }
+    if (o) spelling[o->long_name()] = typed;
+    mine.push_back(n);
+    if (o && n.find('=') == std::string::npos && !is_flag(*o) && i + 1 < args.size()) mine.push_back(args[++i]);
+  }
+
+  po::variables_map vm;
+  try {
+    using namespace po::command_line_style;
+    po::store(po::command_line_parser(mine)
+                  .options(desc)
+                  .style(default_style & ~allow_guessing)
+                  .run(),
+              vm);
+  } catch (const po::error& e) {
+    std::string msg = e.what();
+    for (const auto& [name, typed] : spelling) {  // Program_options names the normalised spelling
+      const std::string norm = "'--" + name + "'";
+      if (auto at = msg.find(norm); at != std::string::npos) msg.replace(at, norm.size(), "'" + typed + "'");
+    }
+    throw UsageError(msg);
+  }
+
+  LaunchOptions o;
+  if (i < args.size()) {
+    o.program = args[i];
+    o.program_args.assign(args.begin() + static_cast<long>(i) + 1, args.end());
+  }
+
+  // Command line first, then PET_<NAME>, then the default. The second item
+  // names where the value came from, as the user spelled it.
+  auto value = [&](const std::string& name) -> std::optional<std::pair<std::string, std::string>> {
+    if (vm.count(name) || env.count("PET_" + upper(name))) o.given.insert(name);
+    if (vm.count(name)) return std::make_pair(vm[name].as<std::string>(), spelling[name]);
+    std::string var = "PET_" + upper(name);
+    if (auto it = env.find(var); it != env.end()) return std::make_pair(it->second, var);
+    return std::nullopt;
+  };
+  auto flag = [&](const std::string& name) -> bool {
+    if (vm.count(name) || env.count("PET_" + upper(name))) o.given.insert(name);
+    if (vm.count(name)) return true;
+    std::string var = "PET_" + upper(name);
+    if (auto it = env.find(var); it != env.end()) return usage_checked([&] { return parse_bool(it->second, var); });
+    return false;
+  };
+  auto source = [&](const std::string& name) { return vm.count(name) ? spelling[name] : "--" + name; };
+  // Where a value came from, as the user wrote it: "--log-dir /x" or "PET_LOG_DIR=/x".
+  auto given_as = [&](const std::string& name, const std::pair<std::string, std::string>& v) {
+    return vm.count(name) ? v.second + " " + v.first : v.second + "=" + v.first;
+  };
+
+  o.help = vm.count("help") > 0;
+  o.version = vm.count("version") > 0;
+  if (o.help || o.version) return o;
+
+  // torchrun options that change nothing here, checked like theirs.
+  if (auto v = value("start_method"); v && v->first != "spawn" && v->first != "fork" && v->first != "forkserver")
+    throw UsageError(given_as("start_method", *v) + ": not a start method; use spawn, fork or forkserver");
+  if (auto v = value("monitor_interval"))
+    usage_checked([&] { return parse_seconds(v->first, v->second); });
+  o.run_path = flag("run_path");
+
+  if (auto v = value("nproc_per_node")) {
+    o.nproc_spec = v->first;
+    if (o.nproc_spec != "cpu" && o.nproc_spec != "gpu" && o.nproc_spec != "auto") {
+      try {
+        parse_int(v->first, v->second, 1, kMaxWorkers);
+      } catch (const std::invalid_argument&) {
+        throw UsageError(v->second + ": '" + v->first + "' is not a worker count; give an integer from 1 to " +
+                         std::to_string(kMaxWorkers) + ", cpu, gpu or auto");
+      }
+    }
+  }
+  if (auto v = value("rdzv_backend")) {
+    if (v->first == "c10d" || v->first == "static") {
+      o.rdzv.backend = v->first;
+    } else if (v->first == "etcd" || v->first == "etcd-v2") {
+      throw UsageError(given_as("rdzv_backend", *v) +
+                       ": etcd rendezvous is not supported; use --rdzv_backend c10d, which needs no etcd server "
+                       "(the node at --rdzv_endpoint hosts the store)");
+    } else {
+      throw UsageError(given_as("rdzv_backend", *v) + ": unknown rendezvous backend; use static or c10d");
+    }
+  }
+  if (auto v = value("nnodes")) {
+    std::string text = v->first;
+    if (auto colon = text.find(':'); colon != std::string::npos) {
+      const std::string lo = text.substr(0, colon), hi = text.substr(colon + 1);
+      o.rdzv.min_nodes = static_cast<int>(usage_checked([&] { return parse_int(lo, v->second + " MIN", 1, 1 << 20); }));
+      o.rdzv.max_nodes = static_cast<int>(usage_checked([&] { return parse_int(hi, v->second + " MAX", 1, 1 << 20); }));
+      if (o.rdzv.min_nodes > o.rdzv.max_nodes)
+        throw UsageError(given_as("nnodes", *v) + ": MIN is above MAX; write MIN:MAX, e.g. " + hi + ":" + lo);
+      if (o.rdzv.min_nodes != o.rdzv.max_nodes && !o.rdzv.elastic())
+        throw UsageError(given_as("nnodes", *v) + ": a node range needs --rdzv_backend c10d (static rendezvous "
+                         "has a fixed node count; give --nnodes " + hi + " or add --rdzv_backend c10d "
+                         "--rdzv_endpoint HOST:PORT)");
+      text = hi;
+    }
+    o.nnodes = static_cast<int>(usage_checked([&] { return parse_int(text, v->second, 1, 1 << 20); }));
+    if (text == v->first) o.rdzv.min_nodes = o.rdzv.max_nodes = o.nnodes;
+  }
+  if (auto v = value("rdzv_endpoint"); v && !v->first.empty()) parse_rdzv_endpoint(v->first, v->second, o.rdzv);
+  if (auto v = value("rdzv_conf"); v && !v->first.empty()) parse_rdzv_conf(v->first, v->second, o.rdzv);
+  if (auto v = value("local_addr"); v && !v->first.empty()) o.rdzv.local_addr = v->first;
+  o.standalone = flag("standalone");
+  if (o.rdzv.elastic() && o.rdzv.host.empty() && !o.standalone)
+    throw UsageError("--rdzv_backend c10d needs --rdzv_endpoint HOST[:PORT], the node that hosts the rendezvous "
+                     "store (any one node of the job, the same on every node)");
+  if (auto v = value("node_rank"))
+    o.node_rank = static_cast<int>(usage_checked([&] { return parse_int(v->first, v->second, 0, 1 << 20); }));
+  // c10d: node ranks come from the rendezvous; torchrun ignores --node_rank
+  // there too, so scripts that pass it anyway keep working.
+  if (o.rdzv.elastic()) o.node_rank = 0;
+  if (o.node_rank >= o.nnodes)
+    throw UsageError(source("node_rank") + " " + std::to_string(o.node_rank) + " must be below " + source("nnodes") +
+                     " " + std::to_string(o.nnodes) + " (node ranks are 0.." + std::to_string(o.nnodes - 1) + ")");
+  if (auto v = value("master_addr")) {
+    if (v->first.empty()) throw UsageError(v->second + ": empty address, give a host name or IP of rank 0's node");
+    o.master_addr = v->first;
+    o.master_addr_source = given_as("master_addr", *v);
+  }
+  if (auto v = value("master_port")) {
+    o.master_port = static_cast<int>(usage_checked([&] { return parse_int(v->first, v->second, 0, 65535); }));
+    if (o.master_port == 0) o.free_port_source = given_as("master_port", *v);
+  }
+  // Static rendezvous at --rdzv_endpoint: torchrun's other spelling of
+  // --master_addr/--master_port (it wins over them there too).
+  if (!o.rdzv.elastic() && !o.rdzv.host.empty() && !o.standalone) {
+    if (!o.rdzv.port_given)
+      throw UsageError(source("rdzv_endpoint") + " " + o.rdzv.host +
+                       ": static rendezvous needs the port too; write HOST:PORT (rank 0's node and its free port)");
+    o.master_addr = o.rdzv.host;
+    o.master_port = o.rdzv.port;
+    o.free_port_source.clear();
+    if (auto v = value("rdzv_endpoint")) {
+      o.master_addr_source = given_as("rdzv_endpoint", *v);
+      if (o.master_port == 0) o.free_port_source = o.master_addr_source;
+    }
+  }
+  if (o.rdzv.elastic() && o.rdzv.port_given && o.rdzv.port == 0)
+    if (auto v = value("rdzv_endpoint")) o.free_port_source = given_as("rdzv_endpoint", *v);
+  if (o.standalone) {
+    // torchrun ignores these silently; one line says so here.
+    std::string ignored;
+    for (const char* name : {"master_addr", "master_port", "rdzv_backend", "rdzv_endpoint", "rdzv_conf", "local_addr"})
+      if (o.given.count(name))
+        ignored += (ignored.empty() ? "" : ", ") + (vm.count(name) ? spelling[name] : "PET_" + upper(name));
+    if (!ignored.empty())
+      o.notes.push_back(source("standalone") + " picks its own rendezvous on this machine; ignoring " + ignored);
+    // torchrun: "--rdzv-backend, --rdzv-endpoint, --rdzv-id are auto-assigned
+    // and any explicitly set values are ignored". One node has nobody to
+    // meet: a free port per restart, no rendezvous helper.
+    o.rdzv = RdzvOptions{};
+    o.free_port_source.clear();
+    if (o.nnodes != 1)
+      throw UsageError(source("standalone") + " runs one node, but " + source("nnodes") + " is " + std::to_string(o.nnodes));
+    o.master_addr = "127.0.0.1";
+    o.master_port = 0;  // picked when the group starts
+  }
+  o.use_env = flag("use_env");
+  if (auto v = value("local_rank_style")) {
+    if (v->first != "underscore" && v->first != "dash")
+      throw UsageError(v->second + "=" + v->first +
+                       ": not a local rank style; use underscore (--local_rank=N, torch.distributed.launch 1.x) "
+                       "or dash (--local-rank=N, 2.x)");
+    o.local_rank_dash = v->first == "dash";
+  }
+  o.no_python = flag("no_python");
+  o.module = flag("module");
+  // torchrun: --run_path wins over both (the program runs through python).
+  if (o.run_path && (o.no_python || o.module)) {
+    const bool both = o.no_python && o.module;
+    o.notes.push_back((o.no_python ? source("no_python") : "") + (both ? " and " : "") +
+                      (o.module ? source("module") : "") + (both ? " are" : " is") + " ignored: " +
+                      source("run_path") + " runs the program through python (as torchrun does)");
+    o.no_python = o.module = false;
+  }
+  if (o.no_python && o.module)
+    throw UsageError(source("no_python") + " and " + source("module") +
+                     " exclude each other: a module runs through python");
+  o.slurm_tasks = flag("slurm_tasks");
+  if (auto v = value("role")) {
+    if (v->first.empty()) throw UsageError(v->second + ": empty role name");
+    o.role = v->first;
+  }
+  if (auto v = value("rdzv_id")) o.run_id = v->first;
+  if (auto v = value("max_restarts"))
+    o.max_restarts = static_cast<int>(usage_checked([&] { return parse_int(v->first, v->second, 0, 1000000); }));
+  if (auto v = value("shutdown_timeout"))
+    o.shutdown_timeout_s = usage_checked([&] { return parse_seconds(v->first, v->second); });
+  if (auto v = value("stall_timeout")) {
+    const auto s = parse_finite_double(v->first);
+    static_assert(kMinStallTimeoutS == 1.0, "the message below says 1 s");
+    if (!s || *s < kMinStallTimeoutS)
+      throw UsageError(given_as("stall_timeout", *v) + ": " +
+                       (s ? "must be at least 1 s (CPU time grows in 10 ms ticks and the launcher looks every "
+                            "timeout / 4: below 1 s a working rank can look idle)"
+                          : std::string("not a number of seconds")) +
+                       "; give how long a rank may make no progress before the job ends as stalled (e.g. 300), "
+                       "or leave it out to never check");
+    o.stall_timeout_s = *s;
+  }
+
+  if (auto v = value("log_dir")) {  // "" (torchrun's default): none
+    o.logs.dir = v->first;
+    o.logs.dir_source = given_as("log_dir", *v);
+  }
+  if (auto v = value("redirects")) o.logs.redirects = usage_checked([&] { return parse_std_spec(v->first, v->second); });
+  if (auto v = value("tee")) o.logs.tee = usage_checked([&] { return parse_std_spec(v->first, v->second); });
+  if (auto v = value("local_ranks_filter"); v && !v->first.empty())
+    o.logs.ranks_filter = usage_checked([&] { return parse_rank_filter(v->first, v->second); });
+  // torchrun 2.x reads the template from this variable only.
+  auto prefix = value("log_line_prefix_template");
+  if (!prefix)
+    if (auto it = env.find("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"); it != env.end())
+      prefix = std::make_pair(it->second, std::string("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"));
+  if (prefix && !prefix->first.empty()) {
+    usage_checked([&] { check_prefix_template(prefix->first, prefix->second); return 0; });
+    o.logs.prefix_template = prefix->first;
+  }
+  // torchrun's file timer: only the exact value 1 turns it on, as in torchrun.
+  if (auto it = env.find("TORCHELASTIC_ENABLE_FILE_TIMER"); it != env.end()) {
+    if (it->second == "1") {
+      o.file_timer = true;
+      if (auto p = env.find("TORCHELASTIC_TIMER_FILE"); p != env.end()) {
+        if (p->second.empty())
+          throw UsageError("TORCHELASTIC_TIMER_FILE is empty; give the path of the file timer's named pipe, or "
+                           "unset it for one in the launcher's run directory");
+        o.file_timer_path = p->second;
+      }
+    } else if (!it->second.empty() && it->second != "0") {
+      o.notes.push_back("TORCHELASTIC_ENABLE_FILE_TIMER=" + it->second +
+                        " is not 1: no file timer is served (torchrun turns it on only for 1)");
+    }
+  }
+  if (auto v = value("duplicate_stdout_filters"))
+    o.logs.dup_stdout_filters = usage_checked([&] { return parse_filter_list(v->first, v->second); });
+  if (auto v = value("duplicate_stderr_filters"))
+    o.logs.dup_stderr_filters = usage_checked([&] { return parse_filter_list(v->first, v->second); });
+  if (auto v = value("logs_specs"); v && !v->first.empty() && v->first != "default")
+    throw UsageError(given_as("logs_specs", *v) +
+                     ": torchrun loads this as a Python entry point (torchrun.logs_specs), which a native launcher "
+                     "cannot; drop it and use --log_dir, --redirects, --tee, --local_ranks_filter and "
+                     "--log_line_prefix_template (torchrun's default log spec)");
+  if (auto v = value("signals_to_handle"))
+    o.signals_to_handle = usage_checked([&] { return parse_signal_list(v->first, v->second); });
+  o.virtual_local_rank = flag("virtual_local_rank");
+  if (auto v = value("event_log_handler")) {
+    // torchrun's registered handlers: dynamic_rendezvous is a null handler for the agent's events.
+    if (v->first == "null" || v->first == "dynamic_rendezvous" || v->first.empty()) o.event_log_handler = "null";
+    else if (v->first == "console") o.event_log_handler = "console";
+    else
+      throw UsageError(given_as("event_log_handler", *v) +
+                       ": not an event log handler; use null (the default) or console (one JSON line per event on "
+                       "stderr); handlers registered from Python cannot be loaded by a native launcher");
+  }
+  if (auto v = value("numa_binding"); v && !v->first.empty()) {
+    if (v->first != "node" && v->first != "socket" && v->first != "exclusive" && v->first != "core-complex")
+      throw UsageError(given_as("numa_binding", *v) + ": not a NUMA binding mode; use node, socket, exclusive or "
+                       "core-complex");
+    o.numa_binding = v->first;
+    o.numa_binding_source = given_as("numa_binding", *v);
+  }
+  if (auto v = value("summary_json")) {
+    if (v->first.empty()) throw UsageError(v->second + ": empty path; give the file to write the summary to");
+    o.summary_json = v->first;
+    o.summary_json_source = given_as("summary_json", *v);
+  }
+
+  if (o.program.empty())
+    throw UsageError("missing program: give the script, module or executable to run after the options");
+  check_free_port(o);
+  return o;
+}
+
+void check_free_port(const LaunchOptions& o) {
+  if (o.free_port_source.empty()) return;
+  const bool c10d = o.rdzv.elastic();
+  if (c10d && o.rdzv.is_host == "0")
+    throw UsageError(o.free_port_source + " with --rdzv_conf is_host=0: port 0 means this node hosts the rendezvous "
+                     "store on a free port; drop is_host=0, or give the port of the store to join");
+  const int nodes = c10d ? o.rdzv.max_nodes : o.nnodes;
+  if (nodes <= 1) return;
+  // A fixed port in the form it was given: the option and torchrun's default port for it.
+  const std::string typed = o.free_port_source.substr(0, o.free_port_source.find_first_of(" ="));
+  const bool endpoint = typed.find("ENDPOINT") != std::string::npos || typed.find("endpoint") != std::string::npos;
+  const std::string host = o.rdzv.host.find(':') != std::string::npos ? "[" + o.rdzv.host + "]" : o.rdzv.host;
+  const std::string port = c10d ? "29400" : "29500";
+  const std::string example = endpoint ? typed + (typed.compare(0, 2, "--") == 0 ? " " : "=") + host + ":" + port
+                                       : typed + (typed.compare(0, 2, "--") == 0 ? " " : "=") + port;
+  throw UsageError(o.free_port_source + ": port 0 (a free port) works for a one-node job only, and this job has " +
+                   (c10d && o.rdzv.min_nodes != o.rdzv.max_nodes ? "up to " : "") + std::to_string(nodes) +
+                   " nodes: the other nodes could not know which port this node picked; give a fixed port, e.g. " +
+                   example);
+}
+
+HostCounts probe_host(bool with_gpus) {
+  HostCounts h;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) h.cpus = std::max(1, CPU_COUNT(&set));
+  else h.cpus = std::max(1u, std::thread::hardware_concurrency());
+
+  // The CUDA driver API answers with CUDA_VISIBLE_DEVICES applied, without
+  // LibTorch or the runtime. No driver means no GPU.
+  if (!with_gpus) return h;
+  if (void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
+    using InitFn = int (*)(unsigned);
+    using CountFn = int (*)(int*);
+    auto init = reinterpret_cast<InitFn>(::dlsym(lib, "cuInit"));
+    auto count = reinterpret_cast<CountFn>(::dlsym(lib, "cuDeviceGetCount"));
+    int n = 0;
+    if (init && count && init(0) == 0 && count(&n) == 0) h.gpus = n;
+    ::dlclose(lib);
+  }
+  return h;
+}
+
+int resolve_nproc(const std::string& spec, const HostCounts& host) {
+  if (spec == "cpu") return host.cpus;
+  if (spec == "gpu") {
+    if (host.gpus <= 0)
+      throw UsageError("--nproc_per_node gpu: no NVIDIA GPU is visible (no CUDA driver, or "
+                       "CUDA_VISIBLE_DEVICES hides them); give a number or use cpu");
+    return host.gpus;
+  }
+  if (spec == "auto") return host.gpus > 0 ? host.gpus : host.cpus;
+  return static_cast<int>(usage_checked([&] { return parse_int(spec, "--nproc_per_node", 1, kMaxWorkers); }));
+}
+
+std::string usage_text() {
+  std::ostringstream s;
+  s << "Usage: ddp-launch [options] PROGRAM [ARGS...]\n"
+       "Starts --nproc_per_node workers with the torchrun environment (RANK, LOCAL_RANK,\n"
+       "WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...), supervises them, tears the group down\n"
+       "when one fails and exits with the failing worker's exit code.\n"
+       "PROGRAM: a .py script (run as python3 -u), a module with -m, or an executable.\n"
+       "Unless --use_env is given, each worker also gets --local_rank=N (torch.distributed.launch);\n"
+       "called as 'torchrun' (the link beside ddp-launch), --use_env is implied, as in torchrun 2.x.\n"
+       "Every run ends with a summary table per rank (exit, wall and CPU time, peak RSS).\n\n"
+    << supported_options() << "\n"
+    << "Environment:\n"
+       "  PYTHON_EXEC         interpreter for .py scripts and -m (default: python3 on PATH)\n"
+       "  PET_<OPTION>        any option above, e.g. PET_NPROC_PER_NODE=4 (the command line wins)\n"
+       "  SLURM_*             inside a Slurm allocation, the defaults of --nnodes, --node_rank, --master_addr\n"
+       "                      and --master_port (MASTER_PORT if set), see docs/slurm.md\n"
+       "  OMP_NUM_THREADS     passed through; when unset, workers get CPUs / workers (at least 1)\n"
+       "  TMPDIR              where the launcher's private run directory (error files) is made, and\n"
+       "                      the log directory for --redirects/--tee without --log_dir\n"
+       "  TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE  as --log_line_prefix_template (torchrun 2.x)\n"
+       "Terminal: stdin goes to local rank 0 only (a debugger works there); the others read /dev/null.\n";
+  return s.str();
+}
+
+std::string version_text() { return "ddp-launch " DDP_LAUNCH_VERSION; }
+
+}  // namespace ddp::launcher

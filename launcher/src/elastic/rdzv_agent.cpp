@@ -1,0 +1,212 @@
+#include "ddp/launcher/elastic/rdzv_agent.h"
+
+#include "ddp/launcher/process/spawn.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fcntl.h>
+#include <poll.h>
+#include <sstream>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace ddp::launcher {
+
+RdzvEvent parse_rdzv_line(const std::string& line) {
+  RdzvEvent e;
+  std::istringstream in(line);
+  std::string kind;
+  in >> kind;
+  auto rest = [&] {
+    std::string r;
+    std::getline(in, r);
+    if (!r.empty() && r[0] == ' ') r.erase(0, 1);
+    return r;
+  };
+  if (kind == "round") {
+    NodePlacement& p = e.placement;
+    if (in >> e.round >> e.restart_count >> p.group_rank >> p.group_world_size >> p.base_rank >> p.world_size >>
+        p.master_addr >> e.master_port) {
+      e.kind = RdzvEvent::Round;
+      return e;
+    }
+  } else if (kind == "restart") {
+    int counted = 1;
+    if (in >> counted) {
+      e.kind = RdzvEvent::Restart;
+      e.counted = counted != 0;
+      e.text = rest();
+      return e;
+    }
+  } else if (kind == "abort" || kind == "error" || kind == "finished") {
+    e.kind = kind == "abort" ? RdzvEvent::Abort : kind == "error" ? RdzvEvent::Error : RdzvEvent::Finished;
+    e.text = rest();
+    return e;
+  } else if (kind == "aborted") {
+    e.kind = RdzvEvent::Aborted;
+    return e;
+  }
+  e.kind = RdzvEvent::Error;
+  e.text = "the rendezvous helper said something unexpected: '" + line + "'";
+  return e;
+}
+
+std::string rdzv_helper_path() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  std::string self = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "";
+  const auto slash = self.rfind('/');
+  return (slash == std::string::npos ? std::string(".") : self.substr(0, slash)) + "/ddp-rdzv";
+}
+
+namespace {
+
+std::string seconds_arg(double s) {
+  std::ostringstream o;
+  o << s;
+  return o.str();
+}
+
+}  // namespace
+
+RdzvAgent::RdzvAgent(const LaunchOptions& o, int nproc, const sigset_t& child_mask) {
+  const std::string exe = rdzv_helper_path();
+  if (::access(exe.c_str(), X_OK) != 0)
+    throw std::runtime_error("--rdzv_backend c10d needs " + exe +
+                             " (built with the worker runtime, which needs LibTorch; install it beside ddp-launch), "
+                             "or use static rendezvous: --nnodes N --node_rank R --master_addr HOST --master_port PORT");
+  int in[2], out[2];
+  if (::pipe2(in, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe failed: ") + std::strerror(errno));
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    ::close(in[0]);
+    ::close(in[1]);
+    throw std::runtime_error(std::string("pipe failed: ") + std::strerror(errno));
+  }
+  const RdzvOptions& r = o.rdzv;
+  SpawnSpec s;
+  s.exe = exe;
+  s.args = {"--host=" + r.host,
+            "--port=" + std::to_string(r.port),
+            "--id=" + o.run_id,
+            "--min=" + std::to_string(r.min_nodes),
+            "--max=" + std::to_string(r.max_nodes),
+            "--nproc=" + std::to_string(nproc),
+            "--is_host=" + r.is_host,
+            "--join_timeout=" + seconds_arg(r.join_timeout_s),
+            "--last_call_timeout=" + seconds_arg(r.last_call_timeout_s),
+            "--close_timeout=" + seconds_arg(r.close_timeout_s),
+            "--read_timeout=" + seconds_arg(r.read_timeout_s),
+            "--keep_alive_interval=" + seconds_arg(r.keep_alive_interval_s),
+            "--keep_alive_max_attempt=" + std::to_string(r.keep_alive_max_attempt)};
+  if (!r.local_addr.empty()) s.args.push_back("--local_addr=" + r.local_addr);
+  s.env = current_environment();
+  s.child_mask = &child_mask;
+  s.stdin_fd = in[0];
+  s.stdout_fd = out[1];
+  try {
+    pid_ = spawn_worker(s);
+  } catch (...) {
+    for (int fd : {in[0], in[1], out[0], out[1]}) ::close(fd);
+    throw;
+  }
+  ::close(in[0]);
+  ::close(out[1]);
+  to_ = in[1];
+  from_ = out[0];
+  // Non-blocking: a ping never waits for a helper that does not read.
+  ::fcntl(to_, F_SETFL, ::fcntl(to_, F_GETFL) | O_NONBLOCK);
+  ping_every_ = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(r.keep_alive_interval_s / 2));
+  next_ping_ = std::chrono::steady_clock::now() + ping_every_;
+}
+
+RdzvAgent::~RdzvAgent() {
+  if (to_ >= 0) ::close(to_);  // EOF: the helper exits (the store's host after its exit barrier)
+  // The launcher reaps every child (subreaper, WorkerGroup::reap); only wait
+  // here for the helper's pipe to close, at most a few seconds.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  bool closed = eof_;
+  if (from_ >= 0) {
+    char buf[256];
+    while (!closed && std::chrono::steady_clock::now() < until) {
+      const ssize_t n = ::read(from_, buf, sizeof(buf));
+      if (n == 0 || (n < 0 && errno != EINTR)) closed = true;
+    }
+    ::close(from_);
+  }
+  if (pid_ > 0) {
+    int status;
+    // Its pipe closes a moment before it can be reaped: once the pipe is
+    // closed, wait for its exit (a pidfd, bounded by the same 5 s), so no
+    // zombie is left to a PID 1 that may not reap.
+    if (::waitpid(pid_, &status, WNOHANG) == 0 && closed) {
+      const int pfd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
+      if (pfd >= 0) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+        pollfd p{pfd, POLLIN, 0};
+        ::poll(&p, 1, static_cast<int>(std::max<long long>(0, left.count())));
+        ::close(pfd);
+      }
+      ::waitpid(pid_, &status, WNOHANG);
+    }
+  }
+}
+
+void RdzvAgent::send(const std::string& line) {
+  std::string l = line;
+  for (char& c : l)
+    if (c == '\n' || c == '\r') c = ' ';
+  l += '\n';
+  const char* p = l.data();
+  std::size_t left = l.size();
+  while (left > 0) {
+    const ssize_t n = ::write(to_, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) {  // the pipe is full: a command waits for room
+      pollfd w{to_, POLLOUT, 0};
+      ::poll(&w, 1, -1);
+      continue;
+    }
+    if (n <= 0) return;  // the helper is gone: its EOF on fd() says so
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+}
+
+int RdzvAgent::ms_to_ping() const {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(next_ping_ - std::chrono::steady_clock::now());
+  return static_cast<int>(std::max<long long>(0, left.count() + 1));
+}
+
+void RdzvAgent::ping_if_due() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_ping_ || to_ < 0) return;
+  next_ping_ = now + ping_every_;
+  // 5 bytes: a pipe write of at most PIPE_BUF is whole or not at all.
+  while (::write(to_, "ping\n", 5) < 0 && errno == EINTR) {
+  }
+}
+
+std::vector<RdzvEvent> RdzvAgent::read() {
+  std::vector<RdzvEvent> events;
+  char buf[4096];
+  const ssize_t n = ::read(from_, buf, sizeof(buf));
+  if (n > 0) pending_.append(buf, static_cast<std::size_t>(n));
+  for (auto nl = pending_.find('\n'); nl != std::string::npos; nl = pending_.find('\n')) {
+    events.push_back(parse_rdzv_line(pending_.substr(0, nl)));
+    pending_.erase(0, nl + 1);
+  }
+  if (n == 0 && !eof_) {
+    eof_ = true;
+    RdzvEvent e;
+    e.kind = RdzvEvent::Error;
+    e.text = "the rendezvous helper (ddp-rdzv) exited";
+    events.push_back(e);
+  }
+  return events;
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,247 @@
+#include "ddp/launcher/output/output_tee.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdexcept>
+#include <string_view>
+#include <unistd.h>
+
+namespace ddp::launcher {
+
+namespace {
+
+// One read's worth; a stream that keeps writing yields after this many
+// reads so the event loop still sees signals and exits.
+constexpr size_t kReadChunk = 64 * 1024;
+constexpr int kReadsPerPump = 16;
+// At the end, what is left is read to EOF; a writer that escaped the
+// teardown (setsid) and keeps writing is cut off after this much.
+constexpr int kReadsAtEnd = 4096;
+
+void drain_sigpipe() {
+  sigset_t pipe_set;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  const timespec zero{0, 0};
+  while (::sigtimedwait(&pipe_set, nullptr, &zero) == SIGPIPE) {
+  }
+}
+
+}  // namespace
+
+OutputTee::OutputTee() {
+  sigset_t pipe_set;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  ::pthread_sigmask(SIG_BLOCK, &pipe_set, &old_mask_);
+}
+
+OutputTee::~OutputTee() {
+  for (Stream& s : streams_) close_stream(s);
+  for (Duplicate& d : duplicates_)
+    if (d.file_fd >= 0) ::close(d.file_fd);
+  drain_sigpipe();  // a pending one would kill the launcher once unblocked
+  ::pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+}
+
+int OutputTee::add(int file_fd, const std::string& path, int console_fd, const std::string& prefix,
+                   Observer on_bytes) {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) {
+    const int e = errno;
+    ::close(file_fd);
+    throw std::runtime_error(std::string("cannot make a pipe for --tee: ") + std::strerror(e));
+  }
+  // Only our end is non-blocking: the worker's stdout must block as usual.
+  ::fcntl(p[0], F_SETFL, ::fcntl(p[0], F_GETFL) | O_NONBLOCK);
+  Stream s;
+  s.read_fd = p[0];
+  s.file_fd = file_fd;
+  s.console_fd = console_fd;
+  s.path = path;
+  s.prefix = prefix;
+  s.on_bytes = std::move(on_bytes);
+  streams_.push_back(std::move(s));
+  return p[1];
+}
+
+std::vector<int> OutputTee::fds() const {
+  std::vector<int> out;
+  for (const Stream& s : streams_)
+    if (s.read_fd >= 0) out.push_back(s.read_fd);
+  return out;
+}
+
+void OutputTee::pump() {
+  for (Stream& s : streams_)
+    if (s.read_fd >= 0) read_stream(s, false);
+}
+
+void OutputTee::finish() {
+  for (Stream& s : streams_) {
+    if (s.read_fd >= 0) read_stream(s, true);
+    flush_partial(s);
+    close_stream(s);
+  }
+}
+
+std::string OutputTee::take_warning() {
+  std::string w;
+  w.swap(warning_);
+  return w;
+}
+
+void OutputTee::read_stream(Stream& s, bool at_end) {
+  static thread_local std::vector<char> buf(kReadChunk);
+  for (int reads = 0; reads < (at_end ? kReadsAtEnd : kReadsPerPump); ++reads) {
+    const ssize_t n = ::read(s.read_fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return;  // EAGAIN: nothing more for now (or a writer still alive at the end)
+    if (n == 0) {       // every writer closed it
+      flush_partial(s);
+      close_stream(s);
+      return;
+    }
+    to_file(s, buf.data(), static_cast<size_t>(n));
+    if (s.on_bytes) s.on_bytes(buf.data(), static_cast<size_t>(n));
+    if (s.console_fd < 0) continue;
+    // Whole lines go out together, each with the prefix, in one write.
+    Duplicate* dup = duplicate_for(s.console_fd);
+    std::string out;
+    std::vector<size_t> line_starts, body_starts;  // only with a duplicate
+    auto begin_line = [&] {
+      if (dup) line_starts.push_back(out.size());
+      out += s.prefix;
+      if (dup) body_starts.push_back(out.size());
+    };
+    const char* p = buf.data();
+    const char* end = p + n;
+    while (p < end) {
+      const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
+      if (!nl) {
+        s.partial.append(p, end);
+        break;
+      }
+      begin_line();
+      out += s.partial;
+      out.append(p, nl + 1);
+      s.partial.clear();
+      p = nl + 1;
+    }
+    while (s.partial.size() >= kMaxLine) {  // no newline in sight: pieces of kMaxLine
+      begin_line();
+      out.append(s.partial, 0, kMaxLine);
+      out += '\n';
+      s.partial.erase(0, kMaxLine);
+    }
+    if (!out.empty()) to_console(s.console_fd, out);
+    if (dup && !out.empty()) to_duplicate(dup, out, line_starts, body_starts);
+  }
+}
+
+void OutputTee::flush_partial(Stream& s) {
+  if (s.partial.empty() || s.console_fd < 0) return;
+  const std::string line = s.prefix + s.partial + "\n";
+  to_console(s.console_fd, line);
+  if (Duplicate* dup = duplicate_for(s.console_fd)) to_duplicate(dup, line, {0}, {s.prefix.size()});
+  s.partial.clear();
+}
+
+void OutputTee::duplicate(int console_fd, int file_fd, const std::string& path, std::vector<std::string> filters) {
+  Duplicate d;
+  d.console_fd = console_fd;
+  d.file_fd = file_fd;
+  d.path = path;
+  d.filters = std::move(filters);
+  duplicates_.push_back(std::move(d));
+}
+
+OutputTee::Duplicate* OutputTee::duplicate_for(int console_fd) {
+  for (Duplicate& d : duplicates_)
+    if (d.console_fd == console_fd && !d.failed) return &d;
+  return nullptr;
+}
+
+void OutputTee::to_duplicate(Duplicate* d, const std::string& lines, const std::vector<size_t>& line_starts,
+                             const std::vector<size_t>& body_starts) {
+  std::string copy;
+  for (size_t i = 0; i < line_starts.size(); ++i) {
+    const size_t next = i + 1 < line_starts.size() ? line_starts[i + 1] : lines.size();
+    // Matched against the worker's line, not the prefix (as torchrun's filter sees it).
+    const std::string_view body(lines.data() + body_starts[i], next - body_starts[i]);
+    for (const std::string& f : d->filters)
+      if (body.find(f) != std::string_view::npos) {
+        copy.append(lines, line_starts[i], next - line_starts[i]);
+        break;
+      }
+  }
+  if (copy.empty() || write_all(d->file_fd, copy.data(), copy.size())) return;
+  d->failed = true;
+  warning_ += std::string(warning_.empty() ? "" : "\n") + "ddp-launch: warning: cannot write " + d->path + ": " +
+              std::strerror(errno) + "; the console and the other log files go on";
+}
+
+bool OutputTee::write_all(int fd, const char* data, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, data, n);
+    if (w > 0) {
+      data += w;
+      n -= static_cast<size_t>(w);
+      continue;
+    }
+    if (w < 0 && errno == EINTR) continue;
+    if (w == 0) errno = EIO;
+    return false;
+  }
+  return true;
+}
+
+void OutputTee::close_stream(Stream& s) {
+  if (s.read_fd >= 0) ::close(s.read_fd);
+  if (s.file_fd >= 0) ::close(s.file_fd);
+  s.read_fd = s.file_fd = -1;
+}
+
+void OutputTee::to_console(int fd, const std::string& text) {
+  if (std::find(console_gone_.begin(), console_gone_.end(), fd) != console_gone_.end()) return;
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) {  // a console someone made non-blocking: wait until it takes more
+      pollfd p{fd, POLLOUT, 0};
+      ::poll(&p, 1, -1);
+      continue;
+    }
+    // EPIPE (the reader went away) or a broken console: files keep going.
+    drain_sigpipe();
+    console_gone_.push_back(fd);
+    return;
+  }
+}
+
+void OutputTee::to_file(Stream& s, const char* data, size_t n) {
+  if (s.file_failed) return;
+  while (n > 0) {
+    const ssize_t w = ::write(s.file_fd, data, n);
+    if (w > 0) {
+      data += w;
+      n -= static_cast<size_t>(w);
+      continue;
+    }
+    if (w < 0 && errno == EINTR) continue;
+    s.file_failed = true;
+    warning_ += std::string(warning_.empty() ? "" : "\n") + "ddp-launch: warning: cannot write " + s.path + ": " +
+                (w < 0 ? std::strerror(errno) : "no progress") + "; its console copy goes on";
+    return;
+  }
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,57 @@
+#include "ddp/launcher/process/run_dir.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <sstream>
+#include <sys/stat.h>
+#include <stdexcept>
+#include <unistd.h>
+#include <vector>
+
+namespace ddp::launcher {
+namespace fs = std::filesystem;
+
+RunDirectory::RunDirectory() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::random_device rd;
+  std::ostringstream name;
+  name << (tmp && *tmp ? tmp : "/tmp") << "/ddp-launch-" << std::hex << rd() << rd();
+  path_ = name.str();
+}
+
+void RunDirectory::create() {
+  // mkdir, not mkdtemp: the name was handed to the watchdog already. A name
+  // that exists (64 random bits: another process's) is an error, never reused.
+  if (::mkdir(path_.c_str(), 0700) != 0)
+    throw std::runtime_error("cannot create the run directory " + path_ + ": " + std::strerror(errno) +
+                             " (set TMPDIR to a writable directory)");
+  created_ = true;
+}
+
+RunDirectory::~RunDirectory() {
+  if (keep_ || !created_) return;
+  // The files we named are all a worker normally leaves; anything else (a
+  // worker's temp files) takes the slower recursive removal.
+  for (const auto& f : handed_out_) ::unlink(f.c_str());
+  if (::rmdir(path_.c_str()) != 0) {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+}
+
+std::string RunDirectory::error_file(int attempt, int local_rank) {
+  handed_out_.push_back(path_ + "/attempt_" + std::to_string(attempt) + ".rank_" + std::to_string(local_rank) +
+                        ".error.json");
+  return handed_out_.back();
+}
+
+std::string RunDirectory::heartbeat_file(int attempt, int local_rank) {
+  handed_out_.push_back(path_ + "/attempt_" + std::to_string(attempt) + ".rank_" + std::to_string(local_rank) +
+                        ".heartbeat");
+  return handed_out_.back();
+}
+
+}  // namespace ddp::launcher

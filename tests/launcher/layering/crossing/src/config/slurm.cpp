@@ -1,0 +1,1 @@
+#include "ddp/launcher/supervise/supervisor.h"
