@@ -7,6 +7,7 @@
 #include "ddp/launcher/config/numa_binding.h"
 #include "ddp/launcher/config/options.h"
 #include "ddp/launcher/config/slurm.h"
+#include "ddp/launcher/process/limits.h"
 #include "ddp/launcher/supervise/supervisor.h"
 #include "ddp/launcher/config/worker_env.h"
 

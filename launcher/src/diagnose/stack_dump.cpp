@@ -1,5 +1,6 @@
 #include "ddp/launcher/diagnose/stack_dump.h"
 
+#include "ddp/common/duration_text.h"
 #include "ddp/launcher/base/time_text.h"
 #include "ddp/launcher/config/options.h"
 #include "ddp/launcher/process/spawn.h"
@@ -109,12 +110,6 @@ std::string first_line(const std::string& s) {
 
 std::string tool_name(const Step& s) { return s.exe.substr(s.exe.rfind('/') + 1); }
 
-std::string seconds_text(double s) {
-  std::ostringstream o;
-  o << s;
-  return o.str();
-}
-
 class Dumper {
  public:
   Dumper(const StackTools& tools, double timeout_s)
@@ -157,8 +152,7 @@ class Dumper {
     for (Chain& c : chains_) {
       if (c.tool > 0) finish_step(c, true);
       for (; c.next < c.steps.size(); ++c.next)
-        c.notes.push_back(tool_name(c.steps[c.next]) + " not run: the dump's " + seconds_text(timeout_s_) +
-                          " s were up");
+        c.notes.push_back(tool_name(c.steps[c.next]) + " not run: the dump's " + ddp::seconds_text(timeout_s_) + " were up");
       complete(c);
     }
     std::vector<RankStacks> out;
@@ -252,8 +246,8 @@ class Dumper {
     (s.python ? c.python_text : c.native_text) = text;
     const bool has_frames = s.python ? text.find("Thread ") != std::string::npos : text.find("#0") != std::string::npos;
     if (overran) {
-      c.notes.push_back(tool_name(s) + " did not finish within " + seconds_text(timeout_s_) +
-                        " s: killed (the rank was sent SIGCONT)");
+      c.notes.push_back(tool_name(s) + " did not finish within " + ddp::seconds_text(timeout_s_) +
+                        ": killed (the rank was sent SIGCONT)");
     } else if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0) && !has_frames) {
       const std::string why = WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
                                                   : "exit " + std::to_string(WEXITSTATUS(status));

@@ -202,12 +202,4 @@ void StderrRelay::to_console(int fd, const char* data, size_t n) {
   }
 }
 
-void ensure_fd_limit(size_t need) {
-  rlimit rl{};
-  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
-  if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need) return;
-  rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? need : std::min<rlim_t>(need, rl.rlim_max);
-  ::setrlimit(RLIMIT_NOFILE, &rl);
-}
-
 }  // namespace ddp::launcher

@@ -1,5 +1,7 @@
 #include "ddp/launcher/process/watchdog.h"
 
+#include "ddp/launcher/base/signal_names.h"
+
 #include "ddp/launcher/process/shm_segments.h"
 #include "ddp/launcher/process/spawn.h"
 
@@ -180,6 +182,26 @@ void Watchdog::send(int value) {
   // Never blocks and never raises SIGPIPE: a watchdog that died (someone
   // killed it) costs the cleanup after a SIGKILL, not the job.
   if (fd_ >= 0 && !finished_) ::send(fd_, &value, sizeof(value), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+// Someone killed the watchdog (`pkill -f` of an older launcher's command
+// line, a kill of the wrong pid): without one, a SIGKILL of the launcher
+// would leave its workers' children and run directory behind. A new one
+// learns the groups alive now; said once per death, as a warning.
+std::string Watchdog::replace_dead(int status, const std::vector<pid_t>& groups) {
+  const pid_t old = pid_;
+  const std::string how = WIFSIGNALED(status) ? "died of " + signal_name(WTERMSIG(status))
+                                              : "exited with code " + std::to_string(WEXITSTATUS(status));
+  std::string line = "ddp-launch: warning: the launcher's watchdog (pid " + std::to_string(old) + ") " + how;
+  try {
+    replace();
+    for (pid_t g : groups) add_group(g);
+    return line + "; started a new one (pid " + std::to_string(pid_) +
+           "), which cleans up after the workers if the launcher is killed";
+  } catch (const SpawnError& e) {
+    return line + "; a new one could not be started (" + e.what() +
+           "): if the launcher is now SIGKILLed, its workers' children and run directory are left behind";
+  }
 }
 
 }  // namespace ddp::launcher

@@ -19,8 +19,9 @@ LEVELS = [
     ["base"],
     ["config"],
     ["process"],
-    ["output", "watch", "diagnose", "elastic"],
+    ["output", "watch", "diagnose"],
     ["report"],
+    ["elastic"],
     ["supervise"],
     ["app"],
 ]

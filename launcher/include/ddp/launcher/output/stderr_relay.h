@@ -88,8 +88,5 @@ class StderrRelay {
   bool warned_ = false;
 };
 
-// Raises the soft limit of open files towards the hard one when it is below
-// `need` (each relayed stderr holds one fd in the launcher). Never lowers it.
-void ensure_fd_limit(size_t need);
 
 }  // namespace ddp::launcher

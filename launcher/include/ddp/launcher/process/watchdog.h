@@ -36,6 +36,7 @@
 // SIGKILL of the launcher afterwards is still cleaned up.
 
 #include <string>
+#include <vector>
 #include <sys/types.h>
 
 namespace ddp::launcher {
@@ -68,6 +69,10 @@ class Watchdog {
   // which knows no group yet (the caller announces them). Throws SpawnError
   // when the fork is refused; pid() is then -1 and every call a no-op.
   void replace();
+  // replace() after the launcher reaped the dead one (wait status `status`),
+  // telling the new one the live `groups`. Returns the warning line: how it
+  // died, and the new pid or why there is none.
+  std::string replace_dead(int status, const std::vector<pid_t>& groups);
 
  private:
   void start();

@@ -31,6 +31,7 @@
 //    the watchdog hears of its end, so one of the two always does it.
 
 #include "ddp/launcher/process/spawn.h"
+#include "ddp/launcher/process/workers.h"
 
 #include <csignal>
 #include <string>
@@ -42,11 +43,11 @@ namespace ddp::launcher {
 
 class Watchdog;
 
-class WorkerGroup {
+class WorkerGroup : public Workers {
  public:
   // child_mask: the signal mask workers get back before exec.
   WorkerGroup(const sigset_t& child_mask, Watchdog* watchdog);
-  ~WorkerGroup();
+  ~WorkerGroup() override;
   WorkerGroup(const WorkerGroup&) = delete;
   WorkerGroup& operator=(const WorkerGroup&) = delete;
 
@@ -71,10 +72,10 @@ class WorkerGroup {
   // Sends sig to every group still listed; after any signal but SIGKILL and
   // SIGCONT also SIGCONT, so stopped members act on it. Returns the number of
   // groups signalled.
-  int signal_all(int sig);
+  int signal_all(int sig) override;
 
-  bool empty() const { return groups_.empty(); }        // no process of any group left
-  int running_workers() const { return running_; }      // workers not yet reaped
+  bool empty() const override { return groups_.empty(); }        // no process of any group left
+  int running_workers() const override { return running_; }      // workers not yet reaped
   const std::vector<pid_t>& groups() const { return groups_; }
 
  private:

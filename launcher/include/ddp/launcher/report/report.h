@@ -90,6 +90,7 @@ struct AttemptResult {
   std::string rdzv_stop;
   bool rdzv_counted = true;              // that restart counts against --max_restarts
   bool rdzv_abort = false;               // the job was ended: no restart
+  bool rdzv_told_failure = false;        // c10d: this node told the rendezvous of its own failure
   // Where this attempt's workers sat (for --event_log_handler's events).
   int restart_count = 0;                 // TORCHELASTIC_RESTART_COUNT
   int group_rank = 0;

@@ -1,0 +1,68 @@
+#pragma once
+// c10d: rounds of rendezvous and attempts until the job ends on this node.
+//  - every attempt starts with a round (node rank, world, the workers'
+//    MASTER_ADDR:PORT and restart count come from it);
+//  - a local failure is told to the rendezvous at once (the attempt's
+//    rendezvous feature), a reason from it stops healthy workers; either
+//    way the round's reason decides: a counted one with restarts left, or an
+//    uncounted one (a node waiting to join), rejoins; no restarts left ends
+//    the job on every node (abort);
+//  - workers that succeed wait at the exit barrier for the round's others.
+// The attempts themselves are the caller's (run_attempt): this layer knows
+// the rendezvous, not the supervision.
+
+#include "ddp/launcher/config/plan.h"
+#include "ddp/launcher/elastic/rdzv_agent.h"
+#include "ddp/launcher/process/signals.h"
+#include "ddp/launcher/report/report.h"
+
+#include <functional>
+#include <initializer_list>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace ddp::launcher {
+
+// One round's attempt, as the rendezvous placed this node.
+struct RoundPlacement {
+  int attempt = 0;
+  int port = 0;
+  int restart_count = 0;
+  NodePlacement placement;
+  RdzvAgent* agent = nullptr;
+  std::string node;  // "node n1 (pid P, host h)" in messages to other nodes
+};
+
+class ElasticRun {
+ public:
+  using RunAttempt = std::function<AttemptResult(const RoundPlacement&)>;
+
+  ElasticRun(const LaunchPlan& plan, SignalChannel& signals, std::string host, std::ostream& log);
+
+  // Runs rounds until the job ends on this node; each attempt's result is
+  // appended to `attempts`.
+  void run(const RunAttempt& run_attempt, std::vector<AttemptResult>& attempts);
+
+  // The job ended here because the rendezvous failed ("" when it did not).
+  const std::string& error() const { return error_; }
+  // A launcher signal while waiting on the rendezvous (0 when none).
+  int signal() const { return signal_; }
+
+ private:
+  std::optional<RdzvEvent> await(RdzvAgent& agent, std::initializer_list<RdzvEvent::Kind> kinds);
+  // After a failed attempt: false when the job ends on this node.
+  bool rejoin(RdzvAgent& agent, const RdzvEvent& round, const RoundPlacement& setup, AttemptResult& last);
+  std::string endpoint() const;
+  std::string nodes_text() const;
+
+  const LaunchPlan& plan_;
+  SignalChannel& signals_;
+  std::string host_;
+  std::ostream& log_;
+  std::string error_;
+  int signal_ = 0;
+};
+
+}  // namespace ddp::launcher

@@ -1,0 +1,34 @@
+#pragma once
+// Every feature of an attempt, one factory function each (one class in one
+// file of features/), and make_features(), the one list of them: a new
+// feature is its file and one line there. The order is the order of their
+// hooks (and of their sources in the loop, after the attempt's own).
+
+#include "ddp/launcher/supervise/feature.h"
+
+#include <memory>
+#include <vector>
+
+namespace ddp::launcher {
+
+// Where each worker's stdout and stderr go (files, the tee, /dev/null, the
+// stderr relay), --duplicate_*_filters, and each failed worker's stderr
+// tail quoted when it left no error file.
+std::unique_ptr<Feature> make_worker_output(AttemptControl& ctl);
+// Heartbeat pages and --stall_timeout.
+std::unique_ptr<Feature> make_progress(AttemptControl& ctl);
+// torchrun's file timer (TORCHELASTIC_ENABLE_FILE_TIMER=1).
+std::unique_ptr<Feature> make_file_timer(AttemptControl& ctl);
+// c10d: the rendezvous hears this node's failure and may stop its workers.
+std::unique_ptr<Feature> make_rendezvous(AttemptControl& ctl);
+// PyTorch's flight recorder pointed into the run, and its dumps listed.
+std::unique_ptr<Feature> make_flight_recorder(AttemptControl& ctl);
+// A SIGKILL the launcher did not send, checked against the OOM killer.
+std::unique_ptr<Feature> make_oom_verdict(AttemptControl& ctl);
+// --event_log_handler console: START for each worker.
+std::unique_ptr<Feature> make_start_events(AttemptControl& ctl);
+
+// The features this attempt's plan and setup ask for.
+std::vector<std::unique_ptr<Feature>> make_features(AttemptControl& ctl);
+
+}  // namespace ddp::launcher

@@ -1,0 +1,177 @@
+#include "ddp/launcher/elastic/elastic_run.h"
+
+#include "ddp/launcher/base/signal_names.h"
+#include "ddp/launcher/process/event_loop.h"
+
+#include <algorithm>
+#include <unistd.h>
+
+namespace ddp::launcher {
+
+namespace {
+
+// The launcher's signals while it waits on the rendezvous: a forwarded one
+// ends the wait (there are no workers to dump stacks of).
+class SignalWait final : public EventLoop::Source {
+ public:
+  explicit SignalWait(SignalChannel& signals) : signals_(signals) {}
+  void fds(std::vector<int>& out) override { out.push_back(signals_.fd()); }
+  void ready(const pollfd*, size_t) override {
+    for (int sig : signals_.drain())
+      if (!got && SignalChannel::is_forwarded(sig) && !signals_.is_dump_request(sig)) got = sig;
+  }
+  int got = 0;
+
+ private:
+  SignalChannel& signals_;
+};
+
+// The helper's lines until one of `kinds` (or an Error) comes, and its pings.
+class AgentWait final : public EventLoop::Source {
+ public:
+  AgentWait(RdzvAgent& agent, std::initializer_list<RdzvEvent::Kind> kinds) : agent_(agent), kinds_(kinds) {}
+  void fds(std::vector<int>& out) override {
+    if (!agent_.gone()) out.push_back(agent_.fd());
+  }
+  std::optional<EventLoop::Clock::time_point> deadline() override {
+    if (agent_.gone()) return std::nullopt;
+    return deadline_in_ms(agent_.ms_to_ping());
+  }
+  void due() override {
+    if (!agent_.gone()) agent_.ping_if_due();
+  }
+  void ready(const pollfd*, size_t) override {
+    for (const RdzvEvent& e : agent_.read())
+      if (!event && (e.kind == RdzvEvent::Error || std::find(kinds_.begin(), kinds_.end(), e.kind) != kinds_.end()))
+        event = e;
+  }
+  std::optional<RdzvEvent> event;
+
+ private:
+  RdzvAgent& agent_;
+  std::vector<RdzvEvent::Kind> kinds_;
+};
+
+}  // namespace
+
+ElasticRun::ElasticRun(const LaunchPlan& plan, SignalChannel& signals, std::string host, std::ostream& log)
+    : plan_(plan), signals_(signals), host_(std::move(host)), log_(log) {}
+
+// The helper's next event of one of `kinds`, serving signals meanwhile.
+// nullopt when a signal ended the wait (signal_ says which).
+std::optional<RdzvEvent> ElasticRun::await(RdzvAgent& agent, std::initializer_list<RdzvEvent::Kind> kinds) {
+  SignalWait signals(signals_);
+  AgentWait events(agent, kinds);
+  EventLoop loop;
+  loop.add(signals);
+  loop.add(events);
+  while (true) {
+    loop.run_once();
+    if (signals.got) {
+      signal_ = signals.got;
+      return std::nullopt;
+    }
+    if (events.event) return events.event;
+    if (agent.gone()) {
+      RdzvEvent e;
+      e.text = "the rendezvous helper (ddp-rdzv) exited";
+      return e;
+    }
+  }
+}
+
+void ElasticRun::run(const RunAttempt& run_attempt, std::vector<AttemptResult>& attempts) {
+  RdzvAgent agent(plan_.opts, plan_.nproc, signals_.original_mask());
+  for (int attempt = 0;; ++attempt) {
+    log_ << "ddp-launch: joining the rendezvous at " << endpoint() << " (rdzv_id " << plan_.opts.run_id << ", "
+         << nodes_text() << ")" << std::endl;
+    agent.send("join");
+    const std::optional<RdzvEvent> round = await(agent, {RdzvEvent::Round});
+    if (!round) return;
+    if (round->kind == RdzvEvent::Error) {
+      error_ = round->text;
+      return;
+    }
+    const NodePlacement& p = round->placement;
+    RoundPlacement setup;
+    setup.attempt = attempt;
+    setup.port = round->master_port;
+    setup.restart_count = round->restart_count;
+    setup.placement = p;
+    setup.agent = &agent;
+    setup.node = "node n" + std::to_string(p.group_rank) + " (pid " + std::to_string(::getpid()) + ", host " + host_ + ")";
+    log_ << "ddp-launch: round " << round->round << ": this is node " << p.group_rank << " of " << p.group_world_size
+         << ", ranks " << p.base_rank << ".." << p.base_rank + plan_.nproc - 1 << " of " << p.world_size
+         << ", workers' store at " << p.master_addr << ":" << round->master_port << ", restart count "
+         << round->restart_count << std::endl;
+    attempts.push_back(run_attempt(setup));
+    AttemptResult& last = attempts.back();
+    if (last.succeeded()) {
+      agent.send("done");
+      const auto fin = await(agent, {RdzvEvent::Finished});
+      if (fin && !fin->text.empty())
+        log_ << "ddp-launch: warning: this node's workers succeeded; the exit barrier ended early: " << fin->text
+             << std::endl;
+      return;
+    }
+    if (!rejoin(agent, *round, setup, last)) return;
+  }
+}
+
+bool ElasticRun::rejoin(RdzvAgent& agent, const RdzvEvent& round, const RoundPlacement& setup, AttemptResult& last) {
+  const int max_restarts = plan_.opts.max_restarts;
+  if (last.launcher_signal || last.signal_during_teardown) {
+    const int sig = last.launcher_signal ? last.launcher_signal : last.signal_during_teardown;
+    agent.send("abort the launcher of " + setup.node + " got " + signal_name(sig));
+    await(agent, {RdzvEvent::Aborted});
+    return false;
+  }
+  // The round's reason: ours was sent at the failure (the attempt's
+  // rendezvous feature); the answer may name another node's, which came first.
+  std::string reason = last.rdzv_stop;
+  if (last.rdzv_stop.empty() && last.rdzv_told_failure) {
+    const auto answer = await(agent, {RdzvEvent::Restart, RdzvEvent::Abort});
+    if (!answer) return false;
+    last.rdzv_counted = answer->kind != RdzvEvent::Restart || answer->counted;
+    last.rdzv_abort = answer->kind != RdzvEvent::Restart;
+    if (answer->kind == RdzvEvent::Error) error_ = answer->text;
+    if (!last.root_cause) last.rdzv_stop = answer->text;
+    reason = answer->text;
+  }
+  if (last.rdzv_abort) {
+    if (error_.empty() && !last.rdzv_stop.empty() && !last.root_cause) error_ = "the job was ended: " + last.rdzv_stop;
+    return false;
+  }
+  if (!last.unkillable.empty()) {  // a new round here would meet them holding GPUs and ports
+    agent.send("abort " + reason + "; " + setup.node + " has workers that SIGKILL cannot end");
+    await(agent, {RdzvEvent::Aborted});
+    return false;
+  }
+  if (last.spawn_failed || (last.rdzv_counted && round.restart_count >= max_restarts)) {
+    agent.send("abort " + reason + "; " + setup.node + " has no restarts left (max_restarts " +
+               std::to_string(max_restarts) + ")");
+    await(agent, {RdzvEvent::Aborted});
+    return false;
+  }
+  // The round's one reason (every node prints the same), whether it was
+  // this node's failure or another's.
+  log_ << "ddp-launch: round " << round.round << " ended: " << reason << "; "
+       << (last.rdzv_counted ? "restart " + std::to_string(round.restart_count + 1) + " of " +
+                                   std::to_string(max_restarts)
+                             : "not counted as a restart")
+       << "; rejoining the rendezvous" << std::endl;
+  return true;
+}
+
+std::string ElasticRun::endpoint() const {
+  const RdzvOptions& r = plan_.opts.rdzv;
+  return (r.host.find(':') != std::string::npos ? "[" + r.host + "]" : r.host) + ":" + std::to_string(r.port);
+}
+
+std::string ElasticRun::nodes_text() const {
+  const RdzvOptions& r = plan_.opts.rdzv;
+  return r.min_nodes == r.max_nodes ? std::to_string(r.min_nodes) + " nodes"
+                                    : std::to_string(r.min_nodes) + " to " + std::to_string(r.max_nodes) + " nodes";
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,327 @@
+#include "ddp/launcher/supervise/attempt.h"
+
+#include "ddp/common/duration_text.h"
+#include "ddp/common/error_file.h"
+#include "ddp/launcher/base/signal_names.h"
+#include "ddp/launcher/diagnose/unkillable.h"
+#include "ddp/launcher/process/shm_segments.h"
+#include "ddp/launcher/supervise/features/features.h"
+
+#include <algorithm>
+#include <set>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace ddp::launcher {
+
+namespace {
+
+std::optional<std::chrono::system_clock::time_point> mtime_of(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
+      std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
+}
+
+}  // namespace
+
+// The signalfd: forwarded signals and SIGCHLD. Reaping only then: reap()
+// signals every group to see which are empty, which chatty output must not
+// cost each time.
+class Attempt::SignalSource final : public EventLoop::Source {
+ public:
+  explicit SignalSource(Attempt& a) : a_(a) {}
+  void fds(std::vector<int>& out) override { out.push_back(a_.signals_.fd()); }
+  void ready(const pollfd*, size_t) override { a_.on_signals(); }
+
+ private:
+  Attempt& a_;
+};
+
+// The teardown's grace period and the wait after SIGKILL.
+class Attempt::TeardownSource final : public EventLoop::Source {
+ public:
+  explicit TeardownSource(Attempt& a) : a_(a) {}
+  std::optional<EventLoop::Clock::time_point> deadline() override { return a_.teardown_.deadline(); }
+  void due() override { a_.teardown_due(); }
+
+ private:
+  Attempt& a_;
+};
+
+Attempt::Attempt(const LaunchPlan& plan, RunDirectory& dir, SignalChannel& signals, Watchdog& watchdog, int attempt,
+                 AttemptSetup setup, bool stdin_to_rank0, std::ostream& log)
+    : plan_(plan),
+      watchdog_(watchdog),
+      signals_(signals),
+      setup_(std::move(setup)),
+      info_{plan, dir, setup_, attempt, setup_.placement ? setup_.placement->base_rank : plan.opts.node_rank * plan.nproc},
+      stdin_to_rank0_(stdin_to_rank0),
+      log_(log),
+      group_(signals.original_mask(), &watchdog),
+      teardown_(group_, plan.opts.shutdown_timeout_s, kAfterKillWaitS),
+      outcome_(group_, teardown_),
+      stacks_(info_, watchdog, log) {
+  result_.attempt = attempt;
+  result_.restart_count = setup_.restart_count;
+  result_.group_rank = setup_.placement ? setup_.placement->group_rank : plan.opts.node_rank;
+  result_.group_world_size = setup_.placement ? setup_.placement->group_world_size : plan.opts.nnodes;
+  result_.world_size = setup_.placement ? setup_.placement->world_size : plan.opts.nnodes * plan.nproc;
+  result_.base_rank = info_.base_rank;
+  // The order of a wake: the features' fds (a file-timer request or output
+  // a worker wrote just before it exited is read while its group exists),
+  // then signals and reaping, then the features that must see those exits
+  // first (Feature::after_reaping), then the teardown's deadline.
+  features_ = make_features(*this);
+  signal_source_ = std::make_unique<SignalSource>(*this);
+  teardown_source_ = std::make_unique<TeardownSource>(*this);
+  for (bool after : {false, true}) {
+    for (auto& f : features_)
+      if (EventLoop::Source* s = f->source(); s && f->after_reaping() == after) loop_.add(*s);
+    if (!after) loop_.add(*signal_source_);
+  }
+  loop_.add(*teardown_source_);
+}
+
+Attempt::~Attempt() = default;
+
+AttemptResult Attempt::run() {
+  start_workers();
+  for (auto& f : features_) f->all_started();
+  while (!group_.empty() && !gave_up_) {
+    if (group_.running_workers() == 0) teardown_.workers_gone();
+    loop_.run_once();
+  }
+  for (auto& f : features_) f->drained();
+  for (auto& f : features_) f->finish(result_);
+  std::optional<WorkerExit> claimed;
+  for (auto& f : features_)
+    if (!claimed) claimed = f->root_cause(result_);
+  result_.root_cause = Outcome::root_cause(spawn_failure_, claimed, outcome_.failure_seen(), result_.exits);
+  result_.launcher_signal = outcome_.launcher_signal();
+  result_.signal_during_teardown = outcome_.signal_during_teardown();
+  for (auto& f : features_) f->conclude(result_);
+  return result_;
+}
+
+void Attempt::start_workers() {
+  GroupSpec spec;
+  spec.opts = &plan_.opts;
+  spec.nproc = plan_.nproc;
+  spec.master_port = setup_.port;
+  spec.restart_count = setup_.restart_count;
+  spec.placement = setup_.placement;
+  spec.omp_threads = plan_.omp_threads;
+  std::string attempt_log_dir;
+  for (int lr = 0; lr < plan_.nproc && !teardown_.stopping(); ++lr) {
+    if (!start_worker(lr, spec, attempt_log_dir)) return;
+    // Starting thousands of workers takes a while: signals and early
+    // failures are handled as they come, not after the last spawn.
+    loop_.run_once(EventLoop::Clock::now());
+  }
+}
+
+// Returns false when it could not be started (the attempt then fails).
+bool Attempt::start_worker(int lr, GroupSpec& spec, std::string& attempt_log_dir) {
+  std::vector<int> close_after;  // the child's ends of its log files and pipes
+  try {
+    RankLogPaths paths;
+    Live live;
+    live.local_rank = lr;
+    if (plan_.run_log_dir.empty()) {
+      live.error_file = info_.dir.error_file(result_.attempt, lr);
+    } else {
+      if (attempt_log_dir.empty()) attempt_log_dir = make_attempt_log_dir(plan_.run_log_dir, result_.attempt);
+      paths = make_rank_log_dir(attempt_log_dir, lr);
+      live.error_file = paths.error_file;
+    }
+    SpawnSpec s;
+    s.exe = plan_.command.exe;
+    s.args = plan_.command.argv_for(lr);
+    if (!plan_.cpu_binding.empty()) s.cpus = plan_.cpu_binding[static_cast<size_t>(lr)];
+    WorkerSlot slot{lr, info_.base_rank + lr, s, spec, attempt_log_dir, paths, close_after, "", "", ""};
+    for (auto& f : features_) f->before_spawn(slot);
+    live.stdout_log = slot.stdout_log;
+    live.stderr_log = slot.stderr_log;
+    s.env = worker_environment(plan_.parent_env, spec, lr, live.error_file, slot.heartbeat_file);
+    live.start = std::chrono::steady_clock::now();
+    const pid_t pid = group_.spawn(std::move(s), lr, lr == 0 && stdin_to_rank0_);
+    for (int fd : close_after) ::close(fd);
+    live_[pid] = live;
+    started_.push_back(pid);
+    for (auto& f : features_) f->spawned(lr, pid);
+    return true;
+  } catch (const SpawnError& e) {
+    for (int fd : close_after) ::close(fd);
+    spawn_failed(lr, e);
+  } catch (const std::runtime_error& e) {  // a log directory, file or pipe could not be made
+    for (int fd : close_after) ::close(fd);
+    spawn_failed(lr, SpawnError(e.what(), 0, true));
+  }
+  return false;
+}
+
+void Attempt::spawn_failed(int lr, const SpawnError& e) {
+  WorkerExit w;
+  w.local_rank = lr;
+  w.rank = info_.base_rank + lr;
+  w.code = e.shell_code();
+  w.time = std::chrono::system_clock::now();
+  if (e.fork_failed) {
+    w.spawn_error = "cannot start worker local_rank " + std::to_string(lr) + ": " + e.what() + "; " +
+                    std::to_string(lr) + " of " + std::to_string(plan_.nproc) + " workers had started";
+    const std::string limits = process_limit_text(e.errno_value);
+    if (!limits.empty())
+      w.spawn_error += "; " + limits + ": give --nproc_per_node " + std::to_string(std::max(1, lr)) +
+                       " or less, or raise the limit";
+  } else {
+    w.spawn_error = "cannot execute " + plan_.command.exe + ": " + e.what();
+  }
+  result_.exits.push_back(w);
+  result_.spawn_failed = true;
+  spawn_failure_ = w;
+  fail(w);
+}
+
+bool Attempt::fail(const WorkerExit& cause) {
+  if (teardown_.stopping()) return false;
+  for (auto& f : features_) f->failed(cause);  // the other nodes hear it before SIGTERM goes out
+  return outcome_.failure();
+}
+
+void Attempt::stop(const std::string& reason) {
+  if (teardown_.stopping()) return;
+  log_ << "ddp-launch: stopping this node's workers: " << reason << std::endl;
+  outcome_.stop_requested();
+}
+
+void Attempt::dump_stacks(const std::string& why) {
+  std::map<pid_t, int> workers;
+  for (const auto& [pid, live] : live_) workers[pid] = live.local_rank;
+  std::string note;
+  for (auto& f : features_) {
+    const std::string n = f->stack_note();
+    if (!n.empty()) note += (note.empty() ? "" : "\n  ") + n;
+  }
+  const std::string block = stacks_.dump(why, workers, note);
+  if (!block.empty()) result_.stacks = block;
+}
+
+void Attempt::worker_output(int local_rank) {
+  for (auto& f : features_) f->output(local_rank);
+}
+
+int Attempt::local_rank_of_group(pid_t pgid) const {
+  const std::vector<pid_t>& live = group_.groups();
+  if (pgid <= 0 || std::find(live.begin(), live.end(), pgid) == live.end()) return -1;
+  for (size_t lr = 0; lr < started_.size(); ++lr)
+    if (started_[lr] == pgid) return static_cast<int>(lr);
+  return -1;
+}
+
+pid_t Attempt::worker_pid(int local_rank) const {
+  return local_rank >= 0 && static_cast<size_t>(local_rank) < started_.size() ? started_[static_cast<size_t>(local_rank)]
+                                                                               : 0;
+}
+
+void Attempt::on_signals() {
+  for (int sig : signals_.drain()) {
+    if (!SignalChannel::is_forwarded(sig)) continue;  // SIGCHLD: reaped below
+    if (signals_.is_dump_request(sig)) {
+      dump_stacks(signal_name(sig) + ": a live dump, the job goes on");
+      continue;
+    }
+    if (sig == SIGQUIT) dump_stacks("SIGQUIT: before forwarding it");  // Ctrl-\ asks where the ranks are
+    outcome_.signal(sig);
+  }
+  reap();
+}
+
+void Attempt::reap() {
+  const bool was_stopping = teardown_.stopping();  // for every exit of this batch
+  for (const WorkerGroup::Event& e : group_.reap()) {
+    if (e.kind == WorkerGroup::Event::Exited)
+      for (auto& f : features_) f->reaped(e.pid);
+    if (e.is_watchdog) {
+      log_ << watchdog_.replace_dead(e.status, group_.groups()) << std::endl;
+      continue;
+    }
+    if (!e.is_worker) continue;  // an orphaned descendant we adopted as subreaper
+    auto it = live_.find(e.pid);
+    if (it == live_.end()) continue;
+    if (e.kind == WorkerGroup::Event::Stopped) {
+      log_ << "ddp-launch: rank " << info_.base_rank + it->second.local_rank << " (local_rank "
+           << it->second.local_rank << ", pid " << e.pid << ") is stopped by " << signal_name(WSTOPSIG(e.status))
+           << "; the job cannot go on until it continues (kill -CONT " << e.pid << ")" << std::endl;
+      if (teardown_.stopping()) ::kill(e.pid, SIGCONT);  // it must act on the teardown signal
+      continue;
+    }
+    if (e.kind != WorkerGroup::Event::Exited) continue;
+    const Live live = it->second;
+    live_.erase(it);
+    worker_exited(e, live, was_stopping);
+  }
+}
+
+void Attempt::worker_exited(const WorkerGroup::Event& e, const Live& live, bool after_teardown) {
+  WorkerExit w;
+  w.pid = e.pid;
+  w.local_rank = live.local_rank;
+  w.rank = info_.base_rank + live.local_rank;
+  w.signaled = WIFSIGNALED(e.status);
+  w.code = w.signaled ? WTERMSIG(e.status) : WEXITSTATUS(e.status);
+  w.time = std::chrono::system_clock::now();
+  w.after_teardown = after_teardown;
+  w.max_rss_kb = e.max_rss_kb;
+  w.cpu_s = e.cpu_s;
+  w.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - live.start).count();
+  w.error_file = live.error_file;
+  w.stdout_log = live.stdout_log;
+  w.stderr_log = live.stderr_log;
+  if (w.failed()) {
+    w.error = read_error_file(w.error_file);
+    if (w.error) w.error_time = mtime_of(w.error_file);
+  }
+  for (auto& f : features_) f->exited(w);
+  result_.exits.push_back(w);
+  if (w.failed()) fail(w);
+}
+
+void Attempt::teardown_due() {
+  const std::optional<EventLoop::Clock::time_point> at = teardown_.deadline();
+  if (!at || EventLoop::Clock::now() < *at) return;  // moved since the wait began (a second SIGINT)
+  if (teardown_.step() == Teardown::Step::Kill) {
+    dump_stacks("shutdown_timeout: still running " + ddp::seconds_text(plan_.opts.shutdown_timeout_s) +
+                " after the teardown signal, before SIGKILL");
+    teardown_.kill();
+    return;
+  }
+  give_up_on_groups();
+  gave_up_ = true;
+}
+
+// kAfterKillWaitS after SIGKILL: what is still in the groups is named
+// (state and wait channel from /proc) and left behind. The watchdog is
+// told to forget those groups too (it would wait for them at exit), and
+// their shared-memory names are removed as if they had ended.
+void Attempt::give_up_on_groups() {
+  std::vector<std::pair<pid_t, int>> groups;
+  std::string ids;
+  std::set<pid_t> leaders;
+  for (pid_t g : group_.groups()) {
+    const auto at = std::find(started_.begin(), started_.end(), g);
+    groups.push_back({g, static_cast<int>(at - started_.begin())});
+    ids += (ids.empty() ? "" : " ") + std::to_string(g);
+    watchdog_.remove_group(g);
+    leaders.insert(g);
+  }
+  result_.unkillable = find_unkillable("/proc", groups, info_.base_rank);
+  for (const UnkillableProcess& u : result_.unkillable) log_ << "ddp-launch: " << format_unkillable(u) << std::endl;
+  if (result_.unkillable.empty())  // gone between the last reap and now, or out of our sight
+    log_ << "ddp-launch: warning: process group(s) " << ids << " still have processes " << kAfterKillWaitS
+         << " s after SIGKILL; going on without them" << std::endl;
+  remove_worker_segments(leaders);
+}
+
+}  // namespace ddp::launcher

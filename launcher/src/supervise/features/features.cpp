@@ -1,0 +1,18 @@
+#include "ddp/launcher/supervise/features/features.h"
+
+namespace ddp::launcher {
+
+std::vector<std::unique_ptr<Feature>> make_features(AttemptControl& ctl) {
+  const AttemptInfo& info = ctl.info();
+  std::vector<std::unique_ptr<Feature>> f;
+  f.push_back(make_worker_output(ctl));
+  f.push_back(make_progress(ctl));
+  if (info.setup.timers) f.push_back(make_file_timer(ctl));
+  if (info.setup.agent) f.push_back(make_rendezvous(ctl));
+  f.push_back(make_flight_recorder(ctl));
+  f.push_back(make_oom_verdict(ctl));
+  if (info.plan.opts.event_log_handler == "console") f.push_back(make_start_events(ctl));
+  return f;
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,75 @@
+// c10d (elastic/rdzv_agent.h): the rendezvous helper in the attempt's loop.
+// This node's first failure is told to the rendezvous at once, so the other
+// nodes stop their workers; a reason from it (another node failed, left, or
+// waits to join; the job was ended) stops this node's healthy workers. A
+// local failure seen first stays the root cause; the reason is kept either
+// way, and the rounds (elastic_run.h) decide what follows.
+#include "ddp/launcher/elastic/rdzv_agent.h"
+#include "ddp/launcher/supervise/features/features.h"
+
+namespace ddp::launcher {
+
+namespace {
+
+class Rendezvous final : public Feature, public EventLoop::Source {
+ public:
+  explicit Rendezvous(AttemptControl& ctl) : ctl_(ctl), agent_(*ctl.info().setup.agent) {}
+
+  EventLoop::Source* source() override { return this; }
+  void fds(std::vector<int>& out) override {
+    if (!agent_.gone()) out.push_back(agent_.fd());
+  }
+  // The helper's next ping.
+  std::optional<EventLoop::Clock::time_point> deadline() override {
+    if (agent_.gone()) return std::nullopt;
+    return deadline_in_ms(agent_.ms_to_ping());
+  }
+  void due() override {
+    if (!agent_.gone()) agent_.ping_if_due();
+  }
+  void ready(const pollfd*, size_t) override {
+    for (const RdzvEvent& e : agent_.read()) on_event(e);
+  }
+
+  void failed(const WorkerExit& w) override {
+    if (told_ || !stop_.empty()) return;
+    told_ = true;
+    const std::string what = !w.spawn_error.empty() ? w.spawn_error
+                             : w.expired_scope      ? format_expired_scope(*w.expired_scope)
+                                                    : w.status_text();
+    agent_.send("fail rank " + std::to_string(w.rank) + " (local_rank " + std::to_string(w.local_rank) +
+                (w.pid > 0 ? ", pid " + std::to_string(w.pid) : "") + ") on " + ctl_.info().setup.node +
+                " failed: " + what);
+  }
+
+  void finish(AttemptResult& r) override {
+    r.rdzv_told_failure = told_;
+    if (stop_.empty()) return;
+    r.rdzv_stop = stop_;
+    r.rdzv_counted = counted_;
+    r.rdzv_abort = abort_;
+  }
+
+ private:
+  void on_event(const RdzvEvent& e) {
+    if (e.kind != RdzvEvent::Restart && e.kind != RdzvEvent::Abort && e.kind != RdzvEvent::Error) return;
+    if (!stop_.empty()) return;
+    stop_ = e.text;
+    counted_ = e.kind != RdzvEvent::Restart || e.counted;
+    abort_ = e.kind != RdzvEvent::Restart;
+    ctl_.stop(e.text);
+  }
+
+  AttemptControl& ctl_;
+  RdzvAgent& agent_;
+  bool told_ = false;
+  std::string stop_;  // the first reason to stop
+  bool counted_ = true;
+  bool abort_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Feature> make_rendezvous(AttemptControl& ctl) { return std::make_unique<Rendezvous>(ctl); }
+
+}  // namespace ddp::launcher
