@@ -12,7 +12,7 @@
 #include "ddp/launcher/config/invocation.h"
 #include "ddp/launcher/config/options.h"
 #include "ddp/launcher/config/slurm.h"
-#include "ddp/launcher/supervise/supervisor.h"
+#include "ddp/launcher/config/plan.h"
 #include "ddp/launcher/config/worker_env.h"
 #include "fuzz_input.h"
 

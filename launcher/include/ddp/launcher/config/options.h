@@ -20,6 +20,9 @@
 
 namespace ddp::launcher {
 
+// The most workers one launcher starts (--nproc_per_node).
+constexpr int kMaxWorkers = 1 << 16;
+
 // The shortest --stall_timeout. CPU time grows in clock ticks (10 ms at
 // USER_HZ 100): 2% of the time needs 0.5 s to be one tick, so a working rank
 // at a few % CPU can show no growth for a shorter while; 1 s is two ticks of

@@ -1,0 +1,79 @@
+// app/resolve.h: main's resolution of the command line, in-process.
+#include "ddp/launcher/app/resolve.h"
+#include "ddp/launcher/config/options.h"
+
+#include "scratch_dir.h"
+
+#include <catch2/catch.hpp>
+
+#include <sstream>
+
+using namespace ddp::launcher;
+
+namespace {
+
+// A plain environment: no Slurm, no PET_*, OMP_NUM_THREADS set.
+EnvMap plain_env() { return {{"PATH", "/usr/bin:/bin"}, {"OMP_NUM_THREADS", "1"}}; }
+
+}  // namespace
+
+TEST_CASE("resolve: --help and --version print to out and ask for no run") {
+  std::ostringstream out, notes;
+  CHECK(!resolve_launch({"--help"}, plain_env(), false, out, notes));
+  CHECK_THAT(out.str(), Catch::StartsWith("Usage: ddp-launch [options] PROGRAM [ARGS...]"));
+  out.str("");
+  CHECK(!resolve_launch({"--version"}, plain_env(), false, out, notes));
+  CHECK_THAT(out.str(), Catch::StartsWith("ddp-launch "));
+  CHECK(notes.str().empty());
+}
+
+TEST_CASE("resolve: a plan with its workers, command and environment, and torchrun's name implies --use_env") {
+  std::ostringstream out, notes;
+  const auto plan = resolve_launch({"--standalone", "--nproc_per_node=3", "/bin/true", "a"}, plain_env(), true, out, notes);
+  REQUIRE(plan);
+  CHECK(plan->nproc == 3);
+  CHECK(plan->opts.use_env);
+  CHECK(plan->command.exe == "/bin/true");
+  CHECK(plan->parent_env.at("OMP_NUM_THREADS") == "1");
+  CHECK(plan->omp_threads == 0);  // the parent's is kept
+  CHECK(plan->run_log_dir.empty());
+  CHECK(out.str().empty());
+}
+
+TEST_CASE("resolve: without OMP_NUM_THREADS each worker gets a share of the CPUs, and it is said") {
+  std::ostringstream out, notes;
+  EnvMap env = plain_env();
+  env.erase("OMP_NUM_THREADS");
+  const auto plan = resolve_launch({"--standalone", "--nproc_per_node=1", "/bin/true"}, env, false, out, notes);
+  REQUIRE(plan);
+  CHECK(plan->omp_threads >= 1);
+  CHECK_THAT(notes.str(), Catch::Contains("OMP_NUM_THREADS is not set; each worker gets OMP_NUM_THREADS=" +
+                                          std::to_string(plan->omp_threads)));
+}
+
+TEST_CASE("resolve: a --summary_json that could not be written is a usage error now, not after the run") {
+  ddp::test::ScratchDir scratch;
+  const std::string dir_path = scratch.dir;
+  std::ostringstream out, notes;
+  CHECK_THROWS_WITH(resolve_launch({"--standalone", "--summary_json", dir_path, "/bin/true"}, plain_env(), false,
+                                   out, notes),
+                    Catch::Contains("--summary_json " + dir_path + ": '" + dir_path + "' is a directory; give a file path"));
+  CHECK_THROWS_WITH(resolve_launch({"--standalone", "--summary_json", dir_path + "/no/such/s.json", "/bin/true"},
+                                   plain_env(), false, out, notes),
+                    Catch::Contains("cannot write in '" + dir_path + "/no/such'"));
+}
+
+TEST_CASE("resolve: a master address that does not resolve is a usage error naming it") {
+  std::ostringstream out, notes;
+  CHECK_THROWS_AS(resolve_launch({"--nnodes=2", "--node_rank=1", "--master_addr=no-such-host.invalid",
+                                  "--master_port=29999", "/bin/true"},
+                                 plain_env(), false, out, notes),
+                  UsageError);
+  try {
+    resolve_launch({"--nnodes=2", "--node_rank=1", "--master_addr=no-such-host.invalid", "--master_port=29999",
+                    "/bin/true"},
+                   plain_env(), false, out, notes);
+  } catch (const UsageError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("no-such-host.invalid") && Catch::Contains("does not resolve"));
+  }
+}
