@@ -14,6 +14,9 @@ int main(int argc, char** argv) {
   // --summary_json must not depend on who reads the output. Workers get the
   // default back before exec (spawn.h), as torchrun's do.
   ::signal(SIGPIPE, SIG_IGN);
+  // A live dump's request before there is anything to dump (the signal
+  // channel takes it over once it exists) is no death with exit 140.
+  ::signal(SIGUSR2, SIG_IGN);
   const EnvMap env = current_environment();
   std::optional<LaunchPlan> plan;
   try {

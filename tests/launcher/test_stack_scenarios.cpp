@@ -127,6 +127,23 @@ TEST_CASE("SIGUSR2 to the launcher: a live dump into the attempt's log directory
   CHECK_FALSE(fs::exists(out.file("got.1")));
 }
 
+TEST_CASE("SIGUSR2 sent over and over, from the workers' start to the launcher's end, never changes the exit code") {
+  // issue 23 item 12: one that came after the last loop read the signals
+  // was delivered at its default action: a successful job ended 140. (From
+  // the workers' start on: before its exec, no program can catch it.)
+  TempDir out;
+  const std::string script =
+      "\"$0\" --standalone --use_env --nproc_per_node 2 sh -c 'touch \"$OUT/up.$RANK\"; sleep 1' 2>/dev/null & L=$!; "
+      "while [ ! -e \"$OUT/up.0\" ]; do sleep 0.01; done; "
+      "while kill -USR2 $L 2>/dev/null; do sleep 0.01; done; wait $L; echo \"exit $?\"";
+  for (int i = 0; i < 3; ++i) {
+    fs::remove(out.file("up.0"));
+    const auto r = run({"sh", "-c", script, launcher()}, {{"TMPDIR", out.path()}, {"OUT", out.path()}}, 60);
+    INFO(r.output);
+    CHECK_THAT(r.output, Catch::EndsWith("exit 0\n"));
+  }
+}
+
 TEST_CASE("a live dump without --log_dir keeps the run directory for its files and says so at the end") {
   if (!has_native_tool(test_path())) DDP_SKIP("neither eu-stack nor gdb on PATH (apt-get install elfutils)");
   TempDir out;

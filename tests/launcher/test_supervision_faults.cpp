@@ -273,3 +273,22 @@ TEST_CASE("no watchdog zombie is left under a parent that never reaps") {
   CHECK(zombies.empty());
   for (pid_t z : zombies) ::waitpid(z, nullptr, 0);
 }
+
+TEST_CASE("a launcher started with SIGINT and SIGQUIT ignored (a script's background job) still stops its workers with SIGINT") {
+  // issue 23 item 10: the ignored dispositions survived exec into the
+  // workers, so the forwarded SIGINT did nothing and the job waited out
+  // --shutdown_timeout.
+  TempDir out;
+  Proc p({"sh", "-c", "trap '' INT QUIT; exec \"$0\" \"$@\"", launcher(), "--standalone", "--nproc_per_node", "2",
+          "--use_env", "--shutdown_timeout", "20", "sh", "-c", "touch \"$OUT/up.$RANK\"; exec sleep 30"},
+         {{"OUT", out.path()}});
+  REQUIRE(wait_until([&] { return fs::exists(out.file("up.0")) && fs::exists(out.file("up.1")); }, 30));
+  const auto sent = std::chrono::steady_clock::now();
+  p.signal(SIGINT);
+  const auto code = p.wait(30);
+  INFO(p.output());
+  REQUIRE(code);
+  CHECK(*code == 130);
+  CHECK(std::chrono::steady_clock::now() - sent < std::chrono::seconds(10));  // not the 20 s grace period
+  CHECK_THAT(p.output(), !Catch::Contains("SIGKILL"));
+}

@@ -22,7 +22,9 @@ class SignalChannel {
  public:
   // Blocks SIGCHLD and `handled` and opens the signalfd.
   explicit SignalChannel(const std::vector<int>& handled = default_handled_signals());
-  ~SignalChannel();  // closes it and restores the original mask
+  // Closes it and restores the original mask; the dump request (SIGUSR2)
+  // stays ignored, so one that comes while the launcher exits is no death.
+  ~SignalChannel();
   SignalChannel(const SignalChannel&) = delete;
   SignalChannel& operator=(const SignalChannel&) = delete;
 
