@@ -37,7 +37,7 @@ struct Policy {
   FakeWorkers workers;
   FakeClock clock;
   Teardown teardown{workers, 30.0, 5.0, clock.now()};
-  Outcome outcome{workers, teardown};
+  Outcome outcome{workers, teardown, clock.now()};
 };
 
 }  // namespace
@@ -110,6 +110,7 @@ TEST_CASE("policy: a second SIGINT kills at once, a SIGINT after another signal 
   p.outcome.signal(SIGTERM);
   p.outcome.signal(SIGINT);
   CHECK(!p.teardown.killed());
+  p.clock.t += 1s;
   p.outcome.signal(SIGINT);
   CHECK(p.teardown.killed());
   CHECK(p.workers.sent == std::vector<int>{SIGTERM, SIGINT, SIGKILL});
@@ -173,4 +174,20 @@ TEST_CASE("policy: the root cause is a spawn failure, else a feature's claim, el
   CHECK(Outcome::root_cause(std::nullopt, std::nullopt, true, exits)->rank == 1);
   // Stopped by a signal or the rendezvous: failed exits do not make a cause.
   CHECK(!Outcome::root_cause(std::nullopt, std::nullopt, false, exits));
+}
+
+TEST_CASE("policy: one Ctrl-C seen twice (the terminal and timeout(1) both deliver it) is one SIGINT, not a kill") {
+  // issue 23 item 11: a second SIGINT counts only kSecondSigintAfterS after the first.
+  Policy p;
+  p.outcome.signal(SIGINT);
+  p.clock.t += 2ms;
+  p.outcome.signal(SIGINT);
+  CHECK(!p.teardown.killed());
+  CHECK(p.workers.sent == std::vector<int>{SIGINT, SIGINT});
+  p.clock.t += std::chrono::milliseconds(static_cast<int>(kSecondSigintAfterS * 1000)) - 3ms;
+  p.outcome.signal(SIGINT);  // still within the interval of the first
+  CHECK(!p.teardown.killed());
+  p.clock.t += 2ms;
+  p.outcome.signal(SIGINT);
+  CHECK(p.teardown.killed());
 }

@@ -6,6 +6,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <thread>
+
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -294,11 +297,36 @@ TEST_CASE("a second SIGINT kills at once") {
   p.signal(SIGINT);
   REQUIRE(wait_until([&] { return files_exist(out, "got", 2); }, 30));
   CHECK(p.running());  // workers ignored it; the launcher waits out the grace period
+  // A person's second Ctrl-C, not the same one seen twice (kSecondSigintAfterS).
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
   p.signal(SIGINT);
   auto code = p.wait(60);  // far below the 300 s grace
   REQUIRE(code);
   CHECK(*code == 128 + SIGINT);
   CHECK(wait_until([&] { return !pid_alive(pid_of(out, 0)) && !pid_alive(pid_of(out, 1)); }, 10));
+}
+
+TEST_CASE("one Ctrl-C delivered twice at once (terminal and timeout) is forwarded, not a SIGKILL") {
+  // issue 23 item 11: the second copy, microseconds after the first, was
+  // taken for a second Ctrl-C and the workers were killed without cleanup.
+  TempDir out;
+  Proc p({launcher(), "--nproc_per_node=2", "--shutdown_timeout=300", "--master_port=" + std::to_string(free_port()),
+          kWorker},
+         scenario_env(out, "record_int"));
+  REQUIRE(wait_until([&] { return files_exist(out, "ready", 2); }, 30));
+  p.signal(SIGINT);
+  // The copy comes after the launcher read the first (two at once would be
+  // one pending signal), well within kSecondSigintAfterS.
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  p.signal(SIGINT);
+  REQUIRE(wait_until([&] { return files_exist(out, "got", 2); }, 30));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  CHECK(p.running());  // in the grace period: the workers handle SIGINT as they choose
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  p.signal(SIGINT);  // now a second Ctrl-C
+  auto code = p.wait(60);
+  REQUIRE(code);
+  CHECK(*code == 128 + SIGINT);
 }
 
 TEST_CASE("SIGKILL of the launcher leaves no worker alive") {

@@ -12,8 +12,9 @@ bool Outcome::failure() {
 }
 
 void Outcome::signal(int sig) {
-  const bool second_int = sig == SIGINT && saw_int_;
-  if (sig == SIGINT) saw_int_ = true;
+  const bool second_int =
+      sig == SIGINT && first_int_ && now_() - *first_int_ >= std::chrono::duration<double>(kSecondSigintAfterS);
+  if (sig == SIGINT && !first_int_) first_int_ = now_();
   if (failure_seen_ || workers_.running_workers() == 0) {
     if (!signal_during_teardown_) signal_during_teardown_ = sig;
   } else if (!launcher_signal_) {

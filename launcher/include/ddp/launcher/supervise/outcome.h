@@ -6,7 +6,10 @@
 //    file-timer scope) begins the teardown with SIGTERM; later ones change
 //    nothing (they happen because of it);
 //  - a forwarded launcher signal goes to every group and begins the same
-//    teardown; a second SIGINT kills at once. While a failure is torn down,
+//    teardown; a second SIGINT kills at once, when it comes at least
+//    kSecondSigintAfterS after the first: one Ctrl-C is often delivered
+//    twice within microseconds (by the terminal and by `timeout`, which
+//    forwards it), and that is one request for a graceful stop. While a failure is torn down,
 //    or once every worker has exited (only leftovers are being stopped), the
 //    signal still ends the job (no restart) but is neither its cause nor its
 //    exit code (signal_during_teardown);
@@ -24,9 +27,14 @@
 
 namespace ddp::launcher {
 
+// A SIGINT this soon after the first is the same Ctrl-C seen twice; a
+// person's second Ctrl-C comes later.
+constexpr double kSecondSigintAfterS = 0.25;
+
 class Outcome {
  public:
-  Outcome(Workers& workers, Teardown& teardown) : workers_(workers), teardown_(teardown) {}
+  Outcome(Workers& workers, Teardown& teardown, Teardown::Now now = Teardown::Clock::now)
+      : workers_(workers), teardown_(teardown), now_(std::move(now)) {}
 
   // A failure found; true when it is the one that ends the attempt (the
   // caller then tells the rendezvous).
@@ -47,8 +55,9 @@ class Outcome {
  private:
   Workers& workers_;
   Teardown& teardown_;
+  Teardown::Now now_;
   bool failure_seen_ = false;
-  bool saw_int_ = false;
+  std::optional<Teardown::Clock::time_point> first_int_;
   int launcher_signal_ = 0;
   int signal_during_teardown_ = 0;
 };
