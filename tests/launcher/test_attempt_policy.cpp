@@ -2,6 +2,7 @@
 // fake Workers records the signals and says how many workers run, a fake
 // clock moves time. Every branch that once needed a real launch to test.
 #include "ddp/launcher/supervise/outcome.h"
+#include "ddp/launcher/supervise/stack_dumps.h"
 #include "ddp/launcher/supervise/teardown.h"
 
 #include <catch2/catch.hpp>
@@ -190,4 +191,18 @@ TEST_CASE("policy: one Ctrl-C seen twice (the terminal and timeout(1) both deliv
   p.clock.t += 2ms;
   p.outcome.signal(SIGINT);
   CHECK(p.teardown.killed());
+}
+
+TEST_CASE("policy: the report shows the dump that explains the attempt's end, not merely the last one") {
+  // issue 23 item 8 (supervise/stack_dumps.h).
+  using K = DumpKind;
+  CHECK(report_dump_replaces(std::nullopt, K::Live));
+  CHECK(!report_dump_replaces(K::Cause, K::Shutdown));  // the stall's dump stays
+  CHECK(!report_dump_replaces(K::Cause, K::Cause));     // the first cause stays
+  CHECK(!report_dump_replaces(K::Cause, K::Live));
+  CHECK(report_dump_replaces(K::Live, K::Cause));
+  CHECK(report_dump_replaces(K::Live, K::Shutdown));
+  CHECK(report_dump_replaces(K::Live, K::Live));        // the later live dump
+  CHECK(report_dump_replaces(K::Shutdown, K::Cause));
+  CHECK(!report_dump_replaces(K::Shutdown, K::Live));
 }

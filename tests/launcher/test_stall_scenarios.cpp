@@ -162,3 +162,20 @@ TEST_CASE("stall: output the launcher sees (any stderr, tee'd stdout) is progres
   CHECK(to_stderr.exit_code == 0);
   CHECK_THAT(to_stderr.output, Catch::Contains("tick 7") && !Catch::Contains("stalled"));
 }
+
+TEST_CASE("stall: when the teardown reaches --shutdown_timeout, the report still shows the stall's stacks") {
+  // issue 23 item 8: the report showed the attempt's last dump, the one
+  // taken before SIGKILL (where the ranks sat in their SIGTERM handling),
+  // not the one that showed where the straggler hung.
+  if (!has_native_tool(test_path())) DDP_SKIP("neither eu-stack nor gdb on PATH (apt-get install elfutils)");
+  TempDir out;
+  const auto r = run({launcher(), "--standalone", "--nproc_per_node", "2", "--use_env", "--stall_timeout", "2",
+                      "--shutdown_timeout", "1", heartbeat_worker()},
+                     {{"OUT", out.path()}, {"STALL_AFTER", "20"}, {"IGNORE_TERM", "1"}, {"TMPDIR", out.path()}}, 60);
+  INFO(r.output);
+  CHECK(r.exit_code == 124);
+  CHECK_THAT(r.output, Catch::Contains("ddp-launch: stacks of 2 ranks (stalled) in ") &&
+                           Catch::Contains("ddp-launch: stacks of 2 ranks (shutdown_timeout: "));
+  const std::string report = r.output.substr(r.output.find("worker group FAILED"));
+  CHECK_THAT(report, Catch::Contains("Stacks (stalled; 2 ranks, ") && !Catch::Contains("Stacks (shutdown_timeout"));
+}

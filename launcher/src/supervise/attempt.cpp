@@ -196,7 +196,7 @@ void Attempt::stop(const std::string& reason) {
   outcome_.stop_requested();
 }
 
-void Attempt::dump_stacks(const std::string& why) {
+void Attempt::dump_stacks(const std::string& why, DumpKind kind) {
   std::map<pid_t, int> workers;
   for (const auto& [pid, live] : live_) workers[pid] = live.local_rank;
   std::string note;
@@ -205,7 +205,9 @@ void Attempt::dump_stacks(const std::string& why) {
     if (!n.empty()) note += (note.empty() ? "" : "\n  ") + n;
   }
   const std::string block = stacks_.dump(why, workers, note);
-  if (!block.empty()) result_.stacks = block;
+  if (block.empty() || !report_dump_replaces(report_dump_, kind)) return;
+  result_.stacks = block;
+  report_dump_ = kind;
 }
 
 void Attempt::worker_output(int local_rank) {
@@ -229,10 +231,10 @@ void Attempt::on_signals() {
   for (int sig : signals_.drain()) {
     if (!SignalChannel::is_forwarded(sig)) continue;  // SIGCHLD: reaped below
     if (signals_.is_dump_request(sig)) {
-      dump_stacks(signal_name(sig) + ": a live dump, the job goes on");
+      dump_stacks(signal_name(sig) + ": a live dump, the job goes on", DumpKind::Live);
       continue;
     }
-    if (sig == SIGQUIT) dump_stacks("SIGQUIT: before forwarding it");  // Ctrl-\ asks where the ranks are
+    if (sig == SIGQUIT) dump_stacks("SIGQUIT: before forwarding it", DumpKind::Cause);  // Ctrl-\ asks where the ranks are
     outcome_.signal(sig);
   }
   reap();
@@ -293,7 +295,8 @@ void Attempt::teardown_due() {
   if (!at || EventLoop::Clock::now() < *at) return;  // moved since the wait began (a second SIGINT)
   if (teardown_.step() == Teardown::Step::Kill) {
     dump_stacks("shutdown_timeout: still running " + ddp::seconds_text(plan_.opts.shutdown_timeout_s) +
-                " after the teardown signal, before SIGKILL");
+                    " after the teardown signal, before SIGKILL",
+                DumpKind::Shutdown);
     teardown_.kill();
     return;
   }

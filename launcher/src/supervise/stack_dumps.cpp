@@ -17,6 +17,13 @@ constexpr double kStackDumpTimeoutS = 5.0;
 
 }  // namespace
 
+bool report_dump_replaces(std::optional<DumpKind> shown, DumpKind next) {
+  if (!shown) return true;
+  if (*shown == DumpKind::Cause) return false;
+  if (next != DumpKind::Live) return true;
+  return *shown == DumpKind::Live;
+}
+
 std::string StackDumps::dump(const std::string& why, const std::map<pid_t, int>& workers, const std::string& note) {
   std::vector<StackTarget> targets;
   for (const auto& [pid, lr] : workers) targets.push_back(StackTarget{info_.base_rank + lr, lr, pid, is_python_process(pid)});

@@ -6,12 +6,15 @@
 // wait in an allreduce for a peer that never comes. Without it, it runs
 // COLLECTIVES (default 50) and exits 0. EXIT_ON_RESTART=1: from the first
 // restart on (TORCHELASTIC_RESTART_COUNT >= 1) it exits 0 at once.
-// Writes $OUT/attached.<rank>.<restart count> once attached.
+// Writes $OUT/attached.<rank>.<restart count> once attached. IGNORE_TERM=1:
+// SIGTERM is ignored (as Lightning's ranks outlive it), so a teardown
+// reaches --shutdown_timeout.
 #include "ddp/common/heartbeat.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <csignal>
 #include <string>
 #include <unistd.h>
 
@@ -53,6 +56,7 @@ int main() {
   const std::string out = env_or("OUT", ".");
   touch(out + "/attached." + std::to_string(rank) + "." + std::to_string(restart));
   if (restart >= 1 && env_or("EXIT_ON_RESTART", "0") == "1") return 0;
+  if (env_or("IGNORE_TERM", "0") == "1") std::signal(SIGTERM, SIG_IGN);
   const long stall_after = std::atol(env_or("STALL_AFTER", "0").c_str());
   const long total = stall_after > 0 ? stall_after + 1 : std::atol(env_or("COLLECTIVES", "50").c_str());
   constexpr uint64_t kBytes = 1677722;  // 1.6 MiB

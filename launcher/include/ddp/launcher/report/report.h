@@ -105,7 +105,8 @@ struct AttemptResult {
   // and the prefix they were written under.
   std::vector<std::string> fr_dumps;
   std::string fr_prefix;
-  // The attempt's last stack dump (stack_dump.h): "Stacks (why; N ranks,
+  // The attempt's stack dump that explains its end (supervise/stack_dumps.h's
+  // report_dump_replaces; diagnose/stack_dump.h): "Stacks (why; N ranks,
   // T s):\n" and format_stack_summary's lines; "" when none was taken.
   std::string stacks;
 

@@ -50,7 +50,8 @@ class Attempt final : public AttemptControl {
   bool killed() const override { return teardown_.killed(); }
   bool fail(const WorkerExit& cause) override;
   void stop(const std::string& reason) override;
-  void dump_stacks(const std::string& why) override;
+  void dump_stacks(const std::string& why) override { dump_stacks(why, DumpKind::Cause); }
+  void dump_stacks(const std::string& why, DumpKind kind);
   void worker_output(int local_rank) override;
   int local_rank_of_group(pid_t pgid) const override;
   pid_t worker_pid(int local_rank) const override;
@@ -95,6 +96,7 @@ class Attempt final : public AttemptControl {
   std::map<pid_t, Live> live_;
   std::vector<pid_t> started_;  // by local rank
   std::optional<WorkerExit> spawn_failure_;
+  std::optional<DumpKind> report_dump_;  // the kind of the dump in result_.stacks
   bool gave_up_ = false;
 };
 

@@ -74,7 +74,8 @@ class AttemptControl {
   virtual bool fail(const WorkerExit& cause) = 0;
   // The rendezvous asks this node to stop its workers.
   virtual void stop(const std::string& reason) = 0;
-  // Stacks of every running worker (why: "stalled", "SIGQUIT: ...").
+  // Stacks of every running worker (why: "stalled", "SIGQUIT: ..."), taken
+  // because of what ends the attempt: the report shows this dump.
   virtual void dump_stacks(const std::string& why) = 0;
   // The launcher saw output of this local rank (progress, for stalls).
   virtual void worker_output(int local_rank) = 0;
