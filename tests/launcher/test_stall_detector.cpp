@@ -204,3 +204,37 @@ TEST_CASE("stall report: the straggler is the root cause with exit code 124 and 
   CHECK_THAT(report, Catch::Contains("  exitcode   : 124 (stalled; ended by the launcher: signal 15 (SIGTERM))\n") &&
                          Catch::Contains("  message    : " + w.stalled + "\n"));
 }
+
+TEST_CASE("stall: a rank stopped by a signal (state T) is the straggler, even when it entered the collective too") {
+  // issue 23 item 6: rank 1 was SIGSTOPped inside the collective both ranks
+  // entered; the tie went to rank 0, and the message sent the user to
+  // "another node" on a one-node job.
+  std::vector<RankProgress> ranks = {rank_at(0, beat(7, 6), 0.5), rank_at(1, beat(7, 6), 1.0)};
+  ranks[1].state = 'T';
+  const StallVerdict v = decide_stall(ranks, at(6), 5, true);
+  CHECK(v.straggler.rank == 1);
+  CHECK_THAT(v.message, Catch::Contains("rank 1 (local_rank 1, pid 1001) is stopped (state T: SIGSTOP, SIGTSTP or a "
+                                        "debugger; kill -CONT 1001 continues it)"));
+  CHECK_THAT(v.message, !Catch::Contains("another node"));
+}
+
+TEST_CASE("stall: without heartbeats too, a stopped rank wins over a rank that merely stopped first") {
+  std::vector<RankProgress> ranks = {plain_at(0, 0.5, true), plain_at(1, 1.0, true), plain_at(2, 1.5, false)};
+  ranks[1].state = 't';
+  const StallVerdict v = decide_stall(ranks, at(7), 5);
+  CHECK(v.straggler.rank == 1);
+  CHECK_THAT(v.message, Catch::Contains("is stopped (state t: "));
+  // Uninterruptible (D) counts too, after a stopped one.
+  ranks[1].state = 0;
+  ranks[0].state = 'D';
+  const StallVerdict d = decide_stall(ranks, at(7), 5);
+  CHECK(d.straggler.rank == 0);
+  CHECK_THAT(d.message, Catch::Contains("rank 0 (local_rank 0, pid 1000) is in uninterruptible sleep (state D"));
+}
+
+TEST_CASE("stall: on a job whose every rank is on this node, no rank is sent to look at another node") {
+  const std::vector<RankProgress> ranks = {rank_at(0, beat(7, 6, 512), 1.0), rank_at(1, beat(7, 6, 512), 0.5)};
+  const StallVerdict v = decide_stall(ranks, at(6), 5, true);
+  CHECK_THAT(v.message, Catch::EndsWith("ranks 0,1 wait in #7 (allreduce, 512 B); no rank is behind: the collective "
+                                        "itself hangs"));
+}

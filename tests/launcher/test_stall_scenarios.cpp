@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 
 using namespace ddp::test;
@@ -178,4 +179,24 @@ TEST_CASE("stall: when the teardown reaches --shutdown_timeout, the report still
                            Catch::Contains("ddp-launch: stacks of 2 ranks (shutdown_timeout: "));
   const std::string report = r.output.substr(r.output.find("worker group FAILED"));
   CHECK_THAT(report, Catch::Contains("Stacks (stalled; 2 ranks, ") && !Catch::Contains("Stacks (shutdown_timeout"));
+}
+
+TEST_CASE("stall: a rank stopped by SIGSTOP inside the collective every rank entered is the root cause, on one node") {
+  // issue 23 item 6: both ranks sat in the same collective, the tie went to
+  // rank 0, and the message pointed at another node of a --standalone job.
+  TempDir out;
+  Proc p({launcher(), "--standalone", "--nproc_per_node", "2", "--use_env", "--stall_timeout", "2", heartbeat_worker()},
+         {{"OUT", out.path()}, {"WAIT_AFTER", "20"}, {"TMPDIR", out.path()}});
+  REQUIRE(wait_until([&] { return fs::exists(out.file("waiting.0")) && fs::exists(out.file("waiting.1")); }, 30));
+  const pid_t rank1 = static_cast<pid_t>(std::stol(read_file(out.file("waiting.1"))));
+  REQUIRE(::kill(rank1, SIGSTOP) == 0);
+  const auto code = p.wait(30);
+  const std::string o = p.output();
+  INFO(o);
+  REQUIRE(code);
+  CHECK(*code == 124);
+  CHECK(report_value(o, "  rank      ") == "1 (local_rank: 1)");
+  CHECK_THAT(report_value(o, "  message   "), Catch::Contains(" is stopped (state T: SIGSTOP, SIGTSTP or a debugger; kill -CONT " +
+                                                                   std::to_string(rank1) + " continues it)"));
+  CHECK_THAT(o, !Catch::Contains("another node"));
 }

@@ -69,7 +69,13 @@ std::optional<bool> blocked_in_futex(pid_t pid) {
   return nr == SYS_futex;
 }
 
-ProgressWatch::ProgressWatch(double stall_timeout_s) {
+char process_state(pid_t pid) {
+  const std::string stat = read_small("/proc/" + std::to_string(pid) + "/stat");
+  const auto close = stat.rfind(')');  // the name (field 2) may hold spaces and parentheses
+  return close == std::string::npos || close + 2 >= stat.size() ? 0 : stat[close + 2];
+}
+
+ProgressWatch::ProgressWatch(double stall_timeout_s, bool whole_job_here) : whole_job_here_(whole_job_here) {
   if (stall_timeout_s > 0) detector_.emplace(stall_timeout_s);
   next_look_ = Clock::now();
 }
@@ -167,9 +173,11 @@ std::optional<StallVerdict> ProgressWatch::check() {
   if (!detector_->stalled(now)) return std::nullopt;
   decided_ = true;
   std::vector<RankProgress> ranks = detector_->ranks();
-  for (RankProgress& r : ranks)
+  for (RankProgress& r : ranks) {
     if (!r.heartbeat) r.in_futex = blocked_in_futex(r.pid);
-  return decide_stall(ranks, now, detector_->timeout_s());
+    r.state = process_state(r.pid);
+  }
+  return decide_stall(ranks, now, detector_->timeout_s(), whole_job_here_);
 }
 
 std::string ProgressWatch::take_warning() {

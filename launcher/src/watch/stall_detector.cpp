@@ -3,6 +3,7 @@
 #include "ddp/launcher/base/rank_list.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cstdio>
 #include <map>
 
@@ -39,6 +40,31 @@ std::string rank_text(const RankProgress& r) {
 bool stopped_before(const RankProgress& a, const RankProgress& b) {
   if (a.last_progress != b.last_progress) return a.last_progress < b.last_progress;
   return a.rank < b.rank;
+}
+
+// A rank the kernel holds (stopped, else in uninterruptible sleep) cannot
+// advance, whatever the others wait for: it is the straggler.
+std::optional<StallVerdict> held_rank(const std::vector<RankProgress>& ranks, Clock::time_point now) {
+  for (const char* states : {"Tt", "D"}) {
+    const RankProgress* best = nullptr;
+    for (const RankProgress& r : ranks)
+      if (r.state && std::strchr(states, r.state) && (!best || stopped_before(r, *best))) best = &r;
+    if (!best) continue;
+    StallVerdict v;
+    v.straggler = *best;
+    v.idle_s = seconds_between(best->last_progress, now);
+    const std::string pid = std::to_string(best->pid);
+    const std::string held =
+        best->state == 'D' ? "is in uninterruptible sleep (state D: a kernel call that does not return, e.g. a "
+                             "hung file system or device)"
+                           : std::string("is stopped (state ") + best->state +
+                                 ": SIGSTOP, SIGTSTP or a debugger; kill -CONT " + pid + " continues it)";
+    const std::string where = collective_summary(ranks);
+    v.message = rank_text(*best) + " stalled: no progress for " + seconds_text(v.idle_s) + "; " + rank_text(*best) +
+                " " + held + (where.empty() ? "" : "; " + where);
+    return v;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -156,7 +182,9 @@ std::string collective_summary(const std::vector<RankProgress>& ranks) {
   return out;
 }
 
-StallVerdict decide_stall(const std::vector<RankProgress>& ranks, Clock::time_point now, double timeout_s) {
+StallVerdict decide_stall(const std::vector<RankProgress>& ranks, Clock::time_point now, double timeout_s,
+                          bool whole_job_here) {
+  if (std::optional<StallVerdict> v = held_rank(ranks, now)) return *v;
   std::vector<const RankProgress*> beat, plain;
   for (const RankProgress& r : ranks) (r.heartbeat ? beat : plain).push_back(&r);
   bool beat_stalled = false;
@@ -181,7 +209,9 @@ StallVerdict decide_stall(const std::vector<RankProgress>& ranks, Clock::time_po
     for (const RankProgress* r : beat)
       all_in_newest &= r->snapshot.in_collective() && r->snapshot.collective_started == newest;
     if (all_in_newest && beat.size() == ranks.size())
-      why += "; no rank here is behind: the rank they wait for is on another node, or the collective itself hangs";
+      why += whole_job_here ? "; no rank is behind: the collective itself hangs"
+                            : "; no rank here is behind: the rank they wait for is on another node, or the collective "
+                              "itself hangs";
   } else {
     // No heartbeats: a rank whose main thread is not blocked in a futex
     // (where a collective waits) while others are, else the first to stop.

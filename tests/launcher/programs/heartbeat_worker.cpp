@@ -8,7 +8,9 @@
 // restart on (TORCHELASTIC_RESTART_COUNT >= 1) it exits 0 at once.
 // Writes $OUT/attached.<rank>.<restart count> once attached. IGNORE_TERM=1:
 // SIGTERM is ignored (as Lightning's ranks outlive it), so a teardown
-// reaches --shutdown_timeout.
+// reaches --shutdown_timeout. WAIT_AFTER=K: every rank finishes #K, enters
+// #K+1 and waits in it forever (writes $OUT/waiting.<rank> holding its pid),
+// as ranks do in an allreduce whose peer a signal stopped inside it.
 #include "ddp/common/heartbeat.h"
 
 #include <cstdio>
@@ -58,15 +60,27 @@ int main() {
   if (restart >= 1 && env_or("EXIT_ON_RESTART", "0") == "1") return 0;
   if (env_or("IGNORE_TERM", "0") == "1") std::signal(SIGTERM, SIG_IGN);
   const long stall_after = std::atol(env_or("STALL_AFTER", "0").c_str());
-  const long total = stall_after > 0 ? stall_after + 1 : std::atol(env_or("COLLECTIVES", "50").c_str());
+  const long wait_after = std::atol(env_or("WAIT_AFTER", "0").c_str());
+  const long total = stall_after > 0   ? stall_after + 1
+                     : wait_after > 0 ? wait_after + 1
+                                      : std::atol(env_or("COLLECTIVES", "50").c_str());
   constexpr uint64_t kBytes = 1677722;  // 1.6 MiB
   for (long seq = 1; seq <= total; ++seq) {
-    if (seq == stall_after + 1 && rank == 1) {
+    if (stall_after > 0 && seq == stall_after + 1 && rank == 1) {
       touch(out + "/stopped");
       wait_forever();
     }
     hb->collective_started(static_cast<uint64_t>(seq), ddp::CollectiveKind::Allreduce, kBytes);
-    if (seq == stall_after + 1) wait_forever();  // for rank 1, which never comes
+    if (stall_after > 0 && seq == stall_after + 1) wait_forever();  // for rank 1, which never comes
+    if (wait_after > 0 && seq == wait_after + 1) {
+      const std::string tmp = out + "/waiting." + std::to_string(rank) + ".tmp";
+      if (FILE* f = std::fopen(tmp.c_str(), "w")) {
+        std::fprintf(f, "%d", static_cast<int>(::getpid()));
+        std::fclose(f);
+        std::rename(tmp.c_str(), (out + "/waiting." + std::to_string(rank)).c_str());
+      }
+      wait_forever();
+    }
     pause_ms(5);
     hb->collective_finished(static_cast<uint64_t>(seq));
     hb->set_step(static_cast<uint64_t>(seq));

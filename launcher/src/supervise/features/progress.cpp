@@ -12,7 +12,9 @@ namespace {
 
 class Progress final : public Feature, public EventLoop::Source {
  public:
-  explicit Progress(AttemptControl& ctl) : ctl_(ctl), progress_(ctl.info().plan.opts.stall_timeout_s) {}
+  explicit Progress(AttemptControl& ctl)
+      : ctl_(ctl),
+        progress_(ctl.info().plan.opts.stall_timeout_s, ctl.result().world_size <= ctl.info().plan.nproc) {}
 
   EventLoop::Source* source() override { return this; }
   bool after_reaping() const override { return true; }

@@ -25,8 +25,9 @@ namespace ddp::launcher {
 
 class ProgressWatch {
  public:
-  // stall_timeout_s 0: pages only, never a verdict.
-  explicit ProgressWatch(double stall_timeout_s);
+  // stall_timeout_s 0: pages only, never a verdict. whole_job_here: every
+  // rank of the job is this launcher's (decide_stall).
+  explicit ProgressWatch(double stall_timeout_s, bool whole_job_here = false);
 
   bool watching() const { return detector_.has_value(); }
 
@@ -65,6 +66,7 @@ class ProgressWatch {
   bool decided_ = false;
   std::string warning_;
   bool warned_ = false;
+  bool whole_job_here_ = false;
 };
 
 // CPU time (user + system, reaped children included) of every process whose
@@ -75,5 +77,9 @@ std::vector<std::pair<pid_t, double>> process_group_cpu_seconds(const std::vecto
 // Whether the main thread of `pid` is blocked in futex() (/proc/<pid>/syscall);
 // nullopt when that cannot be read.
 std::optional<bool> blocked_in_futex(pid_t pid);
+
+// The state letter of /proc/<pid>/stat ('R', 'S', 'D', 'T', 't', ...); 0
+// when it cannot be read.
+char process_state(pid_t pid);
 
 }  // namespace ddp::launcher

@@ -27,6 +27,9 @@
 //    (where a Gloo/NCCL wait sleeps) when some are, else the rank whose
 //    progress stopped first. Weaker than a heartbeat: a rank stuck on a lock
 //    looks like a waiter;
+//  - before all of these: a rank that is stopped (state T or t: SIGSTOP,
+//    SIGTSTP, a debugger), else one in uninterruptible sleep (D), is the
+//    straggler: it cannot advance, whatever the others wait for;
 //  - ties: the lowest rank.
 
 #include "ddp/common/heartbeat.h"
@@ -60,6 +63,9 @@ struct RankProgress {
   // For ranks without a heartbeat, filled at the verdict: whether the main
   // thread is blocked in a futex (nullopt: unknown).
   std::optional<bool> in_futex;
+  // Filled at the verdict: the worker's state letter in /proc/<pid>/stat
+  // ('T' stopped, 't' traced, 'D' uninterruptible, ...; 0 unknown).
+  char state = 0;
 };
 
 struct StallVerdict {
@@ -109,9 +115,10 @@ class StallDetector {
 
 // The straggler among `ranks` (the alive ones at a stall, as stalled() saw
 // them with `timeout_s`) and the message. Pure; the rules are in the
-// header's contract. `ranks` must not be empty.
+// header's contract. `ranks` must not be empty. whole_job_here: every rank
+// of the job runs on this node (the message then never points elsewhere).
 StallVerdict decide_stall(const std::vector<RankProgress>& ranks, std::chrono::steady_clock::time_point now,
-                          double timeout_s);
+                          double timeout_s, bool whole_job_here = false);
 
 // Where the heartbeat ranks are: "rank 1 last finished collective #1041;
 // ranks 0,2,3 wait in #1042 (allreduce, 1.6 MiB)"; "" when no rank has a
