@@ -265,6 +265,44 @@ TEST_CASE("run summary: a row per rank of the last attempt, and JSON for tools")
   CHECK_THAT(format_summary_json({big}, t), Catch::Contains("\"rank\": " + std::to_string(kSummaryRows + 9) + ","));
 }
 
+TEST_CASE("the run summary says which workers were never started, and points at --summary_json only when given") {
+  // issue 23 item 15: an attempt stopped while it was starting 300 workers
+  // listed the 2 it had started and said nothing of the other 298; and the
+  // overflow line named --summary_json when none was given.
+  AttemptResult a;
+  a.attempt = 0;
+  for (int r = 0; r < 2; ++r) {
+    WorkerExit w;
+    w.rank = w.local_rank = r;
+    w.pid = 100 + r;
+    w.code = r == 0 ? 3 : 0;
+    a.exits.push_back(w);
+  }
+  a.never_started = {2, 3, 4, 5, 9};
+  RunTotals t;
+  t.exit_code = 3;
+  const std::string table = format_run_summary({a}, t);
+  CHECK_THAT(table, Catch::Contains("  ranks 2-5,9 (5 workers) were never started: the attempt was stopped before "
+                                    "their turn\n"));
+  CHECK_THAT(format_summary_json({a}, t), Catch::Contains("\"never_started\": [2, 3, 4, 5, 9]"));
+  a.never_started = {7};
+  CHECK_THAT(format_run_summary({a}, t), Catch::Contains("  rank 7 (1 worker) was never started: "));
+  a.never_started.clear();
+  CHECK_THAT(format_run_summary({a}, t), !Catch::Contains("never started"));
+  CHECK_THAT(format_summary_json({a}, t), !Catch::Contains("never_started"));
+
+  AttemptResult big;
+  for (int r = 0; r < kSummaryRows + 10; ++r) {
+    WorkerExit w;
+    w.rank = w.local_rank = r;
+    w.pid = 100 + r;
+    big.exits.push_back(w);
+  }
+  CHECK_THAT(format_run_summary({big}, t), Catch::EndsWith("  ... and 10 more ranks (--summary_json FILE lists every rank)\n"));
+  t.summary_json = true;
+  CHECK_THAT(format_run_summary({big}, t), Catch::EndsWith("  ... and 10 more ranks (every rank is in --summary_json)\n"));
+}
+
 TEST_CASE("the torchrun name") {
   CHECK(invoked_as_torchrun("torchrun"));
   CHECK(invoked_as_torchrun("/opt/ddp/bin/torchrun"));

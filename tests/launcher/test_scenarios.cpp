@@ -329,6 +329,27 @@ TEST_CASE("one Ctrl-C delivered twice at once (terminal and timeout) is forwarde
   CHECK(*code == 128 + SIGINT);
 }
 
+TEST_CASE("a failure while hundreds of workers start: the summary says which were never started") {
+  // issue 23 item 15.
+  TempDir out;
+  const std::string json = out.file("s.json");
+  const auto r = run({launcher(), "--standalone", "--use_env", "--nproc_per_node", "200", "--summary_json", json, "sh",
+                      "-c", "[ $RANK = 0 ] && exit 3; exec sleep 30"},
+                     {}, 60);
+  INFO(r.output);
+  CHECK(r.exit_code == 3);
+  // Rank 0 fails within milliseconds; starting 200 workers takes far longer.
+  const auto at = r.output.find(" were never started: the attempt was stopped before their turn");
+  REQUIRE(at != std::string::npos);
+  const auto open = r.output.rfind('(', at);
+  const int never = std::stoi(r.output.substr(open + 1));
+  int rows = 0;
+  for (auto p = r.output.find("\n     "); p != std::string::npos; p = r.output.find("\n     ", p + 1)) ++rows;
+  CHECK(never > 0);
+  CHECK(rows + never == 200);  // every worker is either a row or never started
+  CHECK_THAT(read_file(json), Catch::Contains("\"never_started\": ["));
+}
+
 TEST_CASE("SIGKILL of the launcher leaves no worker alive") {
   TempDir out;
   // A SIGKILLed launcher cannot remove its run directory: keep it in `out`.

@@ -1,5 +1,6 @@
 #include "ddp/launcher/report/summary.h"
 
+#include "ddp/launcher/base/rank_list.h"
 #include "ddp/launcher/base/signal_names.h"
 
 #include <algorithm>
@@ -97,7 +98,12 @@ std::string format_run_summary(const std::vector<AttemptResult>& attempts, const
   for (const UnkillableProcess& u : last.unkillable)
     if (u.worker) row({std::to_string(u.rank), std::to_string(u.local_rank), std::to_string(u.pid), "not killed", "-", "-", "-"});
   if (static_cast<int>(workers.size()) > kSummaryRows)
-    s << "  ... and " << workers.size() - kSummaryRows << " more ranks (every rank is in --summary_json)\n";
+    s << "  ... and " << workers.size() - kSummaryRows << " more ranks ("
+      << (totals.summary_json ? "every rank is in --summary_json" : "--summary_json FILE lists every rank") << ")\n";
+  const size_t never = last.never_started.size();
+  if (never > 0)
+    s << "  " << ranks_text(last.never_started) << " (" << never << (never == 1 ? " worker) was" : " workers) were")
+      << " never started: the attempt was stopped before their turn\n";
   return s.str();
 }
 
@@ -123,6 +129,11 @@ std::string format_summary_json(const std::vector<AttemptResult>& attempts, cons
         << "}";
     }
     s << "]";
+    if (!a.never_started.empty()) {
+      s << ", \"never_started\": [";
+      for (size_t j = 0; j < a.never_started.size(); ++j) s << (j ? ", " : "") << a.never_started[j];
+      s << "]";
+    }
     if (!a.unkillable.empty()) {
       s << ", \"not_killed\": [";
       for (size_t j = 0; j < a.unkillable.size(); ++j) {

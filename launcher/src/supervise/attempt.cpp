@@ -94,6 +94,9 @@ AttemptResult Attempt::run() {
     loop_.run_once();
   }
   for (auto& f : features_) f->drained();
+  // Stopped while starting: the workers after the last started (or failed to start) never were.
+  for (int lr = static_cast<int>(started_.size()) + (spawn_failure_ ? 1 : 0); lr < plan_.nproc; ++lr)
+    result_.never_started.push_back(info_.base_rank + lr);
   for (auto& f : features_) f->finish(result_);
   std::optional<WorkerExit> claimed;
   for (auto& f : features_)

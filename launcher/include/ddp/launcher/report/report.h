@@ -101,6 +101,9 @@ struct AttemptResult {
   // (unkillable.h): the attempt ended without them and is not restarted (a
   // new group would meet them holding their GPUs, ports and files).
   std::vector<UnkillableProcess> unkillable;
+  // Ranks whose worker was never started: the attempt was stopped (a
+  // failure, a signal) while it was starting its workers.
+  std::vector<int> never_started;
   // Flight recorder dumps this attempt's workers wrote (flight_recorder.h),
   // and the prefix they were written under.
   std::vector<std::string> fr_dumps;

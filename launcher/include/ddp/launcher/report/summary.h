@@ -18,6 +18,7 @@ struct RunTotals {
   double wall_s = 0;      // the whole run, every attempt
   std::string host;
   std::string log_dir;    // the run's log directory, "" when none
+  bool summary_json = false;  // --summary_json was given
 };
 
 // Rows beyond this many are counted in one line (the JSON has them all).
