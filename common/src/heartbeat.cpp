@@ -75,9 +75,64 @@ std::unique_ptr<Heartbeat> Heartbeat::create(const std::string& path) {
   return std::unique_ptr<Heartbeat>(new Heartbeat(path, rec));
 }
 
+std::unique_ptr<Heartbeat> Heartbeat::create_sealed() {
+  const int fd = ::memfd_create("ddp-heartbeat", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) throw std::runtime_error("cannot create a heartbeat page (memfd_create): " + errno_text());
+  if (::ftruncate(fd, kFileSize) != 0 ||
+      ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    const std::string why = errno_text();
+    ::close(fd);
+    throw std::runtime_error("cannot size and seal a heartbeat page: " + why);
+  }
+  const int keep = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);  // map_fd closes the one it maps
+  if (keep < 0) {
+    const std::string why = errno_text();
+    ::close(fd);
+    throw std::runtime_error("cannot keep a heartbeat page's fd: " + why);
+  }
+  auto* rec = static_cast<Record*>(map_fd(fd, "(memfd)"));
+  std::memcpy(rec->magic, kMagic, sizeof(kMagic));
+  return std::unique_ptr<Heartbeat>(new Heartbeat("(memfd)", rec, keep));
+}
+
+std::string Heartbeat::fd_path(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
+
+void Heartbeat::close_fd() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+namespace {
+
+// The fd n of a path fd_path(n); -1 for any other path.
+int inherited_fd(const std::string& path) {
+  const std::string prefix = "/proc/self/fd/";
+  if (path.compare(0, prefix.size(), prefix) != 0 || path.size() == prefix.size() || path.size() > prefix.size() + 9)
+    return -1;
+  int n = 0;
+  for (size_t i = prefix.size(); i < path.size(); ++i) {
+    if (path[i] < '0' || path[i] > '9') return -1;
+    n = n * 10 + (path[i] - '0');
+  }
+  return n;
+}
+
+}  // namespace
+
 std::unique_ptr<Heartbeat> Heartbeat::attach(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  const int inherited = inherited_fd(path);
+  const int fd = inherited >= 0 ? inherited : ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) throw std::runtime_error("cannot open the heartbeat file " + path + ": " + errno_text());
+  if (inherited >= 0) {  // only a page no one can shrink under the mapping
+    const int seals = ::fcntl(fd, F_GET_SEALS);
+    if (seals < 0 && errno == EBADF)
+      throw std::runtime_error("cannot use the heartbeat page " + path + ": " + errno_text() +
+                               " (not inherited from ddp-launch)");
+    if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+      ::close(fd);
+      throw std::runtime_error("the heartbeat page " + path + " is not a sealed heartbeat page made by ddp-launch");
+    }
+  }
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != static_cast<off_t>(kFileSize)) {
     ::close(fd);
@@ -93,7 +148,10 @@ std::unique_ptr<Heartbeat> Heartbeat::attach(const std::string& path) {
   return std::unique_ptr<Heartbeat>(new Heartbeat(path, rec));
 }
 
-Heartbeat::~Heartbeat() { ::munmap(rec_, kFileSize); }
+Heartbeat::~Heartbeat() {
+  ::munmap(rec_, kFileSize);
+  close_fd();
+}
 
 void Heartbeat::collective_started(uint64_t seq, CollectiveKind kind, uint64_t bytes) {
   rec_->kind.store(static_cast<uint64_t>(kind), std::memory_order_relaxed);

@@ -2,6 +2,7 @@
 // own mapping, and what attach() refuses (missing, foreign, wrong size).
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <fstream>
 #include <thread>
 #include <vector>
@@ -83,4 +84,39 @@ TEST_CASE("heartbeat: collective_finished_at_least never moves the record back, 
     });
   for (auto& th : threads) th.join();
   CHECK(launcher->read().collective_finished == 20000);
+}
+
+TEST_CASE("heartbeat: a sealed page cannot be truncated by anyone, and a worker attaches to it by its fd") {
+  // issue 23 item 5: a page in a file that another process truncated killed
+  // the rank that mapped it with SIGBUS.
+  auto launcher = Heartbeat::create_sealed();
+  REQUIRE(launcher->fd() >= 0);
+  CHECK(::ftruncate(launcher->fd(), 0) != 0);  // F_SEAL_SHRINK
+  const std::string by_fd = "/proc/self/fd/" + std::to_string(launcher->fd());
+  CHECK(::truncate(by_fd.c_str(), 0) != 0);
+  // The worker's view: the launcher's fd, inherited at the same number.
+  const int inherited = ::dup(launcher->fd());
+  REQUIRE(inherited >= 0);
+  const std::string path = Heartbeat::fd_path(inherited);
+  CHECK(path == "/proc/self/fd/" + std::to_string(inherited));
+  auto worker = Heartbeat::attach(path);
+  CHECK(::fcntl(inherited, F_GETFD) == -1);  // attach closed it: the worker's children do not inherit it
+  worker->collective_started(5, CollectiveKind::Barrier, 0);
+  CHECK(launcher->read().collective_started == 5);
+  CHECK(launcher->read().pid == static_cast<uint64_t>(::getpid()));
+  launcher->close_fd();
+  CHECK(launcher->fd() == -1);
+  CHECK(launcher->read().collective_started == 5);  // the mapping outlives the fd
+}
+
+TEST_CASE("heartbeat: attach by fd refuses an fd that is not a sealed page") {
+  ddp::test::TempDir dir;
+  {
+    std::ofstream out(dir.file("plain"), std::ios::binary);
+    out << std::string(4096, '\0');
+  }
+  const int fd = ::open(dir.file("plain").c_str(), O_RDWR);
+  REQUIRE(fd >= 0);
+  CHECK_THROWS_WITH(Heartbeat::attach(Heartbeat::fd_path(fd)), Catch::Contains("not a sealed heartbeat page"));
+  CHECK_THROWS_WITH(Heartbeat::attach("/proc/self/fd/987654"), Catch::Contains("/proc/self/fd/987654"));
 }

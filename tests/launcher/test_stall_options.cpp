@@ -8,6 +8,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "usage_message.h"
 
 #include <chrono>
@@ -45,33 +48,28 @@ TEST_CASE("stall_timeout option: below 1 s or non-numbers are one-line errors na
   CHECK(usage_message({"--stall_timeout", " 5", "x"}) == "--stall_timeout  5: not a number of seconds" + hint);
 }
 
-TEST_CASE("every worker gets its own heartbeat page in the run directory and none inherited") {
-  RunDirectory dir;
-  dir.create();
-  const std::string path = dir.heartbeat_file(2, 1);
-  CHECK(path == dir.path() + "/attempt_2.rank_1.heartbeat");
+TEST_CASE("every worker gets its own sealed heartbeat page and none inherited") {
   ProgressWatch watch(0);
   CHECK_FALSE(watch.watching());
   CHECK(watch.ms_to_check() == -1);
-  REQUIRE(watch.create_heartbeat(1, path) == path);
-  struct stat st {};
-  REQUIRE(::stat(path.c_str(), &st) == 0);
-  CHECK((st.st_mode & 0777) == 0600);
+  const int fd = watch.create_heartbeat(1);
+  REQUIRE(fd >= 0);
+  CHECK((::fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);  // only the spawn hands it to its one worker
+  CHECK(::ftruncate(fd, 0) != 0);                    // sealed: nobody can shrink it under a mapping
   CHECK_FALSE(watch.heartbeat(1));  // nobody attached yet
-  auto worker = ddp::Heartbeat::attach(path);
+  auto worker = ddp::Heartbeat::attach(ddp::Heartbeat::fd_path(::dup(fd)));
   worker->collective_started(3, ddp::CollectiveKind::Broadcast, 10);
   REQUIRE(watch.heartbeat(1));
   CHECK(watch.heartbeat(1)->collective_started == 3);
   watch.started(1, 5, 4242);
+  CHECK(::fcntl(fd, F_GETFD) == -1);  // the launcher's fd is closed once the worker runs; the page stays
   CHECK(watch.collective_summary() == "rank 5 waits in #3 (broadcast, 10 B)");
-  // A page that cannot be made: no path, one warning, the worker runs without.
-  CHECK(watch.create_heartbeat(2, dir.path() + "/no/such/dir/x.heartbeat").empty());
-  CHECK_THAT(watch.take_warning(), Catch::Contains("cannot create the heartbeat file"));
 
   LaunchOptions o = parse_launch_options({"x"}, {});
   GroupSpec g;
   g.opts = &o;
   g.nproc = 2;
+  const std::string path = ddp::Heartbeat::fd_path(7);
   const EnvMap parent = {{"DDP_HEARTBEAT_FILE", "/elsewhere/outer.heartbeat"}};
   CHECK(worker_environment(parent, g, 1, "/e.json", path).at("DDP_HEARTBEAT_FILE") == path);
   CHECK(worker_environment(parent, g, 1, "/e.json", "").count("DDP_HEARTBEAT_FILE") == 0);

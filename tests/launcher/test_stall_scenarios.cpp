@@ -14,6 +14,7 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <unistd.h>
 
 using namespace ddp::test;
 namespace fs = std::filesystem;
@@ -199,4 +200,33 @@ TEST_CASE("stall: a rank stopped by SIGSTOP inside the collective every rank ent
   CHECK_THAT(report_value(o, "  message   "), Catch::Contains(" is stopped (state T: SIGSTOP, SIGTSTP or a debugger; kill -CONT " +
                                                                    std::to_string(rank1) + " continues it)"));
   CHECK_THAT(o, !Catch::Contains("another node"));
+}
+
+TEST_CASE("a rank's heartbeat page cannot be truncated from outside: the rank never dies of SIGBUS") {
+  // issue 23 item 5: the page was a file in the run directory; another
+  // process that truncated it killed the rank mapping it (exit 135).
+  TempDir out;
+  Proc p({launcher(), "--standalone", "--nproc_per_node", "2", "--use_env", heartbeat_worker()},
+         {{"OUT", out.path()}, {"COLLECTIVES", "400"}, {"TMPDIR", out.path()}});
+  REQUIRE(wait_until([&] { return fs::exists(out.file("attached.1.0")); }, 30));
+  const std::string pid = read_file(out.file("pid.1"));
+  // Where the worker's page is, as its environment names it.
+  std::string environ = read_file("/proc/" + pid + "/environ"), page;
+  for (size_t at = 0; at < environ.size();) {
+    const size_t end = environ.find('\0', at);
+    const std::string kv = environ.substr(at, end - at);
+    if (kv.rfind("DDP_HEARTBEAT_FILE=", 0) == 0) page = kv.substr(19);
+    at = end == std::string::npos ? environ.size() : end + 1;
+  }
+  REQUIRE(!page.empty());
+  if (page.rfind("/proc/self/", 0) == 0) page = "/proc/" + pid + page.substr(10);
+  CHECK(::truncate(page.c_str(), 0) != 0);
+  const auto code = p.wait(60);
+  INFO(p.output());
+  REQUIRE(code);
+  CHECK(*code == 0);
+  CHECK_THAT(p.output(), !Catch::Contains("SIGBUS"));
+  // No page is a file another process could reach in the run directory.
+  for (const auto& e : fs::recursive_directory_iterator(out.path()))
+    CHECK_THAT(e.path().string(), !Catch::EndsWith(".heartbeat"));
 }

@@ -48,10 +48,4 @@ std::string RunDirectory::error_file(int attempt, int local_rank) {
   return handed_out_.back();
 }
 
-std::string RunDirectory::heartbeat_file(int attempt, int local_rank) {
-  handed_out_.push_back(path_ + "/attempt_" + std::to_string(attempt) + ".rank_" + std::to_string(local_rank) +
-                        ".heartbeat");
-  return handed_out_.back();
-}
-
 }  // namespace ddp::launcher

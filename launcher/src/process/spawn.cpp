@@ -172,6 +172,8 @@ pid_t spawn_worker(const SpawnSpec& spec) {
       affinity_failed = true;
       ::_exit(126);
     }
+    // Ours alone: the vfork child has its own fd table.
+    for (int fd : spec.inherit_fds) ::fcntl(fd, F_SETFD, 0);
     ::signal(SIGPIPE, SIG_DFL);  // the launcher ignores it; exec would keep that
     ::sigprocmask(SIG_SETMASK, &mask, nullptr);
     ::execve(exe.c_str(), argv.data(), envp.data());

@@ -85,11 +85,11 @@ const Heartbeat* ProgressWatch::page(int local_rank) const {
   return pages_[local_rank].get();
 }
 
-std::string ProgressWatch::create_heartbeat(int local_rank, const std::string& path) {
-  if (local_rank < 0) return "";
+int ProgressWatch::create_heartbeat(int local_rank) {
+  if (local_rank < 0) return -1;
   if (static_cast<size_t>(local_rank) >= pages_.size()) pages_.resize(static_cast<size_t>(local_rank) + 1);
   try {
-    pages_[local_rank] = Heartbeat::create(path);
+    pages_[local_rank] = Heartbeat::create_sealed();
   } catch (const std::runtime_error& e) {
     pages_[local_rank].reset();
     if (!warned_) {
@@ -97,15 +97,17 @@ std::string ProgressWatch::create_heartbeat(int local_rank, const std::string& p
       warning_ = std::string("ddp-launch: warning: ") + e.what() +
                  "; workers without one are watched by CPU time and output only (--stall_timeout)";
     }
-    return "";
+    return -1;
   }
-  return path;
+  return pages_[local_rank]->fd();
 }
 
 void ProgressWatch::started(int local_rank, int rank, pid_t pid) {
   if (local_rank >= 0 && static_cast<size_t>(local_rank) >= ranks_.size())
     ranks_.resize(static_cast<size_t>(local_rank) + 1, -1);
   if (local_rank >= 0) ranks_[local_rank] = rank;
+  if (local_rank >= 0 && static_cast<size_t>(local_rank) < pages_.size() && pages_[local_rank])
+    pages_[local_rank]->close_fd();  // the worker has its own; the mapping stays
   if (detector_) detector_->add(local_rank, rank, pid, Clock::now());
 }
 

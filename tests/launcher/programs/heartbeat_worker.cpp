@@ -6,7 +6,8 @@
 // wait in an allreduce for a peer that never comes. Without it, it runs
 // COLLECTIVES (default 50) and exits 0. EXIT_ON_RESTART=1: from the first
 // restart on (TORCHELASTIC_RESTART_COUNT >= 1) it exits 0 at once.
-// Writes $OUT/attached.<rank>.<restart count> once attached. IGNORE_TERM=1:
+// Writes $OUT/pid.<rank> (its pid), then $OUT/attached.<rank>.<restart count>
+// once attached. IGNORE_TERM=1:
 // SIGTERM is ignored (as Lightning's ranks outlive it), so a teardown
 // reaches --shutdown_timeout. WAIT_AFTER=K: every rank finishes #K, enters
 // #K+1 and waits in it forever (writes $OUT/waiting.<rank> holding its pid),
@@ -56,6 +57,11 @@ int main() {
   const int rank = std::atoi(env_or("RANK", "0").c_str());
   const int restart = std::atoi(env_or("TORCHELASTIC_RESTART_COUNT", "0").c_str());
   const std::string out = env_or("OUT", ".");
+  if (FILE* f = std::fopen((out + "/pid." + std::to_string(rank) + ".tmp").c_str(), "w")) {
+    std::fprintf(f, "%d", static_cast<int>(::getpid()));
+    std::fclose(f);
+    std::rename((out + "/pid." + std::to_string(rank) + ".tmp").c_str(), (out + "/pid." + std::to_string(rank)).c_str());
+  }
   touch(out + "/attached." + std::to_string(rank) + "." + std::to_string(restart));
   if (restart >= 1 && env_or("EXIT_ON_RESTART", "0") == "1") return 0;
   if (env_or("IGNORE_TERM", "0") == "1") std::signal(SIGTERM, SIG_IGN);

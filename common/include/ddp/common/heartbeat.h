@@ -1,7 +1,10 @@
 #pragma once
-// A rank's heartbeat: one page in a file that the launcher creates and maps
-// (its path in DDP_HEARTBEAT_FILE, one per worker, in the launcher's private
-// run directory) and the worker runtime maps and writes. The worker records
+// A rank's heartbeat: one page that the launcher creates and maps and the
+// worker runtime maps and writes. ddp-launch makes it a sealed memfd
+// (create_sealed: F_SEAL_SHRINK, so no process can truncate it and kill the
+// ranks that map it with SIGBUS; no path another user could reach) and
+// passes it to its worker as an inherited fd, DDP_HEARTBEAT_FILE naming it
+// as /proc/self/fd/<n>; a plain file works too (create/attach by path). The worker records
 // the sequence number, kind and size of the collective it is in or last
 // finished, and its training step. Writes are relaxed/release atomic stores
 // into the shared mapping: no system call and no lock on the hot path. The
@@ -16,8 +19,7 @@
 //   in, 0 before the first).
 // A worker without the runtime never attaches: pid stays 0, and the
 // launcher falls back to other signs of progress (docs/errors.md).
-// Owns its mapping (and, on the launcher's side, nothing else: the file is
-// removed with the run directory).
+// Owns its mapping (and, for a sealed page, its fd until close_fd()).
 
 #include <cstdint>
 #include <memory>
@@ -62,9 +64,18 @@ class Heartbeat {
   // The launcher's side: creates `path` (new, mode 0600, one page of zeros
   // but the magic) and maps it. Throws std::runtime_error naming the path.
   static std::unique_ptr<Heartbeat> create(const std::string& path);
-  // The worker's side: maps an existing heartbeat file read-write and writes
-  // this process's pid into it. Throws std::runtime_error naming the path
-  // and what is wrong (missing, not a regular file, wrong size or magic).
+  // The launcher's side for its workers: a sealed memfd of one page (its
+  // size can never change), mapped, its fd kept (close-on-exec: the spawn
+  // passes it to one worker) until close_fd(). Throws std::runtime_error.
+  static std::unique_ptr<Heartbeat> create_sealed();
+  // "/proc/self/fd/<fd>": how DDP_HEARTBEAT_FILE names an inherited page.
+  static std::string fd_path(int fd);
+  // The worker's side: maps an existing heartbeat page read-write and
+  // writes this process's pid into it. For fd_path(n) it uses the inherited
+  // fd n, which must be a sealed page, and closes it (the mapping stays; the
+  // worker's own children do not inherit it). Throws std::runtime_error
+  // naming the path and what is wrong (missing, not a regular file, not
+  // sealed, wrong size or magic).
   static std::unique_ptr<Heartbeat> attach(const std::string& path);
 
   ~Heartbeat();
@@ -88,13 +99,17 @@ class Heartbeat {
   HeartbeatSnapshot read() const;
 
   const std::string& path() const { return path_; }
+  // A sealed page's fd (create_sealed), -1 once closed or for a file.
+  int fd() const { return fd_; }
+  void close_fd();
 
  private:
   struct Record;
-  Heartbeat(std::string path, Record* rec) : path_(std::move(path)), rec_(rec) {}
+  Heartbeat(std::string path, Record* rec, int fd = -1) : path_(std::move(path)), rec_(rec), fd_(fd) {}
 
   std::string path_;
   Record* rec_;
+  int fd_ = -1;
 };
 
 }  // namespace ddp

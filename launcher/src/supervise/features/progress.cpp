@@ -3,6 +3,7 @@
 // due, and a straggler without progress for the timeout is the attempt's
 // root cause (exit code 124): its stacks are dumped, then the group is
 // stopped like a failed one, so --max_restarts applies.
+#include "ddp/common/heartbeat.h"
 #include "ddp/launcher/supervise/features/features.h"
 #include "ddp/launcher/watch/progress_watch.h"
 
@@ -30,8 +31,11 @@ class Progress final : public Feature, public EventLoop::Source {
   }
 
   void before_spawn(WorkerSlot& w) override {
-    const AttemptInfo& info = ctl_.info();
-    w.heartbeat_file = progress_.create_heartbeat(w.local_rank, info.dir.heartbeat_file(info.attempt, w.local_rank));
+    const int fd = progress_.create_heartbeat(w.local_rank);
+    if (fd >= 0) {
+      w.heartbeat_file = ddp::Heartbeat::fd_path(fd);
+      w.spawn.inherit_fds.push_back(fd);
+    }
     const std::string warning = progress_.take_warning();
     if (!warning.empty()) ctl_.log() << warning << std::endl;
   }

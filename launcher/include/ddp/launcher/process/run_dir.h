@@ -2,7 +2,7 @@
 // The launcher's private run directory ($TMPDIR/ddp-launch-XXXXXX, mode 0700,
 // so other users can neither read nor plant error files) holding each
 // worker's TORCHELASTIC_ERROR_FILE as attempt_<n>.rank_<local_rank>.error.json
-// and its heartbeat page (DDP_HEARTBEAT_FILE) as attempt_<n>.rank_<local_rank>.heartbeat.
+// (heartbeat pages are sealed memfds, never files: watch/progress_watch.h).
 // Flat, because the directory is made and removed on every launch and each
 // extra folder cost a visible part of the launch time. Removed with
 // everything in it when the launcher exits, unless keep() was called: the
@@ -30,9 +30,6 @@ class RunDirectory {
   const std::string& path() const { return path_; }
   // The file's path (the file itself is the worker's to write).
   std::string error_file(int attempt, int local_rank);
-  // attempt_<n>.rank_<local_rank>.heartbeat: the worker's heartbeat page
-  // (DDP_HEARTBEAT_FILE; made by ProgressWatch, removed with the directory).
-  std::string heartbeat_file(int attempt, int local_rank);
   // Leave the directory and its files in place at exit.
   void keep() { keep_ = true; }
   bool kept() const { return keep_; }

@@ -54,6 +54,7 @@ struct SpawnSpec {
   int stderr_fd = -1;                    // dup'ed onto fd 2; -1 keeps the launcher's stderr
   bool new_session = false;              // setsid instead of setpgid (see above)
   std::vector<int> cpus;                 // sched_setaffinity before exec; empty keeps the launcher's
+  std::vector<int> inherit_fds;          // close-on-exec fds this worker alone keeps, at the same numbers
 };
 
 // Must be called from the main thread: the death signal is tied to the thread

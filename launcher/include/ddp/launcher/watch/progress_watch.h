@@ -1,14 +1,14 @@
 #pragma once
 // The workers' progress as one attempt's supervisor sees it: owns the
-// heartbeat page of every worker (created in the private run directory
-// before the worker starts, its path passed in DDP_HEARTBEAT_FILE) and, with
+// heartbeat page of every worker (a sealed memfd made before the worker
+// starts, inherited by it as an fd that DDP_HEARTBEAT_FILE names) and, with
 // --stall_timeout, looks at them and at the CPU time of each worker's
 // process group (/proc/<pid>/stat of every process in it) every
 // StallDetector::interval(), feeding a StallDetector. The supervisor calls it
 // from its one poll loop: ms_to_check() bounds the poll's timeout, check()
 // looks when due. No thread, no timer of its own, no sleeping.
-// Without --stall_timeout it only makes the pages (one open, ftruncate and
-// mmap per worker) and reads nothing.
+// Without --stall_timeout it only makes the pages (one memfd_create,
+// ftruncate, seal and mmap per worker) and reads nothing.
 // note_output() is the entry point for output the launcher sees (a tee'd
 // line): it counts as that rank's progress.
 
@@ -31,11 +31,14 @@ class ProgressWatch {
 
   bool watching() const { return detector_.has_value(); }
 
-  // Makes the page at `path` for this local rank. Returns the path, or ""
-  // when it could not be made (the worker then runs without one; the reason
-  // is in take_warning(), said once per attempt).
-  std::string create_heartbeat(int local_rank, const std::string& path);
-  // The worker of this local rank runs as `pid` (its own process group).
+  // Makes the page for this local rank: a sealed memfd (heartbeat.h) no
+  // process can truncate. Returns its fd, to be inherited by that worker
+  // alone (DDP_HEARTBEAT_FILE=Heartbeat::fd_path(fd)), or -1 when it could
+  // not be made (the worker then runs without one; the reason is in
+  // take_warning(), said once per attempt).
+  int create_heartbeat(int local_rank);
+  // The worker of this local rank runs as `pid` (its own process group);
+  // the launcher's copy of its page's fd is closed.
   void started(int local_rank, int rank, pid_t pid);
   // It exited (reaped).
   void exited(int local_rank);
