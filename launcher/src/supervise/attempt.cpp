@@ -1,30 +1,16 @@
 #include "ddp/launcher/supervise/attempt.h"
 
 #include "ddp/common/duration_text.h"
-#include "ddp/common/error_file.h"
 #include "ddp/launcher/base/signal_names.h"
 #include "ddp/launcher/diagnose/unkillable.h"
-#include "ddp/launcher/process/shm_segments.h"
+#include "ddp/launcher/supervise/exits.h"
 #include "ddp/launcher/supervise/features/features.h"
 
 #include <algorithm>
-#include <set>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 namespace ddp::launcher {
-
-namespace {
-
-std::optional<std::chrono::system_clock::time_point> mtime_of(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
-  return std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
-      std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
-}
-
-}  // namespace
 
 // The signalfd: forwarded signals and SIGCHLD. Reaping only then: reap()
 // signals every group to see which are empty, which chatty output must not
@@ -166,21 +152,7 @@ bool Attempt::start_worker(int lr, GroupSpec& spec, std::string& attempt_log_dir
 }
 
 void Attempt::spawn_failed(int lr, const SpawnError& e) {
-  WorkerExit w;
-  w.local_rank = lr;
-  w.rank = info_.base_rank + lr;
-  w.code = e.shell_code();
-  w.time = std::chrono::system_clock::now();
-  if (e.fork_failed) {
-    w.spawn_error = "cannot start worker local_rank " + std::to_string(lr) + ": " + e.what() + "; " +
-                    std::to_string(lr) + " of " + std::to_string(plan_.nproc) + " workers had started";
-    const std::string limits = process_limit_text(e.errno_value);
-    if (!limits.empty())
-      w.spawn_error += "; " + limits + ": give --nproc_per_node " + std::to_string(std::max(1, lr)) +
-                       " or less, or raise the limit";
-  } else {
-    w.spawn_error = "cannot execute " + plan_.command.exe + ": " + e.what();
-  }
+  const WorkerExit w = spawn_failure(lr, info_.base_rank, plan_, e);
   result_.exits.push_back(w);
   result_.spawn_failed = true;
   spawn_failure_ = w;
@@ -270,24 +242,11 @@ void Attempt::reap() {
 }
 
 void Attempt::worker_exited(const WorkerGroup::Event& e, const Live& live, bool after_teardown) {
-  WorkerExit w;
-  w.pid = e.pid;
-  w.local_rank = live.local_rank;
-  w.rank = info_.base_rank + live.local_rank;
-  w.signaled = WIFSIGNALED(e.status);
-  w.code = w.signaled ? WTERMSIG(e.status) : WEXITSTATUS(e.status);
-  w.time = std::chrono::system_clock::now();
+  WorkerExit w = reaped_exit(e, info_.base_rank + live.local_rank, live.local_rank, live.error_file);
   w.after_teardown = after_teardown;
-  w.max_rss_kb = e.max_rss_kb;
-  w.cpu_s = e.cpu_s;
   w.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - live.start).count();
-  w.error_file = live.error_file;
   w.stdout_log = live.stdout_log;
   w.stderr_log = live.stderr_log;
-  if (w.failed()) {
-    w.error = read_error_file(w.error_file);
-    if (w.error) w.error_time = mtime_of(w.error_file);
-  }
   for (auto& f : features_) f->exited(w);
   result_.exits.push_back(w);
   if (w.failed()) fail(w);
@@ -303,31 +262,9 @@ void Attempt::teardown_due() {
     teardown_.kill();
     return;
   }
-  give_up_on_groups();
+  result_.unkillable = give_up_on_groups(group_.groups(), started_, info_.base_rank, watchdog_, log_);
   gave_up_ = true;
 }
 
-// kAfterKillWaitS after SIGKILL: what is still in the groups is named
-// (state and wait channel from /proc) and left behind. The watchdog is
-// told to forget those groups too (it would wait for them at exit), and
-// their shared-memory names are removed as if they had ended.
-void Attempt::give_up_on_groups() {
-  std::vector<std::pair<pid_t, int>> groups;
-  std::string ids;
-  std::set<pid_t> leaders;
-  for (pid_t g : group_.groups()) {
-    const auto at = std::find(started_.begin(), started_.end(), g);
-    groups.push_back({g, static_cast<int>(at - started_.begin())});
-    ids += (ids.empty() ? "" : " ") + std::to_string(g);
-    watchdog_.remove_group(g);
-    leaders.insert(g);
-  }
-  result_.unkillable = find_unkillable("/proc", groups, info_.base_rank);
-  for (const UnkillableProcess& u : result_.unkillable) log_ << "ddp-launch: " << format_unkillable(u) << std::endl;
-  if (result_.unkillable.empty())  // gone between the last reap and now, or out of our sight
-    log_ << "ddp-launch: warning: process group(s) " << ids << " still have processes " << kAfterKillWaitS
-         << " s after SIGKILL; going on without them" << std::endl;
-  remove_worker_segments(leaders);
-}
 
 }  // namespace ddp::launcher

@@ -75,7 +75,6 @@ class Attempt final : public AttemptControl {
   void reap();
   void worker_exited(const WorkerGroup::Event& e, const Live& live, bool after_teardown);
   void teardown_due();
-  void give_up_on_groups();
 
   const LaunchPlan& plan_;
   Watchdog& watchdog_;
