@@ -1,6 +1,7 @@
 #include "ddp/launcher/elastic/elastic_run.h"
 
 #include "ddp/launcher/base/signal_names.h"
+#include "ddp/launcher/elastic/agent_source.h"
 #include "ddp/launcher/process/event_loop.h"
 
 #include <algorithm>
@@ -27,28 +28,16 @@ class SignalWait final : public EventLoop::Source {
 };
 
 // The helper's lines until one of `kinds` (or an Error) comes, and its pings.
-class AgentWait final : public EventLoop::Source {
+class AgentWait final : public AgentSource {
  public:
-  AgentWait(RdzvAgent& agent, std::initializer_list<RdzvEvent::Kind> kinds) : agent_(agent), kinds_(kinds) {}
-  void fds(std::vector<int>& out) override {
-    if (!agent_.gone()) out.push_back(agent_.fd());
-  }
-  std::optional<EventLoop::Clock::time_point> deadline() override {
-    if (agent_.gone()) return std::nullopt;
-    return deadline_in_ms(agent_.ms_to_ping());
-  }
-  void due() override {
-    if (!agent_.gone()) agent_.ping_if_due();
-  }
-  void ready(const pollfd*, size_t) override {
-    for (const RdzvEvent& e : agent_.read())
-      if (!event && (e.kind == RdzvEvent::Error || std::find(kinds_.begin(), kinds_.end(), e.kind) != kinds_.end()))
-        event = e;
-  }
+  AgentWait(RdzvAgent& agent, std::initializer_list<RdzvEvent::Kind> kinds) : AgentSource(agent), kinds_(kinds) {}
   std::optional<RdzvEvent> event;
 
  private:
-  RdzvAgent& agent_;
+  void on_event(const RdzvEvent& e) override {
+    if (!event && (e.kind == RdzvEvent::Error || std::find(kinds_.begin(), kinds_.end(), e.kind) != kinds_.end()))
+      event = e;
+  }
   std::vector<RdzvEvent::Kind> kinds_;
 };
 

@@ -4,32 +4,18 @@
 // waits to join; the job was ended) stops this node's healthy workers. A
 // local failure seen first stays the root cause; the reason is kept either
 // way, and the rounds (elastic_run.h) decide what follows.
-#include "ddp/launcher/elastic/rdzv_agent.h"
+#include "ddp/launcher/elastic/agent_source.h"
 #include "ddp/launcher/supervise/features/features.h"
 
 namespace ddp::launcher {
 
 namespace {
 
-class Rendezvous final : public Feature, public EventLoop::Source {
+class Rendezvous final : public Feature, public AgentSource {
  public:
-  explicit Rendezvous(AttemptControl& ctl) : ctl_(ctl), agent_(*ctl.info().setup.agent) {}
+  explicit Rendezvous(AttemptControl& ctl) : AgentSource(*ctl.info().setup.agent), ctl_(ctl) {}
 
   EventLoop::Source* source() override { return this; }
-  void fds(std::vector<int>& out) override {
-    if (!agent_.gone()) out.push_back(agent_.fd());
-  }
-  // The helper's next ping.
-  std::optional<EventLoop::Clock::time_point> deadline() override {
-    if (agent_.gone()) return std::nullopt;
-    return deadline_in_ms(agent_.ms_to_ping());
-  }
-  void due() override {
-    if (!agent_.gone()) agent_.ping_if_due();
-  }
-  void ready(const pollfd*, size_t) override {
-    for (const RdzvEvent& e : agent_.read()) on_event(e);
-  }
 
   void failed(const WorkerExit& w) override {
     if (told_ || !stop_.empty()) return;
@@ -51,7 +37,7 @@ class Rendezvous final : public Feature, public EventLoop::Source {
   }
 
  private:
-  void on_event(const RdzvEvent& e) {
+  void on_event(const RdzvEvent& e) override {
     if (e.kind != RdzvEvent::Restart && e.kind != RdzvEvent::Abort && e.kind != RdzvEvent::Error) return;
     if (!stop_.empty()) return;
     stop_ = e.text;
@@ -61,7 +47,6 @@ class Rendezvous final : public Feature, public EventLoop::Source {
   }
 
   AttemptControl& ctl_;
-  RdzvAgent& agent_;
   bool told_ = false;
   std::string stop_;  // the first reason to stop
   bool counted_ = true;
