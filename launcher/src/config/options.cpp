@@ -2,6 +2,7 @@
 
 #include "ddp/common/parse.h"
 
+#include "option_reader.h"
 #include "option_table.h"
 
 #include <boost/program_options.hpp>
@@ -34,9 +35,243 @@ std::string normalise(const std::string& arg) {
   return eq == std::string::npos ? name : name + arg.substr(eq);
 }
 
-std::string upper(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
-  return s;
+// torchrun options that change nothing here, checked like theirs.
+void read_torchrun_only(OptionReader& r, LaunchOptions& o) {
+  if (auto v = r.value("start_method"); v && v->first != "spawn" && v->first != "fork" && v->first != "forkserver")
+    throw UsageError(r.given_as("start_method", *v) + ": not a start method; use spawn, fork or forkserver");
+  if (auto v = r.value("monitor_interval"))
+    usage_checked([&] { return parse_seconds(v->first, v->second); });
+  o.run_path = r.flag("run_path");
+
+}
+
+// Where this node's workers sit: their count, the nodes, the rendezvous
+// and the master address and port (static, c10d or --standalone).
+void read_placement(OptionReader& r, LaunchOptions& o) {
+  if (auto v = r.value("nproc_per_node")) {
+    o.nproc_spec = v->first;
+    if (o.nproc_spec != "cpu" && o.nproc_spec != "gpu" && o.nproc_spec != "auto") {
+      try {
+        parse_int(v->first, v->second, 1, kMaxWorkers);
+      } catch (const std::invalid_argument&) {
+        throw UsageError(v->second + ": '" + v->first + "' is not a worker count; give an integer from 1 to " +
+                         std::to_string(kMaxWorkers) + ", cpu, gpu or auto");
+      }
+    }
+  }
+  if (auto v = r.value("rdzv_backend")) {
+    if (v->first == "c10d" || v->first == "static") {
+      o.rdzv.backend = v->first;
+    } else if (v->first == "etcd" || v->first == "etcd-v2") {
+      throw UsageError(r.given_as("rdzv_backend", *v) +
+                       ": etcd rendezvous is not supported; use --rdzv_backend c10d, which needs no etcd server "
+                       "(the node at --rdzv_endpoint hosts the store)");
+    } else {
+      throw UsageError(r.given_as("rdzv_backend", *v) + ": unknown rendezvous backend; use static or c10d");
+    }
+  }
+  if (auto v = r.value("nnodes")) {
+    std::string text = v->first;
+    if (auto colon = text.find(':'); colon != std::string::npos) {
+      const std::string lo = text.substr(0, colon), hi = text.substr(colon + 1);
+      o.rdzv.min_nodes = static_cast<int>(usage_checked([&] { return parse_int(lo, v->second + " MIN", 1, 1 << 20); }));
+      o.rdzv.max_nodes = static_cast<int>(usage_checked([&] { return parse_int(hi, v->second + " MAX", 1, 1 << 20); }));
+      if (o.rdzv.min_nodes > o.rdzv.max_nodes)
+        throw UsageError(r.given_as("nnodes", *v) + ": MIN is above MAX; write MIN:MAX, e.g. " + hi + ":" + lo);
+      if (o.rdzv.min_nodes != o.rdzv.max_nodes && !o.rdzv.elastic())
+        throw UsageError(r.given_as("nnodes", *v) + ": a node range needs --rdzv_backend c10d (static rendezvous "
+                         "has a fixed node count; give --nnodes " + hi + " or add --rdzv_backend c10d "
+                         "--rdzv_endpoint HOST:PORT)");
+      text = hi;
+    }
+    o.nnodes = static_cast<int>(usage_checked([&] { return parse_int(text, v->second, 1, 1 << 20); }));
+    if (text == v->first) o.rdzv.min_nodes = o.rdzv.max_nodes = o.nnodes;
+  }
+  if (auto v = r.value("rdzv_endpoint"); v && !v->first.empty()) parse_rdzv_endpoint(v->first, v->second, o.rdzv);
+  if (auto v = r.value("rdzv_conf"); v && !v->first.empty()) parse_rdzv_conf(v->first, v->second, o.rdzv);
+  if (auto v = r.value("local_addr"); v && !v->first.empty()) o.rdzv.local_addr = v->first;
+  o.standalone = r.flag("standalone");
+  if (o.rdzv.elastic() && o.rdzv.host.empty() && !o.standalone)
+    throw UsageError("--rdzv_backend c10d needs --rdzv_endpoint HOST[:PORT], the node that hosts the rendezvous "
+                     "store (any one node of the job, the same on every node)");
+  if (auto v = r.value("node_rank"))
+    o.node_rank = static_cast<int>(usage_checked([&] { return parse_int(v->first, v->second, 0, 1 << 20); }));
+  // c10d: node ranks come from the rendezvous; torchrun ignores --node_rank
+  // there too, so scripts that pass it anyway keep working.
+  if (o.rdzv.elastic()) o.node_rank = 0;
+  if (o.node_rank >= o.nnodes)
+    throw UsageError(r.source("node_rank") + " " + std::to_string(o.node_rank) + " must be below " + r.source("nnodes") +
+                     " " + std::to_string(o.nnodes) + " (node ranks are 0.." + std::to_string(o.nnodes - 1) + ")");
+  if (auto v = r.value("master_addr")) {
+    if (v->first.empty()) throw UsageError(v->second + ": empty address, give a host name or IP of rank 0's node");
+    o.master_addr = v->first;
+    o.master_addr_source = r.given_as("master_addr", *v);
+  }
+  if (auto v = r.value("master_port")) {
+    o.master_port = static_cast<int>(usage_checked([&] { return parse_int(v->first, v->second, 0, 65535); }));
+    if (o.master_port == 0) o.free_port_source = r.given_as("master_port", *v);
+  }
+  // Static rendezvous at --rdzv_endpoint: torchrun's other spelling of
+  // --master_addr/--master_port (it wins over them there too).
+  if (!o.rdzv.elastic() && !o.rdzv.host.empty() && !o.standalone) {
+    if (!o.rdzv.port_given)
+      throw UsageError(r.source("rdzv_endpoint") + " " + o.rdzv.host +
+                       ": static rendezvous needs the port too; write HOST:PORT (rank 0's node and its free port)");
+    o.master_addr = o.rdzv.host;
+    o.master_port = o.rdzv.port;
+    o.free_port_source.clear();
+    if (auto v = r.value("rdzv_endpoint")) {
+      o.master_addr_source = r.given_as("rdzv_endpoint", *v);
+      if (o.master_port == 0) o.free_port_source = o.master_addr_source;
+    }
+  }
+  if (o.rdzv.elastic() && o.rdzv.port_given && o.rdzv.port == 0)
+    if (auto v = r.value("rdzv_endpoint")) o.free_port_source = r.given_as("rdzv_endpoint", *v);
+  if (o.standalone) {
+    // torchrun ignores these silently; one line says so here.
+    std::string ignored;
+    for (const char* name : {"master_addr", "master_port", "rdzv_backend", "rdzv_endpoint", "rdzv_conf", "local_addr"})
+      if (o.given.count(name))
+        ignored += (ignored.empty() ? "" : ", ") + r.typed(name);
+    if (!ignored.empty())
+      o.notes.push_back(r.source("standalone") + " picks its own rendezvous on this machine; ignoring " + ignored);
+    // torchrun: "--rdzv-backend, --rdzv-endpoint, --rdzv-id are auto-assigned
+    // and any explicitly set values are ignored". One node has nobody to
+    // meet: a free port per restart, no rendezvous helper.
+    o.rdzv = RdzvOptions{};
+    o.free_port_source.clear();
+    if (o.nnodes != 1)
+      throw UsageError(r.source("standalone") + " runs one node, but " + r.source("nnodes") + " is " + std::to_string(o.nnodes));
+    o.master_addr = "127.0.0.1";
+    o.master_port = 0;  // picked when the group starts
+  }
+}
+
+// How the program is run and told its rank: --use_env, the local rank
+// style, python or not, Slurm's tasks, the role and run id.
+void read_program_style(OptionReader& r, LaunchOptions& o) {
+  o.use_env = r.flag("use_env");
+  if (auto v = r.value("local_rank_style")) {
+    if (v->first != "underscore" && v->first != "dash")
+      throw UsageError(v->second + "=" + v->first +
+                       ": not a local rank style; use underscore (--local_rank=N, torch.distributed.launch 1.x) "
+                       "or dash (--local-rank=N, 2.x)");
+    o.local_rank_dash = v->first == "dash";
+  }
+  o.no_python = r.flag("no_python");
+  o.module = r.flag("module");
+  // torchrun: --run_path wins over both (the program runs through python).
+  if (o.run_path && (o.no_python || o.module)) {
+    const bool both = o.no_python && o.module;
+    o.notes.push_back((o.no_python ? r.source("no_python") : "") + (both ? " and " : "") +
+                      (o.module ? r.source("module") : "") + (both ? " are" : " is") + " ignored: " +
+                      r.source("run_path") + " runs the program through python (as torchrun does)");
+    o.no_python = o.module = false;
+  }
+  if (o.no_python && o.module)
+    throw UsageError(r.source("no_python") + " and " + r.source("module") +
+                     " exclude each other: a module runs through python");
+  o.slurm_tasks = r.flag("slurm_tasks");
+  if (auto v = r.value("role")) {
+    if (v->first.empty()) throw UsageError(v->second + ": empty role name");
+    o.role = v->first;
+  }
+  if (auto v = r.value("rdzv_id")) o.run_id = v->first;
+}
+
+// Restarts and the times that end an attempt.
+void read_restarts_and_timeouts(OptionReader& r, LaunchOptions& o) {
+  if (auto v = r.value("max_restarts"))
+    o.max_restarts = static_cast<int>(usage_checked([&] { return parse_int(v->first, v->second, 0, 1000000); }));
+  if (auto v = r.value("shutdown_timeout"))
+    o.shutdown_timeout_s = usage_checked([&] { return parse_seconds(v->first, v->second); });
+  if (auto v = r.value("stall_timeout")) {
+    const auto s = parse_finite_double(v->first);
+    static_assert(kMinStallTimeoutS == 1.0, "the message below says 1 s");
+    if (!s || *s < kMinStallTimeoutS)
+      throw UsageError(r.given_as("stall_timeout", *v) + ": " +
+                       (s ? "must be at least 1 s (CPU time grows in 10 ms ticks and the launcher looks every "
+                            "timeout / 4: below 1 s a working rank can look idle)"
+                          : std::string("not a number of seconds")) +
+                       "; give how long a rank may make no progress before the job ends as stalled (e.g. 300), "
+                       "or leave it out to never check");
+    o.stall_timeout_s = *s;
+  }
+
+}
+
+// Where the workers' output goes (torchrun's log spec), and torchrun's file timer.
+void read_logs(OptionReader& r, LaunchOptions& o) {
+  if (auto v = r.value("log_dir")) {  // "" (torchrun's default): none
+    o.logs.dir = v->first;
+    o.logs.dir_source = r.given_as("log_dir", *v);
+  }
+  if (auto v = r.value("redirects")) o.logs.redirects = usage_checked([&] { return parse_std_spec(v->first, v->second); });
+  if (auto v = r.value("tee")) o.logs.tee = usage_checked([&] { return parse_std_spec(v->first, v->second); });
+  if (auto v = r.value("local_ranks_filter"); v && !v->first.empty())
+    o.logs.ranks_filter = usage_checked([&] { return parse_rank_filter(v->first, v->second); });
+  // torchrun 2.x reads the template from this variable only.
+  auto prefix = r.value("log_line_prefix_template");
+  if (!prefix)
+    if (auto it = r.env().find("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"); it != r.env().end())
+      prefix = std::make_pair(it->second, std::string("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"));
+  if (prefix && !prefix->first.empty()) {
+    usage_checked([&] { check_prefix_template(prefix->first, prefix->second); return 0; });
+    o.logs.prefix_template = prefix->first;
+  }
+  // torchrun's file timer: only the exact value 1 turns it on, as in torchrun.
+  if (auto it = r.env().find("TORCHELASTIC_ENABLE_FILE_TIMER"); it != r.env().end()) {
+    if (it->second == "1") {
+      o.file_timer = true;
+      if (auto p = r.env().find("TORCHELASTIC_TIMER_FILE"); p != r.env().end()) {
+        if (p->second.empty())
+          throw UsageError("TORCHELASTIC_TIMER_FILE is empty; give the path of the file timer's named pipe, or "
+                           "unset it for one in the launcher's run directory");
+        o.file_timer_path = p->second;
+      }
+    } else if (!it->second.empty() && it->second != "0") {
+      o.notes.push_back("TORCHELASTIC_ENABLE_FILE_TIMER=" + it->second +
+                        " is not 1: no file timer is served (torchrun turns it on only for 1)");
+    }
+  }
+  if (auto v = r.value("duplicate_stdout_filters"))
+    o.logs.dup_stdout_filters = usage_checked([&] { return parse_filter_list(v->first, v->second); });
+  if (auto v = r.value("duplicate_stderr_filters"))
+    o.logs.dup_stderr_filters = usage_checked([&] { return parse_filter_list(v->first, v->second); });
+  if (auto v = r.value("logs_specs"); v && !v->first.empty() && v->first != "default")
+    throw UsageError(r.given_as("logs_specs", *v) +
+                     ": torchrun loads this as a Python entry point (torchrun.logs_specs), which a native launcher "
+                     "cannot; drop it and use --log_dir, --redirects, --tee, --local_ranks_filter and "
+                     "--log_line_prefix_template (torchrun's default log spec)");
+}
+
+// Signals, devices and CPUs, and what the launcher reports.
+void read_signals_devices_reports(OptionReader& r, LaunchOptions& o) {
+  if (auto v = r.value("signals_to_handle"))
+    o.signals_to_handle = usage_checked([&] { return parse_signal_list(v->first, v->second); });
+  o.virtual_local_rank = r.flag("virtual_local_rank");
+  if (auto v = r.value("event_log_handler")) {
+    // torchrun's registered handlers: dynamic_rendezvous is a null handler for the agent's events.
+    if (v->first == "null" || v->first == "dynamic_rendezvous" || v->first.empty()) o.event_log_handler = "null";
+    else if (v->first == "console") o.event_log_handler = "console";
+    else
+      throw UsageError(r.given_as("event_log_handler", *v) +
+                       ": not an event log handler; use null (the default) or console (one JSON line per event on "
+                       "stderr); handlers registered from Python cannot be loaded by a native launcher");
+  }
+  if (auto v = r.value("numa_binding"); v && !v->first.empty()) {
+    if (v->first != "node" && v->first != "socket" && v->first != "exclusive" && v->first != "core-complex")
+      throw UsageError(r.given_as("numa_binding", *v) + ": not a NUMA binding mode; use node, socket, exclusive or "
+                       "core-complex");
+    o.numa_binding = v->first;
+    o.numa_binding_source = r.given_as("numa_binding", *v);
+  }
+  if (auto v = r.value("summary_json")) {
+    if (v->first.empty()) throw UsageError(v->second + ": empty path; give the file to write the summary to");
+    o.summary_json = v->first;
+    o.summary_json_source = r.given_as("summary_json", *v);
+  }
+
 }
 
 }  // namespace
@@ -106,246 +341,18 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args, const E
     o.program = args[i];
     o.program_args.assign(args.begin() + static_cast<long>(i) + 1, args.end());
   }
-
-  // Command line first, then PET_<NAME>, then the default. The second item
-  // names where the value came from, as the user spelled it.
-  auto value = [&](const std::string& name) -> std::optional<std::pair<std::string, std::string>> {
-    if (vm.count(name) || env.count("PET_" + upper(name))) o.given.insert(name);
-    if (vm.count(name)) return std::make_pair(vm[name].as<std::string>(), spelling[name]);
-    std::string var = "PET_" + upper(name);
-    if (auto it = env.find(var); it != env.end()) return std::make_pair(it->second, var);
-    return std::nullopt;
-  };
-  auto flag = [&](const std::string& name) -> bool {
-    if (vm.count(name) || env.count("PET_" + upper(name))) o.given.insert(name);
-    if (vm.count(name)) return true;
-    std::string var = "PET_" + upper(name);
-    if (auto it = env.find(var); it != env.end()) return usage_checked([&] { return parse_bool(it->second, var); });
-    return false;
-  };
-  auto source = [&](const std::string& name) { return vm.count(name) ? spelling[name] : "--" + name; };
-  // Where a value came from, as the user wrote it: "--log-dir /x" or "PET_LOG_DIR=/x".
-  auto given_as = [&](const std::string& name, const std::pair<std::string, std::string>& v) {
-    return vm.count(name) ? v.second + " " + v.first : v.second + "=" + v.first;
-  };
-
   o.help = vm.count("help") > 0;
   o.version = vm.count("version") > 0;
   if (o.help || o.version) return o;
 
-  // torchrun options that change nothing here, checked like theirs.
-  if (auto v = value("start_method"); v && v->first != "spawn" && v->first != "fork" && v->first != "forkserver")
-    throw UsageError(given_as("start_method", *v) + ": not a start method; use spawn, fork or forkserver");
-  if (auto v = value("monitor_interval"))
-    usage_checked([&] { return parse_seconds(v->first, v->second); });
-  o.run_path = flag("run_path");
-
-  if (auto v = value("nproc_per_node")) {
-    o.nproc_spec = v->first;
-    if (o.nproc_spec != "cpu" && o.nproc_spec != "gpu" && o.nproc_spec != "auto") {
-      try {
-        parse_int(v->first, v->second, 1, kMaxWorkers);
-      } catch (const std::invalid_argument&) {
-        throw UsageError(v->second + ": '" + v->first + "' is not a worker count; give an integer from 1 to " +
-                         std::to_string(kMaxWorkers) + ", cpu, gpu or auto");
-      }
-    }
-  }
-  if (auto v = value("rdzv_backend")) {
-    if (v->first == "c10d" || v->first == "static") {
-      o.rdzv.backend = v->first;
-    } else if (v->first == "etcd" || v->first == "etcd-v2") {
-      throw UsageError(given_as("rdzv_backend", *v) +
-                       ": etcd rendezvous is not supported; use --rdzv_backend c10d, which needs no etcd server "
-                       "(the node at --rdzv_endpoint hosts the store)");
-    } else {
-      throw UsageError(given_as("rdzv_backend", *v) + ": unknown rendezvous backend; use static or c10d");
-    }
-  }
-  if (auto v = value("nnodes")) {
-    std::string text = v->first;
-    if (auto colon = text.find(':'); colon != std::string::npos) {
-      const std::string lo = text.substr(0, colon), hi = text.substr(colon + 1);
-      o.rdzv.min_nodes = static_cast<int>(usage_checked([&] { return parse_int(lo, v->second + " MIN", 1, 1 << 20); }));
-      o.rdzv.max_nodes = static_cast<int>(usage_checked([&] { return parse_int(hi, v->second + " MAX", 1, 1 << 20); }));
-      if (o.rdzv.min_nodes > o.rdzv.max_nodes)
-        throw UsageError(given_as("nnodes", *v) + ": MIN is above MAX; write MIN:MAX, e.g. " + hi + ":" + lo);
-      if (o.rdzv.min_nodes != o.rdzv.max_nodes && !o.rdzv.elastic())
-        throw UsageError(given_as("nnodes", *v) + ": a node range needs --rdzv_backend c10d (static rendezvous "
-                         "has a fixed node count; give --nnodes " + hi + " or add --rdzv_backend c10d "
-                         "--rdzv_endpoint HOST:PORT)");
-      text = hi;
-    }
-    o.nnodes = static_cast<int>(usage_checked([&] { return parse_int(text, v->second, 1, 1 << 20); }));
-    if (text == v->first) o.rdzv.min_nodes = o.rdzv.max_nodes = o.nnodes;
-  }
-  if (auto v = value("rdzv_endpoint"); v && !v->first.empty()) parse_rdzv_endpoint(v->first, v->second, o.rdzv);
-  if (auto v = value("rdzv_conf"); v && !v->first.empty()) parse_rdzv_conf(v->first, v->second, o.rdzv);
-  if (auto v = value("local_addr"); v && !v->first.empty()) o.rdzv.local_addr = v->first;
-  o.standalone = flag("standalone");
-  if (o.rdzv.elastic() && o.rdzv.host.empty() && !o.standalone)
-    throw UsageError("--rdzv_backend c10d needs --rdzv_endpoint HOST[:PORT], the node that hosts the rendezvous "
-                     "store (any one node of the job, the same on every node)");
-  if (auto v = value("node_rank"))
-    o.node_rank = static_cast<int>(usage_checked([&] { return parse_int(v->first, v->second, 0, 1 << 20); }));
-  // c10d: node ranks come from the rendezvous; torchrun ignores --node_rank
-  // there too, so scripts that pass it anyway keep working.
-  if (o.rdzv.elastic()) o.node_rank = 0;
-  if (o.node_rank >= o.nnodes)
-    throw UsageError(source("node_rank") + " " + std::to_string(o.node_rank) + " must be below " + source("nnodes") +
-                     " " + std::to_string(o.nnodes) + " (node ranks are 0.." + std::to_string(o.nnodes - 1) + ")");
-  if (auto v = value("master_addr")) {
-    if (v->first.empty()) throw UsageError(v->second + ": empty address, give a host name or IP of rank 0's node");
-    o.master_addr = v->first;
-    o.master_addr_source = given_as("master_addr", *v);
-  }
-  if (auto v = value("master_port")) {
-    o.master_port = static_cast<int>(usage_checked([&] { return parse_int(v->first, v->second, 0, 65535); }));
-    if (o.master_port == 0) o.free_port_source = given_as("master_port", *v);
-  }
-  // Static rendezvous at --rdzv_endpoint: torchrun's other spelling of
-  // --master_addr/--master_port (it wins over them there too).
-  if (!o.rdzv.elastic() && !o.rdzv.host.empty() && !o.standalone) {
-    if (!o.rdzv.port_given)
-      throw UsageError(source("rdzv_endpoint") + " " + o.rdzv.host +
-                       ": static rendezvous needs the port too; write HOST:PORT (rank 0's node and its free port)");
-    o.master_addr = o.rdzv.host;
-    o.master_port = o.rdzv.port;
-    o.free_port_source.clear();
-    if (auto v = value("rdzv_endpoint")) {
-      o.master_addr_source = given_as("rdzv_endpoint", *v);
-      if (o.master_port == 0) o.free_port_source = o.master_addr_source;
-    }
-  }
-  if (o.rdzv.elastic() && o.rdzv.port_given && o.rdzv.port == 0)
-    if (auto v = value("rdzv_endpoint")) o.free_port_source = given_as("rdzv_endpoint", *v);
-  if (o.standalone) {
-    // torchrun ignores these silently; one line says so here.
-    std::string ignored;
-    for (const char* name : {"master_addr", "master_port", "rdzv_backend", "rdzv_endpoint", "rdzv_conf", "local_addr"})
-      if (o.given.count(name))
-        ignored += (ignored.empty() ? "" : ", ") + (vm.count(name) ? spelling[name] : "PET_" + upper(name));
-    if (!ignored.empty())
-      o.notes.push_back(source("standalone") + " picks its own rendezvous on this machine; ignoring " + ignored);
-    // torchrun: "--rdzv-backend, --rdzv-endpoint, --rdzv-id are auto-assigned
-    // and any explicitly set values are ignored". One node has nobody to
-    // meet: a free port per restart, no rendezvous helper.
-    o.rdzv = RdzvOptions{};
-    o.free_port_source.clear();
-    if (o.nnodes != 1)
-      throw UsageError(source("standalone") + " runs one node, but " + source("nnodes") + " is " + std::to_string(o.nnodes));
-    o.master_addr = "127.0.0.1";
-    o.master_port = 0;  // picked when the group starts
-  }
-  o.use_env = flag("use_env");
-  if (auto v = value("local_rank_style")) {
-    if (v->first != "underscore" && v->first != "dash")
-      throw UsageError(v->second + "=" + v->first +
-                       ": not a local rank style; use underscore (--local_rank=N, torch.distributed.launch 1.x) "
-                       "or dash (--local-rank=N, 2.x)");
-    o.local_rank_dash = v->first == "dash";
-  }
-  o.no_python = flag("no_python");
-  o.module = flag("module");
-  // torchrun: --run_path wins over both (the program runs through python).
-  if (o.run_path && (o.no_python || o.module)) {
-    const bool both = o.no_python && o.module;
-    o.notes.push_back((o.no_python ? source("no_python") : "") + (both ? " and " : "") +
-                      (o.module ? source("module") : "") + (both ? " are" : " is") + " ignored: " +
-                      source("run_path") + " runs the program through python (as torchrun does)");
-    o.no_python = o.module = false;
-  }
-  if (o.no_python && o.module)
-    throw UsageError(source("no_python") + " and " + source("module") +
-                     " exclude each other: a module runs through python");
-  o.slurm_tasks = flag("slurm_tasks");
-  if (auto v = value("role")) {
-    if (v->first.empty()) throw UsageError(v->second + ": empty role name");
-    o.role = v->first;
-  }
-  if (auto v = value("rdzv_id")) o.run_id = v->first;
-  if (auto v = value("max_restarts"))
-    o.max_restarts = static_cast<int>(usage_checked([&] { return parse_int(v->first, v->second, 0, 1000000); }));
-  if (auto v = value("shutdown_timeout"))
-    o.shutdown_timeout_s = usage_checked([&] { return parse_seconds(v->first, v->second); });
-  if (auto v = value("stall_timeout")) {
-    const auto s = parse_finite_double(v->first);
-    static_assert(kMinStallTimeoutS == 1.0, "the message below says 1 s");
-    if (!s || *s < kMinStallTimeoutS)
-      throw UsageError(given_as("stall_timeout", *v) + ": " +
-                       (s ? "must be at least 1 s (CPU time grows in 10 ms ticks and the launcher looks every "
-                            "timeout / 4: below 1 s a working rank can look idle)"
-                          : std::string("not a number of seconds")) +
-                       "; give how long a rank may make no progress before the job ends as stalled (e.g. 300), "
-                       "or leave it out to never check");
-    o.stall_timeout_s = *s;
-  }
-
-  if (auto v = value("log_dir")) {  // "" (torchrun's default): none
-    o.logs.dir = v->first;
-    o.logs.dir_source = given_as("log_dir", *v);
-  }
-  if (auto v = value("redirects")) o.logs.redirects = usage_checked([&] { return parse_std_spec(v->first, v->second); });
-  if (auto v = value("tee")) o.logs.tee = usage_checked([&] { return parse_std_spec(v->first, v->second); });
-  if (auto v = value("local_ranks_filter"); v && !v->first.empty())
-    o.logs.ranks_filter = usage_checked([&] { return parse_rank_filter(v->first, v->second); });
-  // torchrun 2.x reads the template from this variable only.
-  auto prefix = value("log_line_prefix_template");
-  if (!prefix)
-    if (auto it = env.find("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"); it != env.end())
-      prefix = std::make_pair(it->second, std::string("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"));
-  if (prefix && !prefix->first.empty()) {
-    usage_checked([&] { check_prefix_template(prefix->first, prefix->second); return 0; });
-    o.logs.prefix_template = prefix->first;
-  }
-  // torchrun's file timer: only the exact value 1 turns it on, as in torchrun.
-  if (auto it = env.find("TORCHELASTIC_ENABLE_FILE_TIMER"); it != env.end()) {
-    if (it->second == "1") {
-      o.file_timer = true;
-      if (auto p = env.find("TORCHELASTIC_TIMER_FILE"); p != env.end()) {
-        if (p->second.empty())
-          throw UsageError("TORCHELASTIC_TIMER_FILE is empty; give the path of the file timer's named pipe, or "
-                           "unset it for one in the launcher's run directory");
-        o.file_timer_path = p->second;
-      }
-    } else if (!it->second.empty() && it->second != "0") {
-      o.notes.push_back("TORCHELASTIC_ENABLE_FILE_TIMER=" + it->second +
-                        " is not 1: no file timer is served (torchrun turns it on only for 1)");
-    }
-  }
-  if (auto v = value("duplicate_stdout_filters"))
-    o.logs.dup_stdout_filters = usage_checked([&] { return parse_filter_list(v->first, v->second); });
-  if (auto v = value("duplicate_stderr_filters"))
-    o.logs.dup_stderr_filters = usage_checked([&] { return parse_filter_list(v->first, v->second); });
-  if (auto v = value("logs_specs"); v && !v->first.empty() && v->first != "default")
-    throw UsageError(given_as("logs_specs", *v) +
-                     ": torchrun loads this as a Python entry point (torchrun.logs_specs), which a native launcher "
-                     "cannot; drop it and use --log_dir, --redirects, --tee, --local_ranks_filter and "
-                     "--log_line_prefix_template (torchrun's default log spec)");
-  if (auto v = value("signals_to_handle"))
-    o.signals_to_handle = usage_checked([&] { return parse_signal_list(v->first, v->second); });
-  o.virtual_local_rank = flag("virtual_local_rank");
-  if (auto v = value("event_log_handler")) {
-    // torchrun's registered handlers: dynamic_rendezvous is a null handler for the agent's events.
-    if (v->first == "null" || v->first == "dynamic_rendezvous" || v->first.empty()) o.event_log_handler = "null";
-    else if (v->first == "console") o.event_log_handler = "console";
-    else
-      throw UsageError(given_as("event_log_handler", *v) +
-                       ": not an event log handler; use null (the default) or console (one JSON line per event on "
-                       "stderr); handlers registered from Python cannot be loaded by a native launcher");
-  }
-  if (auto v = value("numa_binding"); v && !v->first.empty()) {
-    if (v->first != "node" && v->first != "socket" && v->first != "exclusive" && v->first != "core-complex")
-      throw UsageError(given_as("numa_binding", *v) + ": not a NUMA binding mode; use node, socket, exclusive or "
-                       "core-complex");
-    o.numa_binding = v->first;
-    o.numa_binding_source = given_as("numa_binding", *v);
-  }
-  if (auto v = value("summary_json")) {
-    if (v->first.empty()) throw UsageError(v->second + ": empty path; give the file to write the summary to");
-    o.summary_json = v->first;
-    o.summary_json_source = given_as("summary_json", *v);
-  }
+  // Each part in the order its errors are reported.
+  OptionReader r(vm, env, spelling, o);
+  read_torchrun_only(r, o);
+  read_placement(r, o);
+  read_program_style(r, o);
+  read_restarts_and_timeouts(r, o);
+  read_logs(r, o);
+  read_signals_devices_reports(r, o);
 
   if (o.program.empty())
     throw UsageError("missing program: give the script, module or executable to run after the options");
