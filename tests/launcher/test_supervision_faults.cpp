@@ -213,12 +213,17 @@ TEST_CASE("the watchdog has a command line of its own: pkill -f ddp-launch does 
   const std::string w = worker_script(out, ": > \"$OUT/ready\"; while :; do sleep 30 & wait $!; done\n");
   Proc p({launcher(), "--standalone", "--nproc_per_node=1", "--use_env", w}, {{"OUT", out.path()}});
   REQUIRE(wait_until([&] { return fs::exists(out.file("ready")); }, 30));
-  const auto dogs = children_named(p.pid(), "ddp-watchdog");
-  REQUIRE(dogs.size() == 1);
-  // The forked watchdog renames itself when it first runs, which on a loaded
-  // machine may be after the worker is up.
+  // The forked watchdog names itself when it first runs, which on a loaded
+  // machine may be well after the worker is up.
+  std::vector<pid_t> dogs;
   std::string cmd;
-  CHECK(wait_until([&] { return (cmd = cmdline_of(dogs[0])).rfind("ddp-watchdog", 0) == 0; }, 10));
+  CHECK(wait_until(
+      [&] {
+        dogs = children_named(p.pid(), "ddp-watchdog");
+        return dogs.size() == 1 && (cmd = cmdline_of(dogs[0])).rfind("ddp-watchdog", 0) == 0;
+      },
+      10));
+  REQUIRE(dogs.size() == 1);
   INFO(cmd);
   CHECK_THAT(cmd, Catch::StartsWith("ddp-watchdog"));
   CHECK_THAT(cmd, !Catch::Contains("ddp-launch"));
@@ -238,7 +243,8 @@ TEST_CASE("a killed watchdog is replaced: a SIGKILL of the launcher afterwards s
          {{"OUT", out.path()}, {"TMPDIR", tmp.path()}});
   REQUIRE(wait_until([&] { return fs::exists(out.file("gc")) && fs::exists(out.file("pid")); }, 30));
   const std::vector<pid_t> pids{std::stoi(read_file(out.file("pid"))), std::stoi(read_file(out.file("gc")))};
-  const auto dogs = children_named(p.pid(), "ddp-watchdog");
+  std::vector<pid_t> dogs;  // named once it first runs (see above)
+  CHECK(wait_until([&] { return (dogs = children_named(p.pid(), "ddp-watchdog")).size() == 1; }, 10));
   REQUIRE(dogs.size() == 1);
   ::kill(dogs[0], SIGKILL);
   REQUIRE(wait_until([&] { return p.output().find("started a new one") != std::string::npos; }, 10));
