@@ -233,7 +233,11 @@ TEST_CASE("multi-node c10d: a worker failure on one node restarts the workers on
     CHECK_THAT(procs[i]->output(), Catch::Contains("round 1: this is node " + std::to_string(i) + " of 2") &&
                                        Catch::Contains("restart count 1"));
   }
-  CHECK_THAT(procs[0]->output(), Catch::Contains("stopping this node's workers: rank 3 (local_rank 1") &&
+  // Node 0 learns that rank 3 on node 1 ended the round: its workers are
+  // stopped by the rendezvous ("stopping this node's workers: rank 3 ..."),
+  // or they fail on their own first when Gloo sees rank 3's connection close
+  // (a race of milliseconds); the round's one reason names rank 3 either way.
+  CHECK_THAT(procs[0]->output(), Catch::Contains("round 0 ended: rank 3 (local_rank 1") &&
                                      Catch::Contains("resumed from " + tmp.file("ck/epoch_2.pt")));
   CHECK(lines_of(tmp.file("ck/metrics.jsonl")).size() == 3);
 }
