@@ -3,6 +3,8 @@
 // files a launcher wrote, whether eu-stack/gdb/py-spy are there. Header-only
 // helpers for tests/launcher (test_stack_scenarios.cpp, test_stall_scenarios.cpp).
 
+#include "test_support.h"
+
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -42,8 +44,10 @@ inline std::string test_path() {
   return p ? p : "";
 }
 
+// ddp-stack beside the launcher (build/bin), eu-stack or gdb on PATH.
 inline bool has_native_tool(const std::string& path) {
-  return !on_path(path, "eu-stack").empty() || !on_path(path, "gdb").empty();
+  return ::access(bin_path("ddp-stack").c_str(), X_OK) == 0 || !on_path(path, "eu-stack").empty() ||
+         !on_path(path, "gdb").empty();
 }
 
 // py-spy's directory: on PATH, else where scripts/install-py-spy puts it.

@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -205,7 +206,85 @@ TEST_CASE("dump_stacks with the real native tool: every thread in the rank's fil
   CHECK_FALSE(is_python_process(sleeper.pid));
 }
 
-TEST_CASE("dump_stacks falls back to gdb, saying eu-stack is missing") {
+TEST_CASE("ddp-stack, libdw in a program of ours, is found beside the executable and unwinds as eu-stack does") {
+  // The test binaries live beside ddp-launch and ddp-stack (build/bin).
+  const StackTools tools = path_tools();
+  if (tools.ddp_stack.empty()) DDP_SKIP("ddp-stack was not built (apt-get install libdw-dev, then configure again)");
+  ScratchDir d;
+  Child sleeper({"sleep", "30"});
+  REQUIRE(sleeper.settled("sleep"));
+  // Only ddp-stack: no debugging tool installed is needed.
+  const auto r = dump_stacks({{2, 0, sleeper.pid, false}}, d.dir, "own", 10, StackTools{"", "", "", tools.ddp_stack});
+  REQUIRE(r.size() == 1);
+  const std::string file = slurp(r[0].file);
+  INFO(file);
+  CHECK(r[0].note.empty());
+  CHECK_THAT(file, Catch::Contains("== native frames: ddp-stack " + std::to_string(sleeper.pid) + " ==\nPID " +
+                                   std::to_string(sleeper.pid) + " - process\nTID " + std::to_string(sleeper.pid) +
+                                   ":\n#0  0x"));
+  CHECK_THAT(r[0].signature, Catch::Contains("nanosleep"));
+  CHECK(sleeper.sleeps_again());
+  if (!tools.eu_stack.empty()) {
+    // The same frames, names and order, as eu-stack's own dump of the process.
+    const auto e = dump_stacks({{2, 0, sleeper.pid, false}}, d.dir, "eu", 10, StackTools{"", tools.eu_stack, ""});
+    REQUIRE(e.size() == 1);
+    CHECK(e[0].signature == r[0].signature);
+  }
+}
+
+TEST_CASE("eu-stack runs only when ddp-stack found no frame") {
+  ScratchDir d;
+  const std::string log = d.dir + "/ran";
+  // Stand-ins: a ddp-stack that prints frames or fails, an eu-stack that notes it ran.
+  const std::string good = d.make("good-ddp-stack", "#!/bin/sh\nprintf 'PID %s - process\\nTID %s:\\n#0  0x1 own_frame\\n' \"$1\" \"$1\"\n", 0755);
+  const std::string bad = d.make("bad-ddp-stack", "#!/bin/sh\necho 'ddp-stack: cannot attach to '$1': Operation not permitted' >&2\nexit 1\n", 0755);
+  const std::string eu = d.make("eu-stack", "#!/bin/sh\necho eu >> " + log + "\nprintf 'PID %s - process\\nTID %s:\\n#0  0x2 eu_frame\\n' \"$2\" \"$2\"\n", 0755);
+  Child sleeper({"sleep", "30"});
+  auto with_good = dump_stacks({{0, 0, sleeper.pid, false}}, d.dir, "good", 10, StackTools{"", eu, "", good});
+  CHECK(with_good[0].signature == "own_frame");
+  CHECK(with_good[0].note.empty());
+  CHECK_FALSE(::access(log.c_str(), F_OK) == 0);
+  auto with_bad = dump_stacks({{0, 0, sleeper.pid, false}}, d.dir, "bad", 10, StackTools{"", eu, "", bad});
+  CHECK(with_bad[0].signature == "eu_frame");
+  CHECK(with_bad[0].note == "bad-ddp-stack failed (exit 1): ddp-stack: cannot attach to " + std::to_string(sleeper.pid) +
+                                ": Operation not permitted (ptrace is refused: see kernel.yama.ptrace_scope, or "
+                                "CAP_SYS_PTRACE in a container)");
+  CHECK(slurp(log) == "eu\n");
+}
+
+TEST_CASE("dump_stacks runs at most max_running tools at once, every rank dumped within the bound") {
+  ScratchDir d;
+  const std::string log = d.dir + "/log";
+  // A stand-in ddp-stack that takes 50 ms and notes its start and end (one
+  // write each: O_APPEND keeps the lines whole).
+  const std::string tool = d.make("ddp-stack",
+                                  "#!/bin/sh\necho start >> " + log + "\nsleep 0.05\n"
+                                  "printf 'PID %s - process\\nTID %s:\\n#0  0x1 waiting_%s\\n' \"$1\" \"$1\" \"$1\"\n"
+                                  "echo end >> " + log + "\n",
+                                  0755);
+  std::vector<std::unique_ptr<Child>> ranks;
+  std::vector<StackTarget> targets;
+  for (int r = 0; r < 24; ++r) {
+    ranks.push_back(std::make_unique<Child>(std::vector<std::string>{"sleep", "30"}));
+    targets.push_back({r, r, ranks.back()->pid, false});
+  }
+  const auto r = dump_stacks(targets, d.dir, "bounded", 30, StackTools{"", "", "", tool}, 3);
+  REQUIRE(r.size() == 24);
+  for (int i = 0; i < 24; ++i) CHECK(r[i].signature == "waiting_" + std::to_string(ranks[i]->pid));
+  std::istringstream in(slurp(log));
+  int running = 0, most = 0, started = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line == "start") ++started, most = std::max(most, ++running);
+    if (line == "end") --running;
+  }
+  CHECK(started == 24);
+  CHECK(most <= 3);
+  CHECK(most >= 2);  // and side by side, not one by one
+  CHECK(default_stack_tools_running() >= 2);
+  CHECK(default_stack_tools_running() <= 16);
+}
+
+TEST_CASE("dump_stacks falls back to gdb, saying neither ddp-stack nor eu-stack is here") {
   const StackTools found = path_tools();
   if (found.gdb.empty()) DDP_SKIP("gdb is not on PATH");
   ScratchDir d;
@@ -214,7 +293,8 @@ TEST_CASE("dump_stacks falls back to gdb, saying eu-stack is missing") {
   const auto r = dump_stacks({{0, 0, sleeper.pid, false}}, d.dir, "t", 20, StackTools{"", "", found.gdb});
   REQUIRE(r.size() == 1);
   INFO(slurp(r[0].file));
-  CHECK(r[0].note == "eu-stack is not on PATH: native frames by gdb, which is slower (apt-get install elfutils)");
+  CHECK(r[0].note == "neither ddp-stack (built with libdw-dev) nor eu-stack (apt-get install elfutils) is here: "
+                     "native frames by gdb, which is slower");
   CHECK_THAT(r[0].signature, Catch::Contains("nanosleep"));
   CHECK(sleeper.sleeps_again());
 }
@@ -227,7 +307,7 @@ TEST_CASE("dump_stacks without any tool: one line per missing tool, the file sti
   CHECK(r[0].signature.empty());
   CHECK(r[0].note ==
         "py-spy is not on PATH: no Python frames (pip install py-spy)\n"
-        "neither eu-stack nor gdb is on PATH: no native frames (apt-get install elfutils)");
+        "no ddp-stack (built with libdw-dev), eu-stack or gdb here: no native frames (apt-get install elfutils)");
   CHECK_THAT(slurp(r[0].file), Catch::Contains("stacks of rank 1") && Catch::Contains("== notes =="));
   CHECK_THAT(format_stack_summary(r), Catch::Contains("rank 1: (no frames)"));
 }

@@ -167,6 +167,63 @@ TEST_CASE("a live dump without --log_dir keeps the run directory for its files a
   CHECK(stack_files(left[0], 0).size() == 1);
 }
 
+TEST_CASE("64 ranks with no debugging tool installed: ddp-stack gives every rank its frames within the dump's bound") {
+  // issue 23 item 9: with gdb alone 8 and 64 ranks gave "(no frames)" for
+  // every rank, 64 gdb at once. PATH here has neither eu-stack nor gdb.
+  if (::access(bin_path("ddp-stack").c_str(), X_OK) != 0)
+    DDP_SKIP("ddp-stack was not built (apt-get install libdw-dev, then configure again)");
+  TempDir out;
+  fs::create_directory(out.file("bin"));
+  fs::create_symlink("/bin/mv", out.file("bin/mv"));  // the worker's note(); printf and read are sh's own
+  const std::string w = stack_worker(out, "note ready 1\nidle_strict\nexit 0\n");
+  const int n = 64;
+  Proc p({launcher(), "--standalone", "--nproc_per_node=" + std::to_string(n), w},
+         {{"OUT", out.path()}, {"TMPDIR", out.path()}, {"PATH", out.file("bin")}});
+  REQUIRE(wait_until([&] { return ready(out, n, "wait_for_partner"); }, 60));
+  p.signal(SIGUSR2);
+  REQUIRE(wait_until([&] { return p.output().find("  files: ") != std::string::npos; }, 60));
+  const std::string dump = p.output();
+  INFO(dump);
+  // "ddp-launch: stacks of 64 ranks (SIGUSR2: ...) in 0.41 s:" then one group.
+  const auto head = dump.find("ddp-launch: stacks of 64 ranks (SIGUSR2");
+  REQUIRE(head != std::string::npos);
+  const std::string line = dump.substr(head, dump.find('\n', head) - head);
+  const auto took = line.rfind(") in ");
+  REQUIRE(took != std::string::npos);
+  CHECK(std::stod(line.substr(took + 5)) < 5.0);
+  CHECK_THAT(dump, Catch::Contains("  ranks 0-63: ") || Catch::Contains("  ranks 0,1,2"));
+  CHECK_THAT(dump, !Catch::Contains("(no frames)") && !Catch::Contains("not run"));
+  for (int rank : {0, 31, 63}) {
+    const auto files = stack_files(out.path(), rank);
+    REQUIRE(files.size() == 1);
+    CHECK_THAT(read_file(files[0]), Catch::Contains("== native frames: ddp-stack ") &&
+                                        Catch::Contains("TID " + std::to_string(pid_of(out, rank)) + ":\n#0  0x"));
+  }
+  release(out);
+  const auto code = p.wait(60);
+  REQUIRE(code);
+  CHECK(*code == 0);
+}
+
+TEST_CASE("ddp-stack: a bad or missing PID is one line naming it, exit 2; a process that is gone, exit 1") {
+  const std::string tool = bin_path("ddp-stack");
+  if (::access(tool.c_str(), X_OK) != 0) DDP_SKIP("ddp-stack was not built (apt-get install libdw-dev, then configure again)");
+  for (const std::string& bad : {"x", "-1", "0", "12abc", "99999999999", ""}) {
+    const auto r = run({tool, bad}, {}, 30);
+    INFO(bad << ": " << r.output);
+    CHECK(r.exit_code == 2);
+    CHECK(r.output == "ddp-stack: '" + bad +
+                          "' is not a process id (usage: ddp-stack PID, a process id to print the native stacks of)\n");
+  }
+  auto none = run({tool}, {}, 30);
+  CHECK(none.exit_code == 2);
+  CHECK_THAT(none.output, Catch::StartsWith("ddp-stack: no PID given (usage: "));
+  // A pid above the kernel's pid_max cannot be in use.
+  const auto gone = run({tool, "1073741823"}, {}, 30);
+  CHECK(gone.exit_code == 1);
+  CHECK(gone.output == "ddp-stack: no process 1073741823 (it has exited, or never was)\n");
+}
+
 TEST_CASE("SIGUSR2 named in --signals_to_handle is forwarded as before, with no dump") {
   TempDir out;
   const std::string w = stack_worker(out, "trap 'note got USR2; exit 1' USR2\nnote ready 1\nidle\n");

@@ -1,6 +1,7 @@
 #include "ddp/launcher/diagnose/stack_dump.h"
 
 #include "ddp/common/duration_text.h"
+#include "ddp/launcher/base/own_programs.h"
 #include "ddp/launcher/base/time_text.h"
 #include "ddp/launcher/config/options.h"
 #include "ddp/launcher/process/spawn.h"
@@ -34,7 +35,14 @@ StackTools find_stack_tools(const std::string& path_env) {
     }
     return "";
   };
-  return StackTools{find("py-spy"), find("eu-stack"), find("gdb")};
+  StackTools tools{find("py-spy"), find("eu-stack"), find("gdb"), program_beside_self("ddp-stack")};
+  if (::access(tools.ddp_stack.c_str(), X_OK) != 0) tools.ddp_stack.clear();
+  return tools;
+}
+
+int default_stack_tools_running() {
+  const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return static_cast<int>(std::clamp<long>(cores, 2, 16));
 }
 
 bool is_python_process(pid_t pid) {
@@ -50,8 +58,9 @@ bool is_python_process(pid_t pid) {
 namespace {
 
 struct Step {
-  bool python = false;  // py-spy's Python frames, else native ones
-  std::string title;    // "eu-stack -p 42"
+  bool python = false;    // py-spy's Python frames, else native ones
+  bool fallback = false;  // run only if the native step before it found no frame
+  std::string title;      // "eu-stack -p 42"
   std::string exe;
   std::vector<std::string> args;
 };
@@ -112,8 +121,11 @@ std::string tool_name(const Step& s) { return s.exe.substr(s.exe.rfind('/') + 1)
 
 class Dumper {
  public:
-  Dumper(const StackTools& tools, double timeout_s)
-      : tools_(tools), timeout_s_(timeout_s), deadline_(Clock::now() + std::chrono::duration_cast<Clock::duration>(
+  Dumper(const StackTools& tools, double timeout_s, int max_running)
+      : tools_(tools),
+        timeout_s_(timeout_s),
+        max_running_(max_running > 0 ? max_running : default_stack_tools_running()),
+        deadline_(Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                                                           std::chrono::duration<double>(timeout_s))) {
     env_ = current_environment();
     sigemptyset(&no_mask_);  // the tools get every signal, whatever the launcher blocks
@@ -126,8 +138,8 @@ class Dumper {
   std::vector<RankStacks> run(const std::vector<StackTarget>& targets, const std::string& dir, const std::string& tag) {
     chains_.resize(targets.size());
     for (size_t i = 0; i < targets.size(); ++i) prepare(chains_[i], targets[i], dir, tag);
-    for (Chain& c : chains_) start_next(c);
-    while (std::any_of(chains_.begin(), chains_.end(), [](const Chain& c) { return c.tool > 0; })) {
+    fill();
+    while (running_ > 0) {
       std::vector<pollfd> fds;
       std::vector<Chain*> owners;
       for (Chain& c : chains_)
@@ -140,10 +152,8 @@ class Dumper {
       const int r = ::poll(fds.data(), fds.size(), static_cast<int>(left));
       if (r < 0 && errno != EINTR) break;
       for (size_t i = 0; i < fds.size(); ++i)
-        if (fds[i].revents != 0) {
-          finish_step(*owners[i], false);
-          start_next(*owners[i]);
-        }
+        if (fds[i].revents != 0) finish_step(*owners[i], false);
+      fill();
     }
     // Every overrunning tool is killed first, then each is waited for: the
     // exits of large tracers (gdb with LibTorch's symbols) overlap.
@@ -152,7 +162,8 @@ class Dumper {
     for (Chain& c : chains_) {
       if (c.tool > 0) finish_step(c, true);
       for (; c.next < c.steps.size(); ++c.next)
-        c.notes.push_back(tool_name(c.steps[c.next]) + " not run: the dump's " + ddp::seconds_text(timeout_s_) + " were up");
+        if (!(c.steps[c.next].fallback && has_native_frames(c.native_text)))
+          c.notes.push_back(tool_name(c.steps[c.next]) + " not run: the dump's " + ddp::seconds_text(timeout_s_) + " were up");
       complete(c);
     }
     std::vector<RankStacks> out;
@@ -169,16 +180,21 @@ class Dumper {
     const std::string pid = std::to_string(t.pid);
     if (t.python) {
       if (tools_.py_spy.empty()) c.notes.push_back("py-spy is not on PATH: no Python frames (pip install py-spy)");
-      else c.steps.push_back({true, "Python frames: py-spy dump --pid " + pid, tools_.py_spy, {"dump", "--pid", pid}});
+      else c.steps.push_back({true, false, "Python frames: py-spy dump --pid " + pid, tools_.py_spy, {"dump", "--pid", pid}});
     }
+    if (!tools_.ddp_stack.empty())
+      c.steps.push_back({false, false, "native frames: ddp-stack " + pid, tools_.ddp_stack, {pid}});
     if (!tools_.eu_stack.empty()) {
-      c.steps.push_back({false, "native frames: eu-stack -p " + pid, tools_.eu_stack, {"-p", pid}});
-    } else if (!tools_.gdb.empty()) {
-      c.notes.push_back("eu-stack is not on PATH: native frames by gdb, which is slower (apt-get install elfutils)");
-      c.steps.push_back({false, "native frames: gdb -p " + pid + " -batch -ex 'thread apply all bt'", tools_.gdb,
+      c.steps.push_back({false, !tools_.ddp_stack.empty(), "native frames: eu-stack -p " + pid, tools_.eu_stack,
+                         {"-p", pid}});
+    } else if (tools_.ddp_stack.empty() && !tools_.gdb.empty()) {
+      c.notes.push_back("neither ddp-stack (built with libdw-dev) nor eu-stack (apt-get install elfutils) is here: "
+                        "native frames by gdb, which is slower");
+      c.steps.push_back({false, false, "native frames: gdb -p " + pid + " -batch -ex 'thread apply all bt'", tools_.gdb,
                          {"-p", pid, "-batch", "-nx", "-ex", "thread apply all bt"}});
-    } else {
-      c.notes.push_back("neither eu-stack nor gdb is on PATH: no native frames (apt-get install elfutils)");
+    } else if (tools_.ddp_stack.empty()) {
+      c.notes.push_back("no ddp-stack (built with libdw-dev), eu-stack or gdb here: no native frames "
+                        "(apt-get install elfutils)");
     }
     const std::string path = dir + "/stacks." + tag + ".rank_" + std::to_string(t.rank) + ".txt";
     // Each dump's file is new (<n> counts the dumps): anything at its path
@@ -195,9 +211,20 @@ class Dumper {
                         format_time(std::chrono::system_clock::now()) + "\n");
   }
 
+  // Starts steps, the ranks in order, while fewer than max_running_ run.
+  void fill() {
+    for (Chain& c : chains_) {
+      if (running_ >= max_running_) return;
+      if (c.tool <= 0) start_next(c);
+    }
+  }
+
+  static bool has_native_frames(const std::string& text) { return text.find("#0") != std::string::npos; }
+
   void start_next(Chain& c) {
     while (c.next < c.steps.size() && Clock::now() < deadline_) {
       const Step& s = c.steps[c.next++];
+      if (s.fallback && has_native_frames(c.native_text)) continue;
       write_all(c.fd, "== " + s.title + " ==\n");
       c.from = size_of(c.fd);
       c.err = static_cast<int>(::syscall(SYS_memfd_create, "stack-tool-stderr", MFD_CLOEXEC));
@@ -216,6 +243,7 @@ class Dumper {
         close_err(c);
         continue;
       }
+      ++running_;
       c.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, c.tool, 0));
       if (c.pidfd < 0) {  // cannot wait with a deadline: wait for it now (the tools are quick)
         finish_step(c, false);
@@ -236,6 +264,7 @@ class Dumper {
     if (c.pidfd >= 0) ::close(c.pidfd);
     c.pidfd = -1;
     c.tool = -1;
+    --running_;
     const std::string text = read_range(c.fd, c.from, size_of(c.fd));
     std::string err;
     if (c.err >= 0) {
@@ -243,8 +272,8 @@ class Dumper {
       write_all(c.fd, err);  // warnings and errors stay in the file too
       close_err(c);
     }
-    (s.python ? c.python_text : c.native_text) = text;
-    const bool has_frames = s.python ? text.find("Thread ") != std::string::npos : text.find("#0") != std::string::npos;
+    (s.python ? c.python_text : c.native_text) = text;  // a fallback replaces the text without frames
+    const bool has_frames = s.python ? text.find("Thread ") != std::string::npos : has_native_frames(text);
     if (overran) {
       c.notes.push_back(tool_name(s) + " did not finish within " + ddp::seconds_text(timeout_s_) +
                         ": killed (the rank was sent SIGCONT)");
@@ -275,6 +304,8 @@ class Dumper {
 
   StackTools tools_;
   double timeout_s_;
+  int max_running_;
+  int running_ = 0;  // tools started and not yet waited for
   Clock::time_point deadline_;
   EnvMap env_;
   sigset_t no_mask_;
@@ -285,8 +316,9 @@ class Dumper {
 }  // namespace
 
 std::vector<RankStacks> dump_stacks(const std::vector<StackTarget>& targets, const std::string& dir,
-                                    const std::string& tag, double timeout_s, const StackTools& tools) {
-  return Dumper(tools, timeout_s).run(targets, dir, tag);
+                                    const std::string& tag, double timeout_s, const StackTools& tools,
+                                    int max_running) {
+  return Dumper(tools, timeout_s, max_running).run(targets, dir, tag);
 }
 
 std::vector<RankStacks> dump_stacks(const std::vector<StackTarget>& targets, const std::string& dir,

@@ -1,5 +1,6 @@
 #include "ddp/launcher/elastic/rdzv_agent.h"
 
+#include "ddp/launcher/base/own_programs.h"
 #include "ddp/launcher/process/spawn.h"
 
 #include <algorithm>
@@ -54,13 +55,7 @@ RdzvEvent parse_rdzv_line(const std::string& line) {
   return e;
 }
 
-std::string rdzv_helper_path() {
-  char buf[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  std::string self = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "";
-  const auto slash = self.rfind('/');
-  return (slash == std::string::npos ? std::string(".") : self.substr(0, slash)) + "/ddp-rdzv";
-}
+std::string rdzv_helper_path() { return program_beside_self("ddp-rdzv"); }
 
 namespace {
 

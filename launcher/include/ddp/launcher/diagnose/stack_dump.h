@@ -2,23 +2,25 @@
 // Stacks of every thread of every rank, for a hang (a stall, a SIGQUIT, a
 // live-dump request, a worker that outlived --shutdown_timeout). The
 // launcher never links a debugger: it runs the tools as child processes, one
-// chain per rank and all ranks at once, each bounded by timeout_s:
+// chain per rank, at most max_running tools at once (the ranks in order), the
+// whole dump bounded by timeout_s:
 //  - Python frames: `py-spy dump --pid P` (PyPI py-spy), for a target whose
 //    executable is a Python interpreter (is_python_process), when py-spy is
 //    on PATH;
-//  - native frames: `eu-stack -p P` (elfutils), else `gdb -p P -batch -ex
-//    'thread apply all bt'` (tens of milliseconds against seconds on a
-//    LibTorch process, and eu-stack also unwinds its JIT frames; see
-//    docs/architecture.md).
+//  - native frames: `ddp-stack P` (launcher/stack/: libdw, installed beside
+//    ddp-launch), then `eu-stack -p P` (elfutils) only if ddp-stack was not
+//    built or found no frame; gdb (`gdb -p P -batch -ex 'thread apply all
+//    bt'`) only where neither exists: seconds a rank against tens of
+//    milliseconds (docs/architecture.md).
 // Each rank's output goes to <dir>/stacks.<tag>.rank_<rank>.txt (0600). A
 // tool that is missing or fails is one line in `note` (what to install, or
 // its first error line); what the other tool found is still dumped. A tool
 // still running at the deadline is SIGKILLed and its target sent SIGCONT (a
-// tracer killed between attach and detach could leave it stopped). The tools
-// attach, read and detach: a target is paused for the read, never stopped for
-// good or killed. Called from the launcher's main thread (the tools' death
-// signal is tied to it); waits only for its own children (pidfds), never
-// reaps a worker.
+// tracer killed between attach and detach could leave it stopped); a step
+// not started by then is a note. The tools attach, read and detach: a target
+// is paused for the read, never stopped for good or killed. Called from the
+// launcher's main thread (the tools' death signal is tied to it); waits only
+// for its own children (pidfds), never reaps a worker.
 
 #include <string>
 #include <sys/types.h>
@@ -47,20 +49,29 @@ struct StackTools {
   std::string py_spy;
   std::string eu_stack;
   std::string gdb;
+  std::string ddp_stack;  // ours, beside ddp-launch
 };
-// Looks each tool up in `path_env` (a PATH value).
+// Looks py-spy, eu-stack and gdb up in `path_env` (a PATH value), and
+// ddp-stack beside this executable (program_beside_self).
 StackTools find_stack_tools(const std::string& path_env);
 
 // Whether /proc/<pid>/exe is a Python interpreter (its name starts with "python").
 bool is_python_process(pid_t pid);
 
-// Dumps every target at once into `dir` (which must exist), with the tools
-// found on this process's PATH, resp. the given ones. Returns one entry per
-// target, in the targets' order, within about timeout_s.
+// How many tools run at once by default: one a core (each is a single
+// CPU-bound process), at least 2, at most 16. 64 ranks at once would be 64
+// tracers loading LibTorch's symbols on 2 cores (and 64 gdb of ~60 MB each).
+int default_stack_tools_running();
+
+// Dumps every target into `dir` (which must exist), with the tools found on
+// this process's PATH (find_stack_tools), resp. the given ones, at most
+// max_running tools at once (0: default_stack_tools_running()). Returns one
+// entry per target, in the targets' order, within about timeout_s.
 std::vector<RankStacks> dump_stacks(const std::vector<StackTarget>& targets, const std::string& dir,
                                     const std::string& tag, double timeout_s);
 std::vector<RankStacks> dump_stacks(const std::vector<StackTarget>& targets, const std::string& dir,
-                                    const std::string& tag, double timeout_s, const StackTools& tools);
+                                    const std::string& tag, double timeout_s, const StackTools& tools,
+                                    int max_running = 0);
 
 // How many of the innermost named frames make a signature.
 constexpr int kSignatureFrames = 4;
