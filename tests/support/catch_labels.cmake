@@ -11,6 +11,7 @@
 # Catch's own list of the binary's tests).
 
 cmake_policy(SET CMP0007 NEW)  # list(FILTER) and empty elements in script mode
+cmake_policy(SET CMP0057 NEW)  # if(IN_LIST)
 
 function(list_names out)  # list_names(<var> [catch test spec...])
   execute_process(COMMAND "${EXE}" ${ARGN} --list-test-names-only
@@ -53,6 +54,15 @@ foreach(name IN LISTS all_names)
   string(MD5 key "${name}")
   set(labels ${base_labels} ${extra_${key}})
   list(REMOVE_DUPLICATES labels)
-  string(APPEND script "set_tests_properties([==[${PREFIX}${name}]==] PROPERTIES LABELS \"${labels}\")\n")
+  # COST orders a parallel run (ctest -j) before CTest has measured the cases
+  # (a clean clone): the long kinds first, so the last minutes are not one
+  # end-to-end case running beside an idle slot.
+  set(cost 0)
+  if("e2e" IN_LIST labels OR "reliability" IN_LIST labels OR "multinode" IN_LIST labels)
+    set(cost 10)
+  elseif("process" IN_LIST labels)
+    set(cost 1)
+  endif()
+  string(APPEND script "set_tests_properties([==[${PREFIX}${name}]==] PROPERTIES LABELS \"${labels}\" COST ${cost})\n")
 endforeach()
 file(WRITE "${OUT}" "${script}")
