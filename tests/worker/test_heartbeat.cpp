@@ -40,14 +40,14 @@ struct Job {
   std::vector<std::unique_ptr<Heartbeat>> pages;  // the launcher's side
   std::vector<std::unique_ptr<Proc>> procs;
 
-  // Two ranks of the helper's heartbeat mode, each with its own page, as
-  // ddp-launch gives them.
-  Job(const std::vector<std::string>& args, const std::map<std::string, std::string>& extra = {}) {
+  // `world` ranks (2 by default) of the helper's heartbeat mode, each with
+  // its own page, as ddp-launch gives them.
+  Job(const std::vector<std::string>& args, const std::map<std::string, std::string>& extra = {}, int world = 2) {
     const int port = free_port();
-    for (int r = 0; r < 2; ++r) {
+    for (int r = 0; r < world; ++r) {
       const std::string path = dir.file("heartbeat." + std::to_string(r));
       pages.push_back(Heartbeat::create(path));
-      auto env = rank_env(r, 2, port);
+      auto env = rank_env(r, world, port);
       env["DDP_HEARTBEAT_FILE"] = path;
       for (const auto& [k, v] : extra) env[k] = v;
       std::vector<std::string> argv{helper_path(), "heartbeat"};
@@ -110,6 +110,20 @@ TEST_CASE("heartbeat: DDP's collectives and the training step are recorded") {
     CHECK(s.collective_finished == s.collective_started);
     CHECK(s.kind == CollectiveKind::Allreduce);  // a step ends with its gradient sums
   }
+}
+
+TEST_CASE("heartbeat: a group of one rank issues no collective at all, and its page still shows every step") {
+  // issue 25 item 1: world size 1 paid Gloo for every sum of one value (the
+  // gradient buckets, the loss check, the status exchange).
+  Job job({"steps=4"}, {}, 1);
+  job.finish();
+  const auto out = job.procs[0]->output();
+  INFO(out);
+  CHECK(printed_int(out, "issued (\\d+)") > 10);  // asked for every kind and path...
+  for (int k = 1; k <= 4; ++k) CHECK(printed_int(out, "step " + std::to_string(k) + " collectives (\\d+)") == 0);
+  const auto s = job.pages[0]->read();
+  CHECK(s.collective_started == 0);  // ...and none was issued
+  CHECK(s.step == 4);
 }
 
 TEST_CASE("heartbeat: a rank waiting in a collective for a late peer shows it, with kind and size") {

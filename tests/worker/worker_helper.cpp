@@ -862,7 +862,7 @@ int heartbeat(int argc, char** argv) {
   auto h = torch::ones({3}, torch::kLong);
   pg->host_allreduce_async(h).wait(), ++issued;
   auto b = torch::zeros({6});
-  pg->broadcast(b, 1), ++issued;
+  pg->broadcast(b, pg->world_size() - 1), ++issued;  // rank 1 of 2 (rank 0 of a group of one)
   pg->broadcast_async(b).wait(), ++issued;
   all_gather(pg, torch::ones({2})), ++issued;
   barrier(pg), ++issued;

@@ -435,6 +435,22 @@ AsyncWork recorded(ProcessGroup::Impl& impl, CollectiveKind kind, uint64_t bytes
 
 uint64_t bytes_of(const at::Tensor& t) { return static_cast<uint64_t>(t.numel()) * t.element_size(); }
 
+// A group of one rank: every collective is the identity on its tensor (a
+// sum, max, min or mean of one value, a broadcast from itself), so none is
+// issued: no backend call and no heartbeat record, as nothing can wait for a
+// peer (the page still counts the steps). The work is complete at once.
+AsyncWork done_at_once(std::string what, int rank) {
+  auto w = std::make_shared<LocalWork>();
+  w->finish(nullptr);
+  return AsyncWork(std::move(w), std::move(what), rank);
+}
+
+void check_root(const ProcessGroup& pg, int root) {
+  if (root < 0 || root >= pg.world_size())
+    throw std::invalid_argument("broadcast: root " + std::to_string(root) + " is not a rank of a group of " +
+                                std::to_string(pg.world_size()));
+}
+
 }  // namespace
 
 AsyncWork::AsyncWork(std::shared_ptr<void> work, std::string what, int rank)
@@ -509,6 +525,7 @@ void AsyncWork::on_completion(std::function<void()> f) {
 AsyncWork ProcessGroup::allreduce_async(at::Tensor& tensor) {
   check_tensor(*this, tensor, "allreduce");
   if (!tensor.is_contiguous()) throw std::invalid_argument(describe("allreduce", tensor) + ": tensor must be contiguous");
+  if (world_size() == 1) return done_at_once(describe("allreduce", tensor), rank());
   return recorded(*impl_, CollectiveKind::Allreduce, bytes_of(tensor), [&] {
     if (impl_->shm && ShmAllreduce::serves(tensor))
       return AsyncWork(impl_->shm->allreduce_async(tensor), describe("shared-memory allreduce", tensor), rank());
@@ -522,6 +539,7 @@ AsyncWork ProcessGroup::allreduce_async(at::Tensor& tensor) {
 AsyncWork ProcessGroup::host_allreduce_async(at::Tensor& cpu_tensor) {
   if (!cpu_tensor.defined() || !cpu_tensor.device().is_cpu() || !cpu_tensor.is_contiguous())
     throw std::invalid_argument("host allreduce needs a contiguous CPU tensor");
+  if (world_size() == 1) return done_at_once(describe("host allreduce", cpu_tensor), rank());
   std::call_once(impl_->host_once, [this] {
     if (impl_->backend_name == "gloo") {
       impl_->host_backend = impl_->backend;
@@ -541,6 +559,8 @@ AsyncWork ProcessGroup::host_allreduce_async(at::Tensor& cpu_tensor) {
 AsyncWork ProcessGroup::broadcast_async(at::Tensor& tensor, int root) {
   check_tensor(*this, tensor, "broadcast");
   if (!tensor.is_contiguous()) throw std::invalid_argument(describe("broadcast", tensor) + ": tensor must be contiguous");
+  check_root(*this, root);
+  if (world_size() == 1) return done_at_once(describe("broadcast", tensor), rank());
   return recorded(*impl_, CollectiveKind::Broadcast, bytes_of(tensor), [&] {
     std::vector<at::Tensor> v{tensor};
     c10d::BroadcastOptions o;
@@ -551,6 +571,7 @@ AsyncWork ProcessGroup::broadcast_async(at::Tensor& tensor, int root) {
 
 void ProcessGroup::allreduce(at::Tensor& tensor, ReduceOp op) {
   check_tensor(*this, tensor, "allreduce");
+  if (world_size() == 1) return;  // every op of one value is that value
   // Gloo and NCCL want contiguous buffers; reduce a copy and write it back.
   at::Tensor buf = tensor.is_contiguous() ? tensor : tensor.contiguous();
   std::vector<at::Tensor> v{buf};
@@ -574,9 +595,7 @@ void ProcessGroup::allreduce(at::Tensor& tensor, ReduceOp op) {
 }
 
 void ProcessGroup::broadcast(at::Tensor& tensor, int root) {
-  if (root < 0 || root >= world_size())
-    throw std::invalid_argument("broadcast: root " + std::to_string(root) + " is not a rank of a group of " +
-                                std::to_string(world_size()));
+  check_root(*this, root);
   at::Tensor buf = tensor.is_contiguous() ? tensor : tensor.contiguous();
   broadcast_async(buf, root).wait();
   if (!buf.is_same(tensor)) tensor.copy_(buf);
@@ -585,6 +604,7 @@ void ProcessGroup::broadcast(at::Tensor& tensor, int root) {
 std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor& tensor) {
   check_tensor(*this, tensor, "all_gather");
   std::vector<at::Tensor> in{tensor.contiguous()};
+  if (world_size() == 1) return {in[0].clone(at::MemoryFormat::Contiguous)};
   std::vector<std::vector<at::Tensor>> out(1);
   for (int i = 0; i < world_size(); ++i) out[0].push_back(at::empty_like(in[0]));
   recorded(*impl_, CollectiveKind::Allgather, bytes_of(in[0]), [&] {
@@ -598,6 +618,7 @@ void ProcessGroup::barrier() {
   // Like Gloo's barrier, wait for this rank's collectives in flight first.
   if (impl_->shm)
     if (auto last = impl_->shm->last()) AsyncWork(last, "shared-memory allreduce (before a barrier)", rank()).wait();
+  if (world_size() == 1) return;  // nobody to wait for
   c10d::BarrierOptions o;
   if (impl_->device.is_cuda()) o.device_ids = {impl_->device.index()};
   recorded(*impl_, CollectiveKind::Barrier, 0, [&] { return make_work(impl_->backend->barrier(o), "barrier", rank()); })
