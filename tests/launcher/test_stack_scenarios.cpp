@@ -205,7 +205,7 @@ TEST_CASE("64 ranks with no debugging tool installed: ddp-stack gives every rank
   CHECK(*code == 0);
 }
 
-TEST_CASE("ddp-stack: a bad or missing PID is one line naming it, exit 2; a process that is gone, exit 1") {
+TEST_CASE("ddp-stack: a bad or missing PID is one line naming it, exit 2, and a process that is gone, exit 1") {
   const std::string tool = bin_path("ddp-stack");
   if (::access(tool.c_str(), X_OK) != 0) DDP_SKIP("ddp-stack was not built (apt-get install libdw-dev, then configure again)");
   for (const std::string& bad : {"x", "-1", "0", "12abc", "99999999999", ""}) {
