@@ -27,7 +27,6 @@ std::string dwfl_error() {
 }
 
 struct ThreadWalk {
-  Dwfl* dwfl;
   ThreadStack* out;
   int max_frames;
 };
@@ -45,14 +44,13 @@ int on_frame(Dwfl_Frame* state, void* arg) {
   const Dwarf_Addr lookup = activation ? pc : pc - 1;
   Frame f;
   f.pc = pc;
-  if (Dwfl_Module* mod = dwfl_addrmodule(walk->dwfl, lookup))
+  if (Dwfl_Module* mod = dwfl_addrmodule(dwfl_thread_dwfl(dwfl_frame_thread(state)), lookup))
     if (const char* name = dwfl_module_addrname(mod, lookup)) f.symbol = demangle(name);
   walk->out->frames.push_back(std::move(f));
   return static_cast<int>(walk->out->frames.size()) >= walk->max_frames ? DWARF_CB_ABORT : DWARF_CB_OK;
 }
 
 struct ProcessWalk {
-  Dwfl* dwfl;
   ProcessStack* out;
   int max_frames;
 };
@@ -61,7 +59,7 @@ int on_thread(Dwfl_Thread* thread, void* arg) {
   auto* walk = static_cast<ProcessWalk*>(arg);
   walk->out->threads.push_back(ThreadStack{dwfl_thread_tid(thread), {}, {}});
   ThreadStack& t = walk->out->threads.back();
-  ThreadWalk tw{walk->dwfl, &t, walk->max_frames};
+  ThreadWalk tw{&t, walk->max_frames};
   // -1 ends most walks: the outermost frame has no caller to unwind to.
   // An error is worth saying only when it came before any frame.
   if (dwfl_thread_getframes(thread, on_frame, &tw) != 0 && t.frames.empty() && t.error.empty())
@@ -100,7 +98,7 @@ ProcessStack unwind_process(pid_t pid, int max_frames) {
                              : dwfl_error();
     return out;
   }
-  ProcessWalk walk{dwfl.get(), &out, max_frames};
+  ProcessWalk walk{&out, max_frames};
   if (dwfl_getthreads(dwfl.get(), on_thread, &walk) != 0 && out.threads.empty()) out.error = dwfl_error();
   return out;  // dwfl_end detaches from every thread
 }
@@ -116,7 +114,7 @@ std::string eu_stack_text(const ProcessStack& stack) {
       if (!t.frames[i].symbol.empty()) s += " " + t.frames[i].symbol;
       s += "\n";
     }
-    if (!t.error.empty()) s += "(no frames: " + t.error + ")\n";
+    if (!t.error.empty()) s += (t.frames.empty() ? "(no frames: " : "(unwinding stopped: ") + t.error + ")\n";
   }
   return s;
 }

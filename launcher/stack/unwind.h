@@ -21,7 +21,7 @@ struct Frame {
 struct ThreadStack {
   pid_t tid = 0;
   std::vector<Frame> frames;
-  std::string error;  // why unwinding stopped early, if it did before the outermost frame
+  std::string error;  // why there is no frame, or why a frame's address could not be read
 };
 
 struct ProcessStack {
