@@ -1,8 +1,11 @@
 #include "ddp/common/heartbeat.h"
 
 #include <atomic>
+#include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
+#include <ctime>
 #include <fcntl.h>
 #include <stdexcept>
 #include <sys/mman.h>
@@ -13,7 +16,7 @@ namespace ddp {
 
 namespace {
 
-constexpr char kMagic[8] = {'D', 'D', 'P', 'H', 'B', '0', '0', '1'};
+constexpr char kMagic[8] = {'D', 'D', 'P', 'H', 'B', '0', '0', '2'};
 constexpr size_t kFileSize = 4096;
 
 using Field = std::atomic<uint64_t>;
@@ -23,6 +26,16 @@ std::string errno_text() { return std::strerror(errno); }
 
 }  // namespace
 
+struct StepEntry {
+  Field mark;  // its mark's index + 1, stored last (0 while it is written)
+  Field step, start_ns, wait_ns;
+};
+struct CollectiveEntry {
+  Field seq, kind_bytes, start_ns, end_ns;
+};
+constexpr int kKindShift = 56;
+constexpr uint64_t kBytesMask = (uint64_t{1} << kKindShift) - 1;
+
 struct Heartbeat::Record {
   char magic[8];
   Field pid;
@@ -31,7 +44,22 @@ struct Heartbeat::Record {
   Field kind;
   Field bytes;
   Field step;
+  Field wait_ns;
+  Field steps_marked;
+  Field reserved[7];
+  StepEntry steps[kStepRing];
+  CollectiveEntry collectives[kCollectiveRing];
 };
+static_assert(offsetof(Heartbeat::Record, wait_ns) == 56, "the layout heartbeat.h documents");
+static_assert(offsetof(Heartbeat::Record, steps) == 128, "the layout heartbeat.h documents");
+static_assert(offsetof(Heartbeat::Record, collectives) == 1664, "the layout heartbeat.h documents");
+static_assert(sizeof(Heartbeat::Record) == 4096, "the record fills its page");
+
+uint64_t monotonic_ns() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
 
 const char* collective_kind_name(CollectiveKind k) {
   switch (k) {
@@ -154,16 +182,35 @@ Heartbeat::~Heartbeat() {
 }
 
 void Heartbeat::collective_started(uint64_t seq, CollectiveKind kind, uint64_t bytes) {
+  if (seq > 0) {
+    CollectiveEntry& e = rec_->collectives[(seq - 1) % kCollectiveRing];
+    e.seq.store(0, std::memory_order_relaxed);  // a reader sees no whole entry until seq is back
+    std::atomic_thread_fence(std::memory_order_release);
+    e.kind_bytes.store(static_cast<uint64_t>(kind) << kKindShift | (bytes & kBytesMask), std::memory_order_relaxed);
+    e.start_ns.store(monotonic_ns(), std::memory_order_relaxed);
+    e.end_ns.store(0, std::memory_order_relaxed);
+    e.seq.store(seq, std::memory_order_release);
+  }
   rec_->kind.store(static_cast<uint64_t>(kind), std::memory_order_relaxed);
   rec_->bytes.store(bytes, std::memory_order_relaxed);
   rec_->collective_started.store(seq, std::memory_order_release);
 }
 
+void Heartbeat::mark_end(uint64_t seq) {
+  if (seq == 0) return;
+  CollectiveEntry& e = rec_->collectives[(seq - 1) % kCollectiveRing];
+  if (e.seq.load(std::memory_order_acquire) != seq) return;  // overwritten: too old to matter
+  uint64_t zero = 0;  // the first finisher's time (a callback, then the wait)
+  e.end_ns.compare_exchange_strong(zero, monotonic_ns(), std::memory_order_release, std::memory_order_relaxed);
+}
+
 void Heartbeat::collective_finished(uint64_t seq) {
+  mark_end(seq);
   rec_->collective_finished.store(seq, std::memory_order_release);
 }
 
 void Heartbeat::collective_finished_at_least(uint64_t seq) {
+  mark_end(seq);
   uint64_t cur = rec_->collective_finished.load(std::memory_order_relaxed);
   while (cur < seq &&
          !rec_->collective_finished.compare_exchange_weak(cur, seq, std::memory_order_release,
@@ -171,7 +218,20 @@ void Heartbeat::collective_finished_at_least(uint64_t seq) {
   }
 }
 
-void Heartbeat::set_step(uint64_t step) { rec_->step.store(step, std::memory_order_release); }
+void Heartbeat::set_step(uint64_t step) {
+  const uint64_t n = rec_->steps_marked.load(std::memory_order_relaxed);
+  StepEntry& e = rec_->steps[n % kStepRing];
+  e.mark.store(0, std::memory_order_relaxed);  // a reader sees no whole entry until its mark is back
+  std::atomic_thread_fence(std::memory_order_release);
+  e.step.store(step, std::memory_order_relaxed);
+  e.start_ns.store(monotonic_ns(), std::memory_order_relaxed);
+  e.wait_ns.store(rec_->wait_ns.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  e.mark.store(n + 1, std::memory_order_release);
+  rec_->steps_marked.store(n + 1, std::memory_order_release);
+  rec_->step.store(step, std::memory_order_release);
+}
+
+void Heartbeat::add_wait_ns(uint64_t ns) { rec_->wait_ns.fetch_add(ns, std::memory_order_relaxed); }
 
 HeartbeatSnapshot Heartbeat::read() const {
   HeartbeatSnapshot s;
@@ -181,7 +241,63 @@ HeartbeatSnapshot Heartbeat::read() const {
   s.kind = static_cast<CollectiveKind>(rec_->kind.load(std::memory_order_relaxed));
   s.bytes = rec_->bytes.load(std::memory_order_relaxed);
   s.step = rec_->step.load(std::memory_order_acquire);
+  s.wait_ns = rec_->wait_ns.load(std::memory_order_relaxed);
+  s.steps_marked = rec_->steps_marked.load(std::memory_order_acquire);
   return s;
+}
+
+// The writer may overwrite an entry while it is read: an entry is kept only
+// when it holds the same mark before and after its fields were read.
+uint64_t Heartbeat::read_steps(uint64_t& next, std::vector<StepMark>& out) const {
+  const uint64_t end = rec_->steps_marked.load(std::memory_order_acquire);
+  if (end < next) next = end;  // a page written anew (never by one writer)
+  uint64_t lost = 0;
+  if (end - next > static_cast<uint64_t>(kStepRing)) {
+    lost = end - next - kStepRing;
+    next = end - kStepRing;
+  }
+  for (uint64_t n = next; n < end; ++n) {
+    const StepEntry& e = rec_->steps[n % kStepRing];
+    const uint64_t before = e.mark.load(std::memory_order_acquire);
+    StepMark m{e.step.load(std::memory_order_relaxed), e.start_ns.load(std::memory_order_relaxed),
+               e.wait_ns.load(std::memory_order_relaxed)};
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (before == n + 1 && e.mark.load(std::memory_order_relaxed) == n + 1) out.push_back(m);
+    else ++lost;  // overwritten by a later mark
+  }
+  next = end;
+  return lost;
+}
+
+uint64_t Heartbeat::read_collectives(uint64_t& next, std::vector<CollectiveMark>& out) const {
+  if (next == 0) next = 1;
+  const uint64_t last = rec_->collective_started.load(std::memory_order_acquire);
+  if (last + 1 < next) next = last + 1;
+  uint64_t lost = 0;
+  for (; next <= last; ++next) {
+    const CollectiveEntry& e = rec_->collectives[(next - 1) % kCollectiveRing];
+    const uint64_t seq = e.seq.load(std::memory_order_acquire);
+    if (seq < next) break;  // not yet written (or being written): look again later
+    if (seq > next) {       // overwritten by a later collective
+      ++lost;
+      continue;
+    }
+    CollectiveMark m;
+    const uint64_t kb = e.kind_bytes.load(std::memory_order_relaxed);
+    m.seq = seq;
+    m.kind = static_cast<CollectiveKind>(kb >> kKindShift);
+    m.bytes = kb & kBytesMask;
+    m.start_ns = e.start_ns.load(std::memory_order_relaxed);
+    m.end_ns = e.end_ns.load(std::memory_order_acquire);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (e.seq.load(std::memory_order_relaxed) != seq) {  // overwritten while read
+      ++lost;
+      continue;
+    }
+    if (m.end_ns == 0) break;  // not finished yet
+    out.push_back(m);
+  }
+  return lost;
 }
 
 }  // namespace ddp

@@ -120,3 +120,76 @@ TEST_CASE("heartbeat: attach by fd refuses an fd that is not a sealed page") {
   CHECK_THROWS_WITH(Heartbeat::attach(Heartbeat::fd_path(fd)), Catch::Contains("not a sealed heartbeat page"));
   CHECK_THROWS_WITH(Heartbeat::attach("/proc/self/fd/987654"), Catch::Contains("/proc/self/fd/987654"));
 }
+
+TEST_CASE("heartbeat: the step ring gives each step's start and the wait before it, and counts marks it lost") {
+  ddp::test::TempDir dir;
+  auto launcher = Heartbeat::create(dir.file("hb"));
+  auto worker = Heartbeat::attach(dir.file("hb"));
+  const uint64_t before = ddp::monotonic_ns();
+  worker->set_step(1);
+  worker->add_wait_ns(5000);
+  worker->set_step(2);
+  worker->add_wait_ns(7000);
+  worker->set_step(3);
+  std::vector<ddp::StepMark> marks;
+  uint64_t next = 0;
+  CHECK(launcher->read_steps(next, marks) == 0);
+  REQUIRE(marks.size() == 3);
+  CHECK(next == 3);
+  CHECK(marks[0].step == 1);
+  CHECK(marks[2].step == 3);
+  CHECK(marks[0].wait_ns == 0);
+  CHECK(marks[1].wait_ns == 5000);
+  CHECK(marks[2].wait_ns == 12000);
+  CHECK(marks[0].start_ns >= before);
+  CHECK(marks[1].start_ns >= marks[0].start_ns);
+  CHECK(launcher->read().wait_ns == 12000);
+  CHECK(launcher->read().steps_marked == 3);
+  // Nothing new: nothing read.
+  marks.clear();
+  CHECK(launcher->read_steps(next, marks) == 0);
+  CHECK(marks.empty());
+  // A writer faster than the reader: the ring keeps the last kStepRing marks.
+  for (uint64_t s = 4; s < 4 + Heartbeat::kStepRing + 10; ++s) worker->set_step(s);
+  CHECK(launcher->read_steps(next, marks) == 10);
+  REQUIRE(marks.size() == static_cast<size_t>(Heartbeat::kStepRing));
+  CHECK(marks.front().step == 14);
+  CHECK(marks.back().step == 4 + Heartbeat::kStepRing + 9);
+}
+
+TEST_CASE("heartbeat: the collective ring gives finished collectives in order and waits for an unfinished one") {
+  ddp::test::TempDir dir;
+  auto launcher = Heartbeat::create(dir.file("hb"));
+  auto worker = Heartbeat::attach(dir.file("hb"));
+  worker->collective_started(1, CollectiveKind::Allreduce, 100);
+  worker->collective_started(2, CollectiveKind::Broadcast, 12);
+  worker->collective_finished_at_least(2);  // out of order: #1 still runs
+  std::vector<ddp::CollectiveMark> done;
+  uint64_t next = 1;
+  CHECK(launcher->read_collectives(next, done) == 0);
+  CHECK(done.empty());
+  CHECK(next == 1);
+  worker->collective_finished_at_least(1);
+  worker->collective_finished_at_least(1);  // a second finisher keeps the first's time
+  CHECK(launcher->read_collectives(next, done) == 0);
+  REQUIRE(done.size() == 2);
+  CHECK(next == 3);
+  CHECK(done[0].seq == 1);
+  CHECK(done[0].kind == CollectiveKind::Allreduce);
+  CHECK(done[0].bytes == 100);
+  CHECK(done[1].kind == CollectiveKind::Broadcast);
+  CHECK(done[1].bytes == 12);
+  for (const auto& m : done) CHECK(m.end_ns >= m.start_ns);
+  // More than the ring holds between two reads: the overwritten ones are counted, not guessed.
+  const uint64_t last = 2 + Heartbeat::kCollectiveRing + 5;
+  for (uint64_t seq = 3; seq <= last; ++seq) {
+    worker->collective_started(seq, CollectiveKind::Allreduce, seq);
+    worker->collective_finished(seq);
+  }
+  done.clear();
+  CHECK(launcher->read_collectives(next, done) == 5);
+  REQUIRE(done.size() == static_cast<size_t>(Heartbeat::kCollectiveRing));
+  CHECK(done.front().seq == 8);
+  CHECK(done.back().seq == last);
+  CHECK(done.back().bytes == last);
+}

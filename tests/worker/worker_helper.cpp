@@ -371,6 +371,25 @@ int stall_step(int argc, char** argv) {
   return 0;
 }
 
+// `steps` DDP steps in which every rank "works" work_ms (a sleep: no core
+// is taken, so 4 ranks fit on 2 cores) and rank slow_rank factor times
+// longer; then DDP's allreduce makes the others wait for it. The launcher's
+// straggler scores see it (tests/worker/test_straggler_runtime.cpp).
+int slow_rank(int argc, char** argv) {
+  auto kv = parse_kv(argc, argv);
+  const int steps = std::stoi(arg(kv, "steps", "100"));
+  const int slow = std::stoi(arg(kv, "slow_rank", "1"));
+  const double work_ms = std::stod(arg(kv, "work_ms", "20"));
+  const double factor = std::stod(arg(kv, "factor", "2"));
+  auto pg = init_process_group({}, argc, argv);
+  const double mine = pg->rank() == slow ? work_ms * factor : work_ms;
+  parity_steps(
+      pg, steps, [&](int) { std::this_thread::sleep_for(std::chrono::microseconds(static_cast<long>(mine * 1000))); },
+      [](int) {});
+  std::cout << "slow-rank done on rank " << pg->rank() << std::endl;
+  return 0;
+}
+
 // ---- failures inside a backward, usage across no_sync, arming ------------------
 
 // x with rank-dependent values, so an average differs from every local value.
@@ -921,6 +940,7 @@ int main(int argc, char** argv) {
     if (mode == "ckpt-loop") return ckpt_loop(argc, argv);
     if (mode == "train-forever") return train_forever(argc, argv);
     if (mode == "stall-step") return stall_step(argc, argv);
+    if (mode == "slow-rank") return slow_rank(argc, argv);
     if (mode == "nosync-unused") return nosync_unused(argc, argv);
     if (mode == "frozen-mismatch") return frozen_mismatch(argc, argv);
     if (mode == "unused-one-rank") return unused_one_rank(argc, argv);

@@ -7,9 +7,10 @@
 // (finished, when its wait returns or its completion callback runs), and
 // training_step() the step. Internal to the runtime (not installed).
 //
-// Hot path: one relaxed fetch_add and three atomic stores per started
-// collective, one compare-exchange per finished one; no system call, no lock,
-// no allocation. A process has one heartbeat file, so the groups of one
+// Hot path: per started collective a relaxed fetch_add, a few atomic stores
+// and a clock read (vDSO); per finished one a compare-exchange or two and a
+// clock read; per wait two clock reads and a fetch_add; no system call, no
+// lock, no allocation. A process has one heartbeat file, so the groups of one
 // process given the same path share one recorder and one count (the usual
 // job has one group).
 //
@@ -47,6 +48,9 @@ class CollectiveRecorder {
   // earlier) and a completion seen twice (callback, then wait) are fine.
   void finished(uint64_t seq) { hb_->collective_finished_at_least(seq); }
   void step(uint64_t step) { hb_->set_step(step); }
+  // A thread was blocked `ns` waiting for a collective (AsyncWork::wait):
+  // the launcher's wait share and straggler scores (step_sampler.h).
+  void waited(uint64_t ns) { hb_->add_wait_ns(ns); }
 
   const std::string& path() const { return hb_->path(); }
 

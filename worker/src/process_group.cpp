@@ -462,6 +462,7 @@ AsyncWork::AsyncWork(std::shared_ptr<LocalWork> work, std::string what, int rank
 void AsyncWork::wait() {
   if (!work_ && !local_) return;
   try {
+    const uint64_t waiting_since = recorder_ ? monotonic_ns() : 0;
     if (local_) {
       local_->wait();
     } else {
@@ -469,7 +470,10 @@ void AsyncWork::wait() {
       w->wait();
       if (after_) (*static_cast<c10::intrusive_ptr<c10::ivalue::Future>*>(after_.get()))->wait();
     }
-    if (recorder_) recorder_->finished(seq_);
+    if (recorder_) {
+      recorder_->waited(monotonic_ns() - waiting_since);
+      recorder_->finished(seq_);
+    }
   } catch (const PeerFailure& e) {  // a peer known to have died: keep who it was
     throw PeerFailure(e.peer_rank(), "rank " + std::to_string(rank_) + ": " + what_ +
                                          " failed (a peer may have exited or timed out): " + what_of(e));

@@ -1,5 +1,7 @@
 #include "ddp/launcher/app/resolve.h"
 
+#include "ddp/launcher/base/own_programs.h"
+
 #include "ddp/common/host_resolve.h"
 #include "ddp/common/output_file.h"
 #include "ddp/launcher/config/invocation.h"
@@ -20,7 +22,22 @@ namespace ddp::launcher {
 namespace {
 
 // A --summary_json the run could not write is found now, not after hours.
-void check_summary_path(const std::string& path, const std::string& given_as) {
+// --python_heartbeat: the workers' PYTHONPATH with the heartbeat module's
+// sitecustomize and package first (python/, installed beside ddp-launch as
+// <prefix>/share/ddp-launch/python).
+std::string python_heartbeat_path(const EnvMap& env) {
+  const std::string root = program_beside_self("../share/ddp-launch/python");
+  struct stat st;
+  if (::stat((root + "/site/sitecustomize.py").c_str(), &st) != 0 ||
+      ::stat((root + "/ddp_launch/heartbeat.py").c_str(), &st) != 0)
+    throw UsageError("--python_heartbeat: the Python heartbeat module is not installed beside ddp-launch (looked in " +
+                     root + "); reinstall ddp-launch, or leave the option out");
+  auto old = env.find("PYTHONPATH");
+  return root + "/site:" + root + (old == env.end() || old->second.empty() ? "" : ":" + old->second);
+}
+
+// Also for --trace_file's path.
+void check_summary_path(const std::string& path, const std::string& given_as, const std::string& example = "summary.json") {
   if (path.empty()) return;
   // A device, a FIFO or a symlink (/dev/null, /dev/stdout) is written
   // through, not replaced (ddp/common/output_file.h): it is the path itself
@@ -32,7 +49,7 @@ void check_summary_path(const std::string& path, const std::string& given_as) {
     struct stat st;
     if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
       throw UsageError(given_as + ": '" + path + "' is a directory; give a file path, e.g. " +
-                       (path.back() == '/' ? path : path + "/") + "summary.json");
+                       (path.back() == '/' ? path : path + "/") + example);
     return;
   }
   const auto slash = path.rfind('/');
@@ -43,7 +60,7 @@ void check_summary_path(const std::string& path, const std::string& given_as) {
   struct stat st;
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     throw UsageError(given_as + ": '" + path + "' is a directory; give a file path, e.g. " +
-                     (path.back() == '/' ? path : path + "/") + "summary.json");
+                     (path.back() == '/' ? path : path + "/") + example);
 }
 
 // Static rendezvous: an address that does not resolve fails now, with the
@@ -96,6 +113,8 @@ std::optional<LaunchPlan> resolve_launch(const std::vector<std::string>& args, c
   }
   notes << duplicate_filters_warning(plan.opts.logs, plan.nproc);
   check_summary_path(plan.opts.summary_json, plan.opts.summary_json_source);
+  check_summary_path(plan.opts.trace_file, plan.opts.trace_file_source, "trace.json");
+  const std::string pythonpath = plan.opts.python_heartbeat ? python_heartbeat_path(env) : "";
   if (plan.opts.logs.needs_dir()) {
     auto tmp = env.find("TMPDIR");
     plan.run_log_dir = make_run_log_dir(plan.opts.logs.dir, plan.opts.logs.dir_source, plan.opts.run_id,
@@ -109,6 +128,7 @@ std::optional<LaunchPlan> resolve_launch(const std::vector<std::string>& args, c
   // After every check, so that a usage error stays the only line.
   for (const std::string& note : plan.opts.notes) notes << "ddp-launch: " << note << std::endl;
   plan.parent_env = env;
+  if (plan.opts.python_heartbeat) plan.parent_env["PYTHONPATH"] = pythonpath;
   return plan;
 }
 

@@ -78,6 +78,18 @@ po::options_description supported_options() {
        "torchrun's log plugin name; only default, whose behaviour is the log options above")
       ("summary_json", po::value<std::string>()->value_name("PATH"),
        "write the run summary (every rank's exit, wall and CPU time, peak RSS) as JSON to PATH")
+      ("straggler_threshold", po::value<std::string>()->value_name("SCORE"),
+       "name a rank while the job runs when its own work a step is this much slower than the fastest rank's: its "
+       "score (fastest / its own, from the heartbeat pages of C++ runtime workers) below SCORE, 0 < SCORE <= 1 "
+       "(default 0.8; 0: never)")
+      ("straggler_window", po::value<std::string>()->value_name("SECONDS"),
+       "the seconds of steps each straggler verdict compares (default 30)")
+      ("trace_file", po::value<std::string>()->value_name("PATH"),
+       "write a timeline of every rank (steps, collectives, the launcher's events) to PATH at the run's end, in the "
+       "Chrome / Perfetto trace-event JSON format (ui.perfetto.dev)")
+      ("python_heartbeat",
+       "Python workers write the heartbeat page too (ddp_launch.heartbeat, enabled through a sitecustomize on "
+       "PYTHONPATH once torch is imported): stall detection, straggler scores and the trace for Python ranks")
       ("run_path", "run PROGRAM through python whatever its name (torchrun runs it with runpy.run_path)")
       ("start_method", po::value<std::string>()->value_name("spawn|fork|forkserver"),
        "accepted for torchrun scripts: workers are always new processes (torchrun too for a script)")

@@ -246,6 +246,33 @@ void read_logs(OptionReader& r, LaunchOptions& o) {
 }
 
 // Signals, devices and CPUs, and what the launcher reports.
+// Straggler verdicts and the trace (straggler_scores.h, trace_file.h).
+void read_straggler_and_trace(OptionReader& r, LaunchOptions& o) {
+  if (auto v = r.value("straggler_threshold")) {
+    const auto s = parse_finite_double(v->first);
+    if (!s || *s < 0 || *s > 1)
+      throw UsageError(r.given_as("straggler_threshold", *v) +
+                       ": not a score between 0 and 1; give how slow a rank may be against the fastest before it is "
+                       "named (0.8: its own work a step takes 1.25 times the fastest rank's), or 0 to never name one");
+    o.straggler_threshold = *s;
+  }
+  if (auto v = r.value("straggler_window")) {
+    const auto s = parse_finite_double(v->first);
+    if (!s || *s < 1 || *s > 86400)
+      throw UsageError(r.given_as("straggler_window", *v) +
+                       ": not a number of seconds from 1 to 86400; give how many seconds of steps each straggler "
+                       "verdict compares (default 30)");
+    o.straggler_window_s = *s;
+  }
+  if (auto v = r.value("trace_file")) {
+    if (v->first.empty())
+      throw UsageError(r.given_as("trace_file", *v) + ": empty path; give the file to write the trace to");
+    o.trace_file = v->first;
+    o.trace_file_source = r.given_as("trace_file", *v);
+  }
+  o.python_heartbeat = r.flag("python_heartbeat");
+}
+
 void read_signals_devices_reports(OptionReader& r, LaunchOptions& o) {
   if (auto v = r.value("signals_to_handle"))
     o.signals_to_handle = usage_checked([&] { return parse_signal_list(v->first, v->second); });
@@ -271,6 +298,7 @@ void read_signals_devices_reports(OptionReader& r, LaunchOptions& o) {
     o.summary_json = v->first;
     o.summary_json_source = r.given_as("summary_json", *v);
   }
+  read_straggler_and_trace(r, o);
 
 }
 

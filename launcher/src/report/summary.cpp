@@ -67,6 +67,17 @@ std::string json_string(const std::string& s) {
 
 std::string json_or_null(const std::string& s) { return s.empty() ? "null" : json_string(s); }
 
+std::string ms_cell(double ms) { return fixed(ms, ms >= 100 ? 0 : ms >= 10 ? 1 : 2); }
+
+std::string steps_json(const std::optional<RankStepStats>& st) {
+  if (!st) return "null";
+  return "{\"steps\": " + std::to_string(st->steps) + ", \"steps_per_s\": " + fixed(st->steps_per_s, 3) +
+         ", \"step_ms_median\": " + fixed(st->step_ms_median, 3) + ", \"step_ms_p90\": " + fixed(st->step_ms_p90, 3) +
+         ", \"work_ms_median\": " + fixed(st->work_ms_median, 3) + ", \"wait_share\": " + fixed(st->wait_share, 4) +
+         ", \"relative_score\": " + fixed(st->relative_score, 3) +
+         ", \"individual_score\": " + fixed(st->individual_score, 3) + "}";
+}
+
 }  // namespace
 
 std::string format_run_summary(const std::vector<AttemptResult>& attempts, const RunTotals& totals) {
@@ -77,9 +88,16 @@ std::string format_run_summary(const std::vector<AttemptResult>& attempts, const
     << fixed(totals.wall_s, 2) << " s";
   if (!totals.log_dir.empty()) s << ", logs in " << totals.log_dir;
   s << ")\n";
-  const std::vector<std::string> head = {"rank", "local_rank", "pid", "status", "wall_s", "cpu_s", "max_rss"};
-  const std::vector<size_t> width = {6, 10, 9, 12, 9, 9, 9};
-  const std::vector<bool> right = {true, true, true, false, true, true, true};
+  std::vector<std::string> head = {"rank", "local_rank", "pid", "status", "wall_s", "cpu_s", "max_rss"};
+  std::vector<size_t> width = {6, 10, 9, 12, 9, 9, 9};
+  std::vector<bool> right = {true, true, true, false, true, true, true};
+  // Ranks that marked steps on their heartbeat page (step_stats.cpp): where each step went.
+  const bool steps = std::any_of(last.exits.begin(), last.exits.end(), [](const WorkerExit& w) { return w.steps.has_value(); });
+  if (steps) {
+    for (const char* h : {"steps", "step_ms", "p90_ms", "work_ms", "wait", "score"}) head.push_back(h);
+    for (size_t w : {7, 8, 8, 8, 5, 6}) width.push_back(w);
+    for (int i = 0; i < 6; ++i) right.push_back(true);
+  }
   auto row = [&](const std::vector<std::string>& cells) {
     std::string line = " ";
     for (size_t i = 0; i < cells.size(); ++i) line += " " + pad(cells[i], width[i], right[i]);
@@ -91,8 +109,19 @@ std::string format_run_summary(const std::vector<AttemptResult>& attempts, const
   int shown = 0;
   for (const WorkerExit* w : workers) {
     if (shown++ >= kSummaryRows) break;
-    row({std::to_string(w->rank), std::to_string(w->local_rank), w->pid > 0 ? std::to_string(w->pid) : "-",
-         status_of(*w), fixed(w->wall_s, 2), fixed(w->cpu_s, 2), rss_of(w->max_rss_kb)});
+    std::vector<std::string> cells = {std::to_string(w->rank), std::to_string(w->local_rank),
+                                      w->pid > 0 ? std::to_string(w->pid) : "-", status_of(*w), fixed(w->wall_s, 2),
+                                      fixed(w->cpu_s, 2), rss_of(w->max_rss_kb)};
+    if (steps) {
+      if (const auto& st = w->steps)
+        for (const std::string& c : {std::to_string(st->steps), ms_cell(st->step_ms_median), ms_cell(st->step_ms_p90),
+                                     ms_cell(st->work_ms_median), fixed(st->wait_share * 100, 0) + "%",
+                                     fixed(st->relative_score, 2)})
+          cells.push_back(c);
+      else
+        for (int i = 0; i < 6; ++i) cells.push_back("-");
+    }
+    row(cells);
   }
   // Workers SIGKILL could not end (unkillable.h): never reaped, so no rusage.
   for (const UnkillableProcess& u : last.unkillable)
@@ -126,7 +155,7 @@ std::string format_summary_json(const std::vector<AttemptResult>& attempts, cons
         << ", \"wall_s\": " << fixed(w.wall_s, 3) << ", \"cpu_s\": " << fixed(w.cpu_s, 3)
         << ", \"max_rss_kb\": " << w.max_rss_kb << ", \"error_file\": " << json_or_null(w.error ? w.error_file : "")
         << ", \"stdout_log\": " << json_or_null(w.stdout_log) << ", \"stderr_log\": " << json_or_null(w.stderr_log)
-        << "}";
+        << ", \"steps\": " << steps_json(w.steps) << "}";
     }
     s << "]";
     if (!a.never_started.empty()) {

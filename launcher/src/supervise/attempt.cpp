@@ -129,7 +129,7 @@ bool Attempt::start_worker(int lr, GroupSpec& spec, std::string& attempt_log_dir
     s.exe = plan_.command.exe;
     s.args = plan_.command.argv_for(lr);
     if (!plan_.cpu_binding.empty()) s.cpus = plan_.cpu_binding[static_cast<size_t>(lr)];
-    WorkerSlot slot{lr, info_.base_rank + lr, s, spec, attempt_log_dir, paths, close_after, "", "", ""};
+    WorkerSlot slot{lr, info_.base_rank + lr, s, spec, attempt_log_dir, paths, close_after, "", nullptr, "", ""};
     for (auto& f : features_) f->before_spawn(slot);
     live.stdout_log = slot.stdout_log;
     live.stderr_log = slot.stderr_log;
@@ -180,6 +180,7 @@ void Attempt::dump_stacks(const std::string& why, DumpKind kind) {
     if (!n.empty()) note += (note.empty() ? "" : "\n  ") + n;
   }
   const std::string block = stacks_.dump(why, workers, note);
+  for (auto& f : features_) f->stacks_dumped(why);
   if (block.empty() || !report_dump_replaces(report_dump_, kind)) return;
   result_.stacks = block;
   report_dump_ = kind;

@@ -5,6 +5,7 @@
 #include "ddp/launcher/base/signal_names.h"
 #include "ddp/launcher/report/run_events.h"
 #include "ddp/launcher/report/summary.h"
+#include "ddp/launcher/report/trace_file.h"
 
 namespace ddp::launcher {
 
@@ -93,6 +94,16 @@ int end_run(const LaunchPlan& plan, std::vector<AttemptResult>& attempts, const 
                              format_summary_json(keep ? attempts : without_files_in(attempts, dir.path()), totals));
     } catch (const ddp::AtomicWriteError& e) {
       log << "ddp-launch: warning: --summary_json not written: " << e.what() << "\n";
+    }
+  }
+  if (end.trace) {
+    try {
+      ddp::write_output_file(end.trace->path(), end.trace->json());
+      log << "ddp-launch: trace of " << end.trace->ranks() << " ranks (" << end.trace->slices() << " slices"
+          << (end.trace->dropped() ? ", the " + std::to_string(end.trace->dropped()) + " oldest dropped" : "")
+          << ") written to " << end.trace->path() << " (open it in ui.perfetto.dev)\n";
+    } catch (const ddp::AtomicWriteError& e) {
+      log << "ddp-launch: warning: --trace_file not written: " << e.what() << "\n";
     }
   }
   log << std::flush;

@@ -7,6 +7,7 @@
 #include "ddp/launcher/process/signals.h"
 #include "ddp/launcher/process/watchdog.h"
 #include "ddp/launcher/process/worker_group.h"
+#include "ddp/launcher/report/trace_file.h"
 #include "ddp/launcher/supervise/attempt.h"
 #include "ddp/launcher/supervise/run_end.h"
 #include "ddp/launcher/watch/file_timer_server.h"
@@ -24,6 +25,7 @@ struct Supervisor::Run {
   RunDirectory dir;  // named, not yet created: the watchdog knows the name first
   std::optional<Watchdog> watchdog;
   std::optional<FileTimerServer> timers;
+  std::optional<RunTrace> trace;  // --trace_file
   bool stdin_to_rank0 = false;
   std::string host;
 
@@ -47,6 +49,7 @@ int Supervisor::run() {
     run_static();
   }
   end.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  end.trace = run_->trace ? &*run_->trace : nullptr;
   return end_run(plan_, attempts_, end, run_->dir, *run_->watchdog, log_);
 }
 
@@ -69,6 +72,7 @@ void Supervisor::set_up() {
   }
   run_->stdin_to_rank0 = stdin_is_ours();
   run_->host = host_name();
+  if (!plan_.opts.trace_file.empty()) run_->trace.emplace(plan_.opts.trace_file, run_->host, monotonic_ns());
   if (!plan_.run_log_dir.empty()) log_ << "ddp-launch: worker logs and error files in " << plan_.run_log_dir << std::endl;
   ensure_fd_limit(launcher_fds_needed(plan_.opts.logs, plan_.nproc));
   // TORCHELASTIC_ENABLE_FILE_TIMER=1: torchrun's file timer, one FIFO for
@@ -88,6 +92,7 @@ void Supervisor::run_static() {
     setup.port = plan_.opts.master_port == 0 ? reserve_check_port(0) : plan_.opts.master_port;
     setup.restart_count = n;
     setup.timers = run_->timers ? &*run_->timers : nullptr;
+    setup.trace = run_->trace ? &*run_->trace : nullptr;
     attempts_.push_back(attempt(n, setup));
     const AttemptResult& a = attempts_.back();
     if (a.succeeded() || !a.restartable() || n >= plan_.opts.max_restarts) return;
@@ -103,6 +108,7 @@ AttemptSetup Supervisor::setup_of(const RoundPlacement& r) const {
   setup.agent = r.agent;
   setup.node = r.node;
   setup.timers = run_->timers ? &*run_->timers : nullptr;
+  setup.trace = run_->trace ? &*run_->trace : nullptr;
   return setup;
 }
 

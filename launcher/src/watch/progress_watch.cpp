@@ -119,6 +119,11 @@ void ProgressWatch::note_output(int local_rank) {
   if (detector_) detector_->note_output(local_rank, Clock::now());
 }
 
+std::shared_ptr<const Heartbeat> ProgressWatch::shared_page(int local_rank) const {
+  if (local_rank < 0 || static_cast<size_t>(local_rank) >= pages_.size()) return nullptr;
+  return pages_[local_rank];
+}
+
 std::optional<HeartbeatSnapshot> ProgressWatch::heartbeat(int local_rank) const {
   const Heartbeat* p = page(local_rank);
   if (!p) return std::nullopt;

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace ddp {
 
@@ -47,6 +48,8 @@ struct HeartbeatSnapshot {
   CollectiveKind kind = CollectiveKind::None;  // of collective_started
   uint64_t bytes = 0;                          // of collective_started
   uint64_t step = 0;
+  uint64_t wait_ns = 0;       // total time blocked waiting for collectives
+  uint64_t steps_marked = 0;  // step marks written
 
   // In a collective it entered and has not finished.
   bool in_collective() const { return collective_started > collective_finished; }
@@ -57,9 +60,30 @@ struct HeartbeatSnapshot {
   bool operator!=(const HeartbeatSnapshot& o) const { return !(*this == o); }
 };
 
+// A step's start, from the page's step ring.
+struct StepMark {
+  uint64_t step = 0;
+  uint64_t start_ns = 0;  // CLOCK_MONOTONIC
+  uint64_t wait_ns = 0;   // the rank's total wait when the step began
+};
+
+// A collective's start and end, from the page's collective ring.
+struct CollectiveMark {
+  uint64_t seq = 0;
+  CollectiveKind kind = CollectiveKind::None;
+  uint64_t bytes = 0;
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+};
+
+// CLOCK_MONOTONIC in nanoseconds, the clock of the page's marks.
+uint64_t monotonic_ns();
+
 class Heartbeat {
  public:
   static constexpr const char* kEnvVar = "DDP_HEARTBEAT_FILE";
+  static constexpr int kStepRing = 48;
+  static constexpr int kCollectiveRing = 76;
 
   // The launcher's side: creates `path` (new, mode 0600, one page of zeros
   // but the magic) and maps it. Throws std::runtime_error naming the path.
@@ -92,11 +116,22 @@ class Heartbeat {
   // moves collective_finished back (a seq at or below it changes nothing).
   // Lock-free: a compare-exchange loop on the shared field.
   void collective_finished_at_least(uint64_t seq);
+  // Also marks the step's start in the step ring.
   void set_step(uint64_t step);
+  // The rank was blocked `ns` waiting for a collective (any thread).
+  void add_wait_ns(uint64_t ns);
 
   // Reader: a consistent-enough copy (each field is read atomically; kind
   // and bytes may belong to a newer collective than collective_started).
   HeartbeatSnapshot read() const;
+  // The step marks from index `next` on (0-based, in writing order) that
+  // are still in the ring, appended to `out`; `next` moves past them.
+  // Returns how many marks were overwritten before they could be read.
+  uint64_t read_steps(uint64_t& next, std::vector<StepMark>& out) const;
+  // The finished collectives from sequence number `next` on, appended to
+  // `out` in order, stopping at the first one not finished yet; `next`
+  // moves past them. Returns how many were overwritten unread.
+  uint64_t read_collectives(uint64_t& next, std::vector<CollectiveMark>& out) const;
 
   const std::string& path() const { return path_; }
   // A sealed page's fd (create_sealed), -1 once closed or for a file.
@@ -104,7 +139,12 @@ class Heartbeat {
   void close_fd();
 
  private:
-  struct Record;
+  void mark_end(uint64_t seq);
+
+ public:
+  struct Record;  // the page's layout (heartbeat.cpp)
+
+ private:
   Heartbeat(std::string path, Record* rec, int fd = -1) : path_(std::move(path)), rec_(rec), fd_(fd) {}
 
   std::string path_;

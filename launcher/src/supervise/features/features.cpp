@@ -7,6 +7,8 @@ std::vector<std::unique_ptr<Feature>> make_features(AttemptControl& ctl) {
   std::vector<std::unique_ptr<Feature>> f;
   f.push_back(make_worker_output(ctl));
   f.push_back(make_progress(ctl));
+  f.push_back(make_step_stats(ctl));  // after progress: it reads the pages progress makes
+  if (info.setup.trace) f.push_back(make_trace_events(ctl));
   if (info.setup.timers) f.push_back(make_file_timer(ctl));
   if (info.setup.agent) f.push_back(make_rendezvous(ctl));
   f.push_back(make_flight_recorder(ctl));

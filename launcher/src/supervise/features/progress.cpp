@@ -34,6 +34,7 @@ class Progress final : public Feature, public EventLoop::Source {
     const int fd = progress_.create_heartbeat(w.local_rank);
     if (fd >= 0) {
       w.heartbeat_file = ddp::Heartbeat::fd_path(fd);
+      w.heartbeat = progress_.shared_page(w.local_rank);
       w.spawn.inherit_fds.push_back(fd);
     }
     const std::string warning = progress_.take_warning();

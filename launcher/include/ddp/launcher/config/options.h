@@ -109,6 +109,17 @@ struct LaunchOptions {
   std::string numa_binding;        // --numa_binding: "" none, node, socket, exclusive, core-complex (numa_binding.h)
   std::string numa_binding_source; // how it was given, for messages
   std::string summary_json;        // --summary_json PATH, "" none
+  // --straggler_threshold: a rank whose relative score (straggler_scores.h)
+  // falls below this is named while the job runs; 0 never. On by default:
+  // the sampling costs the ranks nothing and the line is printed only for a
+  // rank clearly slower than the others, at most every 5 minutes.
+  double straggler_threshold = 0.8;
+  double straggler_window_s = 30;  // --straggler_window: the seconds of steps each verdict looks at
+  std::string trace_file;          // --trace_file PATH: the timeline of every rank (trace_file.h), "" none
+  std::string trace_file_source;   // how it was given, for messages
+  // --python_heartbeat: Python workers write their heartbeat page too
+  // (python/ddp_launch/heartbeat.py through a sitecustomize on PYTHONPATH).
+  bool python_heartbeat = false;
   std::string summary_json_source; // how it was given, for messages
   // TORCHELASTIC_ENABLE_FILE_TIMER=1 (torchrun has no option for it): serve
   // torchrun's file timer (file_timer_server.h) on TORCHELASTIC_TIMER_FILE,

@@ -14,6 +14,7 @@
 #include "ddp/common/error_file.h"
 #include "ddp/launcher/diagnose/unkillable.h"
 #include "ddp/launcher/watch/file_timer.h"
+#include "ddp/launcher/watch/straggler_scores.h"
 
 #include <chrono>
 #include <optional>
@@ -59,6 +60,9 @@ struct WorkerExit {
   // sent the scope's signal and ended the attempt; the attempt's exit code is
   // then 124, as timeout(1)'s (file_timer_server.h, docs/errors.md).
   std::optional<ExpiredScope> expired_scope;
+  // Its steps, from its heartbeat page (a C++ runtime worker that marked
+  // steps; step_stats.cpp): steps/s, time a step, wait share, scores.
+  std::optional<RankStepStats> steps;
 
   bool failed() const { return signaled || code != 0 || expired_scope; }
   // Its error file says it failed because another rank did (follows_rank).

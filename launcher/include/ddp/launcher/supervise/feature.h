@@ -7,6 +7,7 @@
 // its teardown and the loop never name a feature. docs/architecture.md,
 // "Adding a feature to the launcher", walks through one.
 
+#include "ddp/common/heartbeat.h"
 #include "ddp/launcher/config/plan.h"
 #include "ddp/launcher/config/worker_env.h"
 #include "ddp/launcher/output/log_dir.h"
@@ -15,6 +16,7 @@
 #include "ddp/launcher/process/spawn.h"
 #include "ddp/launcher/report/report.h"
 
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -25,6 +27,7 @@ namespace ddp::launcher {
 
 class RdzvAgent;
 class FileTimerServer;
+class RunTrace;
 
 // What an attempt's workers are told of their place: static rendezvous
 // fills it from the options, a c10d round from the rendezvous.
@@ -35,6 +38,7 @@ struct AttemptSetup {
   RdzvAgent* agent = nullptr;  // c10d: told of a local failure, may stop the workers
   std::string node;            // "node n1 (host h)" in messages to other nodes
   FileTimerServer* timers = nullptr;  // TORCHELASTIC_ENABLE_FILE_TIMER=1: torchrun's file timer
+  RunTrace* trace = nullptr;          // --trace_file: the run's timeline, every attempt's
 };
 
 // The facts of one attempt, the same for every feature.
@@ -56,6 +60,7 @@ struct WorkerSlot {
   const RankLogPaths& paths;           // its files there (empty without log options)
   std::vector<int>& close_after;       // the child's ends of pipes and files, closed once it runs
   std::string heartbeat_file;          // DDP_HEARTBEAT_FILE, "" for none
+  std::shared_ptr<const Heartbeat> heartbeat;  // the launcher's mapping of that page, null for none
   std::string stdout_log, stderr_log;  // the files its streams are written to, "" when none
 };
 
@@ -113,6 +118,8 @@ class Feature {
   virtual void failed(const WorkerExit& /*cause*/) {}
   // A line for a stack dump's summary ("" for none).
   virtual std::string stack_note() const { return ""; }
+  // The stacks of the running workers were dumped (why: "stalled", ...).
+  virtual void stacks_dumped(const std::string& /*why*/) {}
   // No process of the groups is left.
   virtual void drained() {}
   // The attempt's result before its root cause is chosen: what the

@@ -52,6 +52,9 @@ class ProgressWatch {
 
   // The heartbeat of a local rank (nullopt: none, or never attached).
   std::optional<HeartbeatSnapshot> heartbeat(int local_rank) const;
+  // The page of this local rank, to be read by others too (step_sampler.h);
+  // null when none was made.
+  std::shared_ptr<const Heartbeat> shared_page(int local_rank) const;
   // collective_summary() (stall_detector.h) of the pages now, with or
   // without --stall_timeout: for the stack summary of a stall or a dump.
   std::string collective_summary() const;
@@ -63,7 +66,7 @@ class ProgressWatch {
   void look(StallDetector::Clock::time_point now);
 
   std::optional<StallDetector> detector_;
-  std::vector<std::unique_ptr<Heartbeat>> pages_;  // by local rank; null: none
+  std::vector<std::shared_ptr<Heartbeat>> pages_;  // by local rank; null: none
   std::vector<int> ranks_;                         // by local rank: its global rank (started())
   StallDetector::Clock::time_point next_look_;
   bool decided_ = false;

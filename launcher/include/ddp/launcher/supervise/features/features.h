@@ -17,6 +17,11 @@ namespace ddp::launcher {
 std::unique_ptr<Feature> make_worker_output(AttemptControl& ctl);
 // Heartbeat pages and --stall_timeout.
 std::unique_ptr<Feature> make_progress(AttemptControl& ctl);
+// Steps and waits from the heartbeat pages: straggler verdicts
+// (--straggler_threshold), the summary's step columns, the trace's slices.
+std::unique_ptr<Feature> make_step_stats(AttemptControl& ctl);
+// --trace_file: the launcher's events on the run's timeline.
+std::unique_ptr<Feature> make_trace_events(AttemptControl& ctl);
 // torchrun's file timer (TORCHELASTIC_ENABLE_FILE_TIMER=1).
 std::unique_ptr<Feature> make_file_timer(AttemptControl& ctl);
 // c10d: the rendezvous hears this node's failure and may stop its workers.

@@ -1,0 +1,305 @@
+"""This rank's ddp-launch heartbeat page, written from Python.
+
+ddp-launch gives every worker a heartbeat page (DDP_HEARTBEAT_FILE, an
+inherited sealed memfd): the C++ runtime records there the collective it is
+in, its training step, the time it waits for collectives and timed marks of
+both, and the launcher reads it for stall detection (--stall_timeout), the
+straggler scores and the trace (--trace_file). This module writes the same
+page for a Python rank, with no dependency beyond torch:
+
+  - collectives: torch.distributed's all_reduce, broadcast, all_gather,
+    all_gather_into_tensor, reduce_scatter_tensor, reduce, barrier (and their
+    async forms: the end from the Work's future), and DDP's gradient buckets
+    through a communication hook registered at the model's first forward
+    (unless the script registered its own);
+  - steps: every optimizer step (torch's global optimizer step hooks, or
+    each optimizer's step on torch 1.x), the Lightning or Hugging Face loop
+    included, since both step an optimizer;
+  - waits: a blocking collective's whole call; for DDP, from the last
+    bucket's hook (backward's end) to the last bucket's completion.
+
+Enable it with one line in the script::
+
+    import ddp_launch.heartbeat; ddp_launch.heartbeat.enable()
+
+or without touching the script: ``ddp-launch --python_heartbeat``, which
+puts this package and a sitecustomize on the workers' PYTHONPATH; that
+sitecustomize enables it once torch.distributed is imported (an import
+hook: a Python that never imports torch pays nothing), then runs any other
+sitecustomize on the path.
+
+Outside ddp-launch (no DDP_HEARTBEAT_FILE) enable() does nothing. The page's
+layout is common/include/ddp/common/heartbeat.h's (version 2). Writes are
+8-byte stores into the shared mapping (struct.pack_into on an aligned
+offset); no lock and no system call on the hot path.
+"""
+
+import fcntl
+import mmap
+import os
+import struct
+import sys
+import threading
+import time
+
+MAGIC = b"DDPHB002"
+PAGE = 4096
+_PID, _STARTED, _FINISHED, _KIND, _BYTES, _STEP, _WAIT, _STEPS_MARKED = 8, 16, 24, 32, 40, 48, 56, 64
+_STEP_RING, _STEP_N, _STEP_SIZE = 128, 48, 32
+_COLL_RING, _COLL_N, _COLL_SIZE = 1664, 76, 32
+_KIND_SHIFT = 56
+KINDS = {"allreduce": 1, "broadcast": 2, "allgather": 3, "barrier": 4, "reduce_scatter": 5, "other": 6}
+_F_GET_SEALS = 1034  # fcntl.F_GET_SEALS on Linux
+_F_SEAL_SHRINK = 0x0002
+
+_q = struct.Struct("=Q")
+
+
+class Page:
+    """One mapped heartbeat page and its writer's counters."""
+
+    def __init__(self, path):
+        prefix = "/proc/self/fd/"
+        inherited = path.startswith(prefix) and path[len(prefix):].isdigit()
+        fd = int(path[len(prefix):]) if inherited else os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            if inherited and not fcntl.fcntl(fd, _F_GET_SEALS) & _F_SEAL_SHRINK:
+                raise RuntimeError(f"the heartbeat page {path} is not a sealed heartbeat page made by ddp-launch")
+            if os.fstat(fd).st_size != PAGE:
+                raise RuntimeError(f"the heartbeat file {path} is not a {PAGE}-byte file made by ddp-launch")
+            self._m = mmap.mmap(fd, PAGE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)  # the mapping keeps the page; the rank's children do not inherit it
+        if self._m[:8] != MAGIC:
+            raise RuntimeError(f"the heartbeat file {path} was not made by this ddp-launch "
+                               f"(magic {bytes(self._m[:8])!r}, expected {MAGIC!r})")
+        self._seq = 0
+        self._lock = threading.Lock()  # collectives may be issued from several threads
+        self._put(_PID, os.getpid())
+
+    def _put(self, off, v):
+        _q.pack_into(self._m, off, v)
+
+    def _get(self, off):
+        return _q.unpack_from(self._m, off)[0]
+
+    def set_step(self, step):
+        n = self._get(_STEPS_MARKED)
+        e = _STEP_RING + (n % _STEP_N) * _STEP_SIZE
+        self._put(e, 0)
+        self._put(e + 8, step)
+        self._put(e + 16, time.monotonic_ns())
+        self._put(e + 24, self._get(_WAIT))
+        self._put(e, n + 1)
+        self._put(_STEPS_MARKED, n + 1)
+        self._put(_STEP, step)
+
+    def started(self, kind, nbytes):
+        with self._lock:
+            self._seq += 1
+            seq = self._seq
+        e = _COLL_RING + ((seq - 1) % _COLL_N) * _COLL_SIZE
+        self._put(e, 0)
+        self._put(e + 8, (KINDS.get(kind, 6) << _KIND_SHIFT) | (nbytes & ((1 << _KIND_SHIFT) - 1)))
+        self._put(e + 16, time.monotonic_ns())
+        self._put(e + 24, 0)
+        self._put(e, seq)
+        self._put(_KIND, KINDS.get(kind, 6))
+        self._put(_BYTES, nbytes)
+        self._put(_STARTED, seq)
+        return seq
+
+    def finished(self, seq, at_ns=None):
+        e = _COLL_RING + ((seq - 1) % _COLL_N) * _COLL_SIZE
+        with self._lock:
+            if self._get(e) == seq and self._get(e + 24) == 0:
+                self._put(e + 24, at_ns or time.monotonic_ns())
+            if seq > self._get(_FINISHED):
+                self._put(_FINISHED, seq)
+
+    def add_wait(self, ns):
+        with self._lock:
+            self._put(_WAIT, self._get(_WAIT) + max(0, int(ns)))
+
+
+_page = None
+_step = 0  # optimizer steps done
+_page_marked = [False]  # a step was marked
+
+
+def page():
+    """The page enable() attached, or None."""
+    return _page
+
+
+def _nbytes(x):
+    try:
+        import torch
+        if isinstance(x, torch.Tensor):
+            return x.numel() * x.element_size()
+        if isinstance(x, (list, tuple)):
+            return sum(_nbytes(t) for t in x)
+    except Exception:
+        pass
+    return 0
+
+
+def _wrap_collective(dist, name, kind, tensor_arg):
+    fn = getattr(dist, name, None)
+    if fn is None or getattr(fn, "_ddp_launch", False):
+        return
+
+    def wrapped(*args, **kwargs):
+        p = _page
+        if p is None:
+            return fn(*args, **kwargs)
+        t = args[tensor_arg] if tensor_arg is not None and len(args) > tensor_arg else None
+        seq = p.started(kind, _nbytes(t))
+        t0 = time.monotonic_ns()
+        work = fn(*args, **kwargs)
+        if kwargs.get("async_op"):
+            if work is not None:
+                try:
+                    work.get_future().add_done_callback(lambda _f: p.finished(seq))
+                except Exception:
+                    p.finished(seq)
+        else:
+            p.add_wait(time.monotonic_ns() - t0)
+            p.finished(seq)
+        return work
+
+    wrapped._ddp_launch = True
+    wrapped.__wrapped__ = fn
+    wrapped.__name__ = fn.__name__
+    wrapped.__doc__ = fn.__doc__
+    setattr(dist, name, wrapped)
+
+
+class _DdpBuckets:
+    """DDP's gradient buckets through a communication hook: each bucket's
+    allreduce recorded; the step's wait is from the last bucket's hook call
+    (backward's end) to the last bucket's completion."""
+
+    def __init__(self):
+        self.last_call = 0
+        self.last_end = 0
+
+    def hook(self, state, bucket):
+        import torch.distributed as dist
+        p = _page
+        buf = bucket.buffer()
+        group = state if state is not None else dist.group.WORLD
+        seq = p.started("allreduce", buf.numel() * buf.element_size()) if p else 0
+        self.last_call = time.monotonic_ns()
+        world = dist.get_world_size(group)
+        all_reduce = getattr(dist.all_reduce, "__wrapped__", dist.all_reduce)  # recorded here, not twice
+        fut = all_reduce(buf.div_(world), group=group, async_op=True).get_future()
+
+        def done(f):
+            end = time.monotonic_ns()
+            self.last_end = max(self.last_end, end)
+            if p:
+                p.finished(seq, end)
+            return f.value()[0]
+
+        return fut.then(done)
+
+    def step_done(self):
+        if _page and self.last_call and self.last_end > self.last_call:
+            _page.add_wait(self.last_end - self.last_call)
+        self.last_call = self.last_end = 0
+
+
+_buckets = _DdpBuckets()
+
+
+def _patch_ddp():
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    if getattr(DDP, "_ddp_launch", False):
+        return
+    register = DDP.register_comm_hook
+    forward = DDP.forward
+
+    def register_comm_hook(self, state, hook):
+        self._ddp_launch_user_hook = True  # the script's own hook stays the only one
+        return register(self, state, hook)
+
+    def first_forward(self, *args, **kwargs):
+        if _page is not None and _step == 0 and not _page_marked[0]:
+            _page_marked[0] = True  # the first step starts at the first forward, not at import
+            _page.set_step(1)
+        if not getattr(self, "_ddp_launch_hooked", False):
+            self._ddp_launch_hooked = True
+            if _page is not None and not getattr(self, "_ddp_launch_user_hook", False):
+                register(self, self.process_group, _buckets.hook)
+        return forward(self, *args, **kwargs)
+
+    DDP.register_comm_hook = register_comm_hook
+    DDP.forward = first_forward
+    DDP._ddp_launch = True
+
+
+def _next_step(*_args, **_kwargs):
+    global _step
+    _buckets.step_done()
+    _step += 1
+    if _page is not None:
+        _page_marked[0] = True
+        _page.set_step(_step + 1)
+
+
+def _patch_optimizers():
+    import torch
+    import torch.optim.optimizer as optimizer_module
+    hook = getattr(optimizer_module, "register_optimizer_step_post_hook", None)
+    if hook is not None:  # torch >= 2.0: every optimizer, Lightning's and HF's included
+        hook(_next_step)
+        return
+    init = torch.optim.Optimizer.__init__  # torch 1.x: each optimizer's step, wrapped once made
+
+    def patched_init(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        step = self.step
+
+        def stepped(*a, **k):
+            r = step(*a, **k)
+            _next_step()
+            return r
+
+        self.step = stepped
+
+    torch.optim.Optimizer.__init__ = patched_init
+
+
+def _patch_torch():
+    import torch.distributed as dist
+    for name, kind, arg in (("all_reduce", "allreduce", 0), ("broadcast", "broadcast", 0),
+                            ("all_gather", "allgather", 1), ("all_gather_into_tensor", "allgather", 1),
+                            ("reduce_scatter_tensor", "reduce_scatter", 1), ("reduce", "other", 0),
+                            ("barrier", "barrier", None)):
+        _wrap_collective(dist, name, kind, arg)
+    _patch_ddp()
+    _patch_optimizers()
+
+
+def enable():
+    """Attaches this rank's page (DDP_HEARTBEAT_FILE) and starts recording.
+    Returns the page, or None outside ddp-launch or when it cannot be
+    attached (one warning line on stderr then; the run goes on without)."""
+    global _page
+    if _page is not None:
+        return _page
+    path = os.environ.get("DDP_HEARTBEAT_FILE")
+    if not path:
+        return None
+    try:
+        p = Page(path)
+    except (OSError, RuntimeError) as e:
+        print(f"ddp_launch.heartbeat: warning: {e}; this rank runs without a heartbeat", file=sys.stderr)
+        return None
+    _page = p
+    # The page's fd was this process's alone: a child (a spawned DataLoader
+    # worker) must not take whatever has that number now for it.
+    os.environ.pop("DDP_HEARTBEAT_FILE", None)
+    _patch_torch()
+    return p

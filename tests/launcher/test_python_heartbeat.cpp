@@ -1,0 +1,102 @@
+// --python_heartbeat: plain Python DDP scripts, unchanged, write the same
+// heartbeat page as the C++ runtime (python/ddp_launch/heartbeat.py through
+// the sitecustomize the option puts on PYTHONPATH). With it a Python job's
+// slow rank is named and its steps are in the summary, and a rank that
+// spins outside any collective is a stall (without heartbeats its CPU time
+// counted as progress). The reference python (torch) runs the scripts.
+#include "reference_python.h"
+#include "scenario_util.h"
+#include "test_skip.h"
+#include "test_support.h"
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <regex>
+
+using namespace ddp::test;
+
+namespace {
+
+// A plain DDP script as users write them: Gloo, a small model, SGD; every
+// rank sleeps work_ms a step before its forward, rank SLOW twice that.
+const char* kSlowScript =
+    "import os, sys, time, torch, torch.distributed as dist\n"
+    "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+    "dist.init_process_group('gloo')\n"
+    "rank = dist.get_rank()\n"
+    "torch.manual_seed(0)\n"
+    "model = DDP(torch.nn.Linear(64, 8))\n"
+    "opt = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+    "x, y = torch.randn(16, 64), torch.randn(16, 8)\n"
+    "work = 0.02 * (2 if rank == int(os.environ.get('SLOW', '-1')) else 1)\n"
+    "for step in range(int(os.environ.get('STEPS', '150'))):\n"
+    "    time.sleep(work)\n"
+    "    opt.zero_grad()\n"
+    "    torch.nn.functional.mse_loss(model(x), y).backward()\n"
+    "    opt.step()\n"
+    "    if os.environ.get('SPIN') and rank == 1 and step == 20:\n"
+    "        open(os.path.join(os.environ['OUT'], 'spinning'), 'w').close()\n"
+    "        while True: pass\n"
+    "dist.all_reduce(torch.ones(1))\n"
+    "print('done', rank, flush=True)\n"
+    "dist.destroy_process_group()\n";
+
+ProcResult python_job(const std::string& py, const TempDir& out, const std::vector<std::string>& opts,
+                      const std::map<std::string, std::string>& env) {
+  write_file(out.file("job.py"), kSlowScript);
+  std::vector<std::string> argv{launcher(), "--standalone", "--nproc_per_node", "2"};
+  argv.insert(argv.end(), opts.begin(), opts.end());
+  argv.push_back(out.file("job.py"));
+  std::map<std::string, std::string> e{{"PYTHON_EXEC", py}, {"OMP_NUM_THREADS", "1"}, {"TMPDIR", out.path()},
+                                       {"OUT", out.path()}};
+  e.insert(env.begin(), env.end());
+  return run(argv, e, 180);
+}
+
+}  // namespace
+
+TEST_CASE("python heartbeat: an unchanged DDP script's slow rank is named and its steps are in the summary", "[torch]") {
+  DDP_REFERENCE_PYTHON_OR_SKIP(py);
+  TempDir out;
+  const auto r = python_job(py, out,
+                            {"--python_heartbeat", "--straggler_window", "2", "--summary_json", out.file("s.json"),
+                             "--trace_file", out.file("t.json")},
+                            {{"SLOW", "1"}});
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  std::smatch m;
+  REQUIRE(std::regex_search(r.output, m,
+                            std::regex("ddp-launch: rank 1 \\(host [^,]+, local_rank 1\\) is a straggler: .*\\(score "
+                                       "([0-9.]+)\\); the other ranks wait ([0-9]+)% of each step for it")));
+  CHECK(std::stod(m[1]) == Approx(0.5).margin(0.1));
+  CHECK(std::stoi(m[2]) >= 25);
+  const std::string summary = read_file(out.file("s.json"));
+  CHECK(std::count(summary.begin(), summary.end(), '{') >= 5);  // two workers, each with its steps
+  CHECK_THAT(summary, !Catch::Contains("\"steps\": null"));
+  const std::string trace = read_file(out.file("t.json"));
+  CHECK_THAT(trace, Catch::Contains("\"cat\":\"collective\"") && Catch::Contains("\"cat\":\"step\""));
+}
+
+TEST_CASE("python heartbeat: a rank spinning outside collectives is a stall, its CPU time no longer progress", "[torch]") {
+  DDP_REFERENCE_PYTHON_OR_SKIP(py);
+  TempDir out;
+  const auto r = python_job(py, out, {"--python_heartbeat", "--stall_timeout", "3"}, {{"SPIN", "1"}});
+  INFO(r.output);
+  REQUIRE(std::filesystem::exists(out.file("spinning")));  // it got there
+  CHECK(r.exit_code == 124);
+  CHECK(report_value(r.output, "  rank      ") == "1 (local_rank: 1)");
+  CHECK_THAT(report_value(r.output, "  message   "), Catch::Contains("rank 1 last finished collective #"));
+}
+
+TEST_CASE("python heartbeat: the option is a one-line error when the module is not beside ddp-launch") {
+  TempDir out;
+  // A copy of ddp-launch in a folder with no share/ddp-launch/python beside it.
+  const std::string copy = out.file("ddp-launch");
+  REQUIRE(run({"cp", launcher(), copy}).exit_code == 0);
+  const auto r = run({copy, "--python_heartbeat", "--standalone", "--nproc_per_node", "1", "/bin/true"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.output == "ddp-launch: error: --python_heartbeat: the Python heartbeat module is not installed beside "
+                    "ddp-launch (looked in " + out.path() + "/../share/ddp-launch/python); reinstall ddp-launch, or "
+                    "leave the option out (see ddp-launch --help)\n");
+}
