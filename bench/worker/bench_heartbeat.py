@@ -30,9 +30,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 WARMUP = 3  # ddp-worker-bench step's warm-up steps (not timed, but recorded)
 
-# ddp/common/heartbeat.h, version 1: magic, then pid, collective_started,
-# collective_finished, kind, bytes, step (native 64-bit); one page.
-MAGIC = b"DDPHB001"
+# ddp/common/heartbeat.h, version 2: magic, then pid, collective_started,
+# collective_finished, kind, bytes, step (native 64-bit), then the wait
+# time and the rings of timed marks (not read here); one page.
+MAGIC = b"DDPHB002"
 PAGE = 4096
 KINDS = {0: "none", 1: "allreduce", 2: "broadcast", 3: "allgather", 4: "barrier", 5: "reduce_scatter", 6: "collective"}
 

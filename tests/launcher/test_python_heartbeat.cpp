@@ -78,6 +78,40 @@ TEST_CASE("python heartbeat: an unchanged DDP script's slow rank is named and it
   CHECK_THAT(trace, Catch::Contains("\"cat\":\"collective\"") && Catch::Contains("\"cat\":\"step\""));
 }
 
+TEST_CASE("python heartbeat: a Lightning Trainer's ranks mark their steps and its slow rank is named", "[torch]") {
+  DDP_REFERENCE_PYTHON_OR_SKIP(py);
+  if (run({py, "-c", "import lightning"}).exit_code != 0)
+    DDP_SKIP("Lightning is not installed for " + py + " (scripts/install-torch2 installs it for torch 2.x)");
+  TempDir out;
+  write_file(out.file("lit.py"),
+             "import os, time, torch, lightning as L\n"
+             "class M(L.LightningModule):\n"
+             "    def __init__(self):\n"
+             "        super().__init__()\n"
+             "        self.l = torch.nn.Linear(32, 4)\n"
+             "    def training_step(self, batch, i):\n"
+             "        time.sleep(0.04 if self.global_rank == 1 else 0.02)\n"
+             "        x, y = batch\n"
+             "        return torch.nn.functional.mse_loss(self.l(x), y)\n"
+             "    def configure_optimizers(self):\n"
+             "        return torch.optim.SGD(self.parameters(), lr=0.01)\n"
+             "data = torch.utils.data.TensorDataset(torch.randn(4096, 32), torch.randn(4096, 4))\n"
+             "trainer = L.Trainer(accelerator='cpu', devices=2, strategy='ddp', max_steps=150, logger=False,\n"
+             "                    enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)\n"
+             "trainer.fit(M(), torch.utils.data.DataLoader(data, batch_size=8))\n");
+  const auto r = run({launcher(), "--standalone", "--nproc_per_node", "2", "--python_heartbeat", "--straggler_window",
+                      "2", "--summary_json", out.file("s.json"), out.file("lit.py")},
+                     {{"PYTHON_EXEC", py}, {"OMP_NUM_THREADS", "1"}, {"TMPDIR", out.path()}}, 240);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  std::smatch m;
+  REQUIRE(std::regex_search(r.output, m,
+                            std::regex("ddp-launch: rank 1 \\(host [^,]+, local_rank 1\\) is a straggler: .*\\(score "
+                                       "([0-9.]+)\\)")));
+  CHECK(std::stod(m[1]) == Approx(0.5).margin(0.15));
+  CHECK_THAT(read_file(out.file("s.json")), !Catch::Contains("\"steps\": null"));
+}
+
 TEST_CASE("python heartbeat: a rank spinning outside collectives is a stall, its CPU time no longer progress", "[torch]") {
   DDP_REFERENCE_PYTHON_OR_SKIP(py);
   TempDir out;

@@ -81,7 +81,8 @@ po::options_description supported_options() {
       ("straggler_threshold", po::value<std::string>()->value_name("SCORE"),
        "name a rank while the job runs when its own work a step is this much slower than the fastest rank's: its "
        "score (fastest / its own, from the heartbeat pages of C++ runtime workers) below SCORE, 0 < SCORE <= 1 "
-       "(default 0.8; 0: never)")
+       "(default 0.8; 0: never, and without --trace_file the steps are not sampled at all: no step columns in the "
+       "summary)")
       ("straggler_window", po::value<std::string>()->value_name("SECONDS"),
        "the seconds of steps each straggler verdict compares (default 30)")
       ("trace_file", po::value<std::string>()->value_name("PATH"),

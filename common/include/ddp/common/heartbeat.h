@@ -4,19 +4,37 @@
 // (create_sealed: F_SEAL_SHRINK, so no process can truncate it and kill the
 // ranks that map it with SIGBUS; no path another user could reach) and
 // passes it to its worker as an inherited fd, DDP_HEARTBEAT_FILE naming it
-// as /proc/self/fd/<n>; a plain file works too (create/attach by path). The worker records
-// the sequence number, kind and size of the collective it is in or last
-// finished, and its training step. Writes are relaxed/release atomic stores
-// into the shared mapping: no system call and no lock on the hot path. The
-// record holds no clock: the launcher notices when the counters change and
-// keeps the time itself.
+// as /proc/self/fd/<n>; a plain file works too (create/attach by path). The
+// worker records the sequence number, kind and size of the collective it is
+// in or last finished, its training step, the time it spent blocked waiting
+// for collectives, and two small rings of timed marks (each step's start,
+// each collective's start and end) that the launcher reads at its own
+// cadence for the straggler scores and the trace (launcher/watch/
+// step_sampler.h). Writes are relaxed/release atomic stores into the shared
+// mapping and a CLOCK_MONOTONIC read (vDSO, no system call) per mark: no
+// lock on the hot path.
 //
-// Layout (version 1, native byte order, 64-bit fields; the file is one page):
-//   magic "DDPHB001", pid of the writer (0 until a worker attached),
-//   collective_started (1-based sequence number of the last collective the
-//   rank entered, 0 = none), collective_finished (the last it finished),
-//   kind and bytes of the last entered, step (the training step the rank is
-//   in, 0 before the first).
+// Layout (version 2, native byte order, 64-bit fields; the file is one page;
+// python/ddp_launch/heartbeat.py writes the same):
+//     0 magic "DDPHB002"
+//     8 pid of the writer (0 until a worker attached)
+//    16 collective_started (1-based sequence number of the last collective
+//       the rank entered, 0 = none)
+//    24 collective_finished (the last it finished)
+//    32 kind, 40 bytes of the last entered
+//    48 step (the training step the rank is in, 0 before the first)
+//    56 wait_ns: total ns the rank was blocked waiting for collectives
+//    64 steps_marked: how many step marks were written
+//   128 step ring, kStepRing entries of {n + 1, step, start_ns, wait_ns at
+//       start}: mark n (0-based) at entry n % kStepRing, n + 1 stored last
+//       (release) and 0 while the entry is written
+//  1664 collective ring, kCollectiveRing entries of {seq, kind << 56 | bytes,
+//       start_ns, end_ns (0 until finished)}: collective seq at (seq - 1) %
+//       kCollectiveRing, seq stored last (release) and 0 while written.
+//       A reader that sees the same n + 1 (seq) before and after reading an
+//       entry has a whole one.
+// Times are CLOCK_MONOTONIC nanoseconds (the launcher's clock on the same
+// machine).
 // A worker without the runtime never attaches: pid stays 0, and the
 // launcher falls back to other signs of progress (docs/errors.md).
 // Owns its mapping (and, for a sealed page, its fd until close_fd()).

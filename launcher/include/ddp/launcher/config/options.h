@@ -110,7 +110,8 @@ struct LaunchOptions {
   std::string numa_binding_source; // how it was given, for messages
   std::string summary_json;        // --summary_json PATH, "" none
   // --straggler_threshold: a rank whose relative score (straggler_scores.h)
-  // falls below this is named while the job runs; 0 never. On by default:
+  // falls below this is named while the job runs; 0 never (and, without
+  // --trace_file, no sampling: no step columns in the summary). On by default:
   // the sampling costs the ranks nothing and the line is printed only for a
   // rank clearly slower than the others, at most every 5 minutes.
   double straggler_threshold = 0.8;
