@@ -7,6 +7,9 @@
 //   fail <reason> -> restart <counted 0|1> <reason>      (the round's first reason)
 //   abort <reason>-> aborted
 //   done          -> finished [<what cut the exit barrier short>]
+//   steps <payload> -> job_steps <every node's payload, '|' between>
+//                    (while the workers run: the step statistics the
+//                    launchers compare across nodes; Rendezvous::share_steps)
 //   ping          (no answer: the launcher is alive; it writes one every
 //                  keep_alive_interval / 2 from its poll loops)
 // and, unasked while the workers run: restart <counted> <reason> | abort <reason>.
@@ -366,6 +369,8 @@ int main(int argc, char** argv) {
         } else if (cmd == "done") {
           running = false;
           say("finished " + rz.done(idle));
+        } else if (cmd == "steps") {
+          if (running) say("job_steps " + rz.share_steps(arg));
         } else if (cmd == "quit") {
           return 0;
         }

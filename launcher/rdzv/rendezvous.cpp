@@ -60,6 +60,19 @@ std::optional<std::string> Rendezvous::value(const std::string& k) {
   return text(store_.get(k));
 }
 
+std::string Rendezvous::share_steps(const std::string& payload) {
+  if (round_ < 0) return "";
+  store_.set(rkey(round_, "steps/" + std::to_string(current_.group_rank)),
+             std::vector<uint8_t>(payload.begin(), payload.end()));
+  std::string all;
+  for (int i = 0; i < current_.group_world_size; ++i) {
+    auto v = value(rkey(round_, "steps/" + std::to_string(i)));
+    if (!v || v->empty()) continue;
+    all += (all.empty() ? "" : "|") + *v;
+  }
+  return all;
+}
+
 int Rendezvous::tick_ms() const {
   return static_cast<int>(std::clamp(cfg_.keep_alive_interval_s * 1000 / 4, 50.0, 500.0));
 }

@@ -131,6 +131,13 @@ class Rendezvous {
   // Milliseconds between ticks while workers run.
   int tick_ms() const;
 
+  // While the workers run: this node's last window of step statistics
+  // (the launcher's "steps" line, opaque here) under r<R>/steps/<node
+  // rank>; returns every node's of this round, in node order, joined by
+  // '|' (a node that has published none yet is left out). The launchers
+  // compare them to name the slowest rank of the whole job.
+  std::string share_steps(const std::string& payload);
+
  private:
   std::string key(const std::string& k) const;
   std::string rkey(int round, const std::string& k) const;

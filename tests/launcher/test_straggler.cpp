@@ -5,6 +5,7 @@
 // cases (a real job with a slow rank) are tests/worker/test_straggler_runtime.cpp.
 #include "ddp/common/heartbeat.h"
 #include "ddp/launcher/config/options.h"
+#include "ddp/launcher/elastic/rdzv_agent.h"
 #include "ddp/launcher/report/summary.h"
 #include "ddp/launcher/report/trace_file.h"
 #include "ddp/launcher/watch/step_sampler.h"
@@ -289,4 +290,31 @@ TEST_CASE("run summary: step columns and JSON only for ranks that marked steps")
                        Catch::Contains("\"relative_score\": 0.510"));
   a.exits[1].steps.reset();
   CHECK_THAT(format_run_summary({a}, t), !Catch::Contains("step_ms"));
+}
+
+TEST_CASE("straggler scores across nodes: the windows the nodes share name a slow rank of another node") {
+  const std::string text = format_node_window("node-a", {{0, 0, "", 30.5, 0.48, 40}, {1, 1, "", 31, 0.5, 40}}) + "|" +
+                           format_node_window("b;x", {{2, 0, "", 61.25, 0.01, 40}}) + "|garbage|c;1:2";
+  CHECK(text == "node-a;0:0:30.500:0.4800:40,1:1:31.000:0.5000:40|b_x;2:0:61.250:0.0100:40|garbage|c;1:2");
+  const auto job = parse_job_windows(text);
+  REQUIRE(job.size() == 3);  // the parts that do not parse are left out
+  CHECK(job[2].rank == 2);
+  CHECK(job[2].host == "b_x");
+  CHECK(job[2].work_ms == Approx(61.25));
+  CHECK(parse_rdzv_line("job_steps " + text).kind == RdzvEvent::JobSteps);
+  CHECK(parse_rdzv_line("job_steps " + text).text == text);
+
+  // This node has ranks 0 and 1 (its own steps win over its shared window); rank 2 is on node b.
+  StragglerScores scores(window(2));
+  for (const StepRecord& s : lockstep({30, 31}, 40)) scores.add(s);
+  const auto v = scores.evaluate(1000 * kMs + 2500 * kMs, job);
+  REQUIRE(v);
+  CHECK(v->rank == 2);
+  CHECK(v->host == "b_x");
+  CHECK(v->ranks == 3);
+  CHECK(v->score == Approx(30.0 / 61.25));
+  CHECK_THAT(format_straggler_line(*v, "node-a"), Catch::StartsWith("ddp-launch: rank 2 (host b_x, local_rank 0) is a straggler"));
+  REQUIRE(scores.local_window().size() == 2);  // what this node shares next
+  CHECK(scores.local_window()[0].steps == 40);
+  CHECK(scores.windows() == 1);
 }

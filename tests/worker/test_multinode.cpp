@@ -177,6 +177,26 @@ TEST_CASE("multi-node c10d: ddp-train, 2 nodes x 2 processes, meets at node 0's 
   CHECK_THAT(metrics[0], Catch::Contains("\"world_size\": 4"));
 }
 
+TEST_CASE("multi-node c10d: every node names the slow rank of the other node, its windows shared through the store") {
+  if (auto why = NetNodes::unavailable_reason()) DDP_SKIP(*why);
+  NetNodes nodes(2);
+  // Rank 3 (node 1, local_rank 1) works twice as long a step as the other three.
+  auto procs = start_two(nodes, "2", {"--use_env", "--straggler_window=2"},
+                         {helper_path(), "slow-rank", "slow_rank=3", "work_ms=20", "factor=2", "steps=260"},
+                         node_env());
+  for (auto& p : procs) p->wait(180);
+  for (int i = 0; i < 2; ++i) {
+    INFO("node 0:\n" << procs[0]->output() << "\nnode 1:\n" << procs[1]->output());
+    REQUIRE(procs[i]->wait(1) == std::optional<int>(0));
+    std::smatch m;
+    const std::string out = procs[i]->output();
+    REQUIRE(std::regex_search(out, m,
+                              std::regex("ddp-launch: rank 3 \\(host [^,]+, local_rank 1\\) is a straggler: .* on the "
+                                         "fastest of 4 ranks \\(score ([0-9.]+)\\)")));
+    CHECK(std::stod(m[1]) == Approx(0.5).margin(0.1));
+  }
+}
+
 TEST_CASE("multi-node c10d: the seeds-style Python DDP script runs unchanged, 2 nodes x 2 processes") {
   if (auto why = NetNodes::unavailable_reason()) DDP_SKIP(*why);
   DDP_REQUIRE_FASHION_DATA();

@@ -29,12 +29,14 @@ struct Job {
   std::string trace;
 };
 
-Job slow_job(const TempDir& out, int nproc, int slow, double factor, int steps) {
-  const std::vector<std::string> argv{bin_path("ddp-launch"), "--standalone", "--use_env", "--nproc_per_node",
+Job slow_job(const TempDir& out, int nproc, int slow, double factor, int steps,
+             const std::vector<std::string>& more = {}) {
+  std::vector<std::string> argv{bin_path("ddp-launch"), "--standalone", "--use_env", "--nproc_per_node",
                                       std::to_string(nproc), "--straggler_window", "2", "--summary_json",
                                       out.file("summary.json"), "--trace_file", out.file("trace.json"), helper_path(),
                                       "slow-rank", "slow_rank=" + std::to_string(slow), "work_ms=20",
                                       "factor=" + std::to_string(factor), "steps=" + std::to_string(steps)};
+  argv.insert(argv.begin() + 1, more.begin(), more.end());
   Job j;
   j.r = run(argv, {{"OMP_NUM_THREADS", "1"}, {"TMPDIR", out.path()}}, 180);
   std::istringstream in(read_file(out.file("summary.json")));
@@ -73,7 +75,7 @@ std::optional<Line> straggler_line(const std::string& output) {
 
 TEST_CASE("straggler: a 2-rank runtime job whose rank 1 works twice as long names it while it runs, score 0.5 +- 0.1") {
   TempDir out;
-  const Job j = slow_job(out, 2, 1, 2.0, 150);
+  const Job j = slow_job(out, 2, 1, 2.0, 150, {"--event_log_handler", "console"});
   INFO(j.r.output);
   REQUIRE(j.r.exit_code == 0);
   const auto line = straggler_line(j.r.output);
@@ -91,6 +93,13 @@ TEST_CASE("straggler: a 2-rank runtime job whose rank 1 works twice as long name
   CHECK(steps.at(1).get<double>("wait_share") <= 0.15);
   CHECK(steps.at(0).get<int>("steps") >= 140);
   CHECK(steps.at(1).get<double>("step_ms_median") >= 40);
+  // torchrun's event log gains a STRAGGLER event for it, with the same numbers.
+  std::smatch ev;
+  REQUIRE(std::regex_search(j.r.output, ev, std::regex("\\{\"name\": \"torchelastic.worker.status.STRAGGLER\".*"
+                                                         "\\\\\"role_rank\\\\\": \\[([0-9]+)\\].*"
+                                                         "\\\\\"score\\\\\": ([0-9.]+)")));
+  CHECK(ev[1] == "1");
+  CHECK(std::stod(ev[2]) == Approx(line->score).margin(0.006));
   // The table's step columns.
   CHECK_THAT(j.r.output, Catch::Contains("  steps  step_ms   p90_ms  work_ms  wait  score"));
 }

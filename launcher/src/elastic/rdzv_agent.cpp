@@ -49,6 +49,10 @@ RdzvEvent parse_rdzv_line(const std::string& line) {
   } else if (kind == "aborted") {
     e.kind = RdzvEvent::Aborted;
     return e;
+  } else if (kind == "job_steps") {
+    e.kind = RdzvEvent::JobSteps;
+    e.text = rest();
+    return e;
   }
   e.kind = RdzvEvent::Error;
   e.text = "the rendezvous helper said something unexpected: '" + line + "'";

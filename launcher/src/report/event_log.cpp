@@ -79,6 +79,7 @@ std::string format_status_event(const StatusEvent& e) {
           std::to_string(e.global_rank) + "], \"role_world_size\": [" + std::to_string(e.role_world_size) +
           "], \"exit_code\": [" + opt_int(e.exit_code) + "], \"worker_pid\": [" + opt_int(e.worker_pid) + "]";
   }
+  if (!e.more_metadata.empty()) md += ", " + e.more_metadata;
   md += "}";
   std::string out = "{\"name\": " + python_json_string("torchelastic.worker.status." + e.state) +
                     ", \"source\": \"" + (e.worker ? "WORKER" : "AGENT") + "\", \"timestamp\": 0, \"metadata\": {" +

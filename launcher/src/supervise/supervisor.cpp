@@ -26,6 +26,7 @@ struct Supervisor::Run {
   std::optional<Watchdog> watchdog;
   std::optional<FileTimerServer> timers;
   std::optional<RunTrace> trace;  // --trace_file
+  std::vector<WindowRank> job_windows;  // c10d: every node's last window of steps
   bool stdin_to_rank0 = false;
   std::string host;
 
@@ -109,6 +110,7 @@ AttemptSetup Supervisor::setup_of(const RoundPlacement& r) const {
   setup.node = r.node;
   setup.timers = run_->timers ? &*run_->timers : nullptr;
   setup.trace = run_->trace ? &*run_->trace : nullptr;
+  setup.job_windows = &run_->job_windows;
   return setup;
 }
 

@@ -78,15 +78,20 @@ void StragglerScores::add(const StepRecord& s) {
   if (window_start_ns_ == 0) window_start_ns_ = std::max<uint64_t>(s.start_ns, 1);
 }
 
-std::optional<StragglerVerdict> StragglerScores::evaluate(uint64_t now_ns) {
-  if (window_start_ns_ == 0 || now_ns < window_start_ns_ + static_cast<uint64_t>(opts_.window_s * 1e9)) return std::nullopt;
+std::optional<StragglerVerdict> StragglerScores::evaluate(uint64_t now_ns, const std::vector<WindowRank>& others,
+                                                          bool may_name) {
+  if (!window_due(now_ns)) return std::nullopt;
   window_start_ns_ = now_ns;
+  ++windows_;
   struct Seen {
-    Rank* r;
-    double work_ms, wait_share;
+    WindowRank w;
+    std::optional<double> best;  // its best window (this node's ranks only)
   };
   std::vector<Seen> seen;
+  local_.clear();
+  std::set<int> here;
   for (auto& [rank, r] : ranks_) {
+    here.insert(rank);
     if (static_cast<int>(r.window.size()) >= opts_.min_steps) {
       std::vector<double> work, waited;
       for (const StepRecord& s : r.window) {
@@ -96,31 +101,36 @@ std::optional<StragglerVerdict> StragglerScores::evaluate(uint64_t now_ns) {
       const double m = median_of(work);
       r.last_window_ms = m;
       if (!r.best_window_ms || m < *r.best_window_ms) r.best_window_ms = m;
-      seen.push_back({&r, m, median_of(waited)});
+      WindowRank w{r.rank, r.local_rank, "", m, median_of(waited), static_cast<int>(r.window.size())};
+      local_.push_back(w);
+      seen.push_back({w, r.best_window_ms});
     }
     r.window.clear();
   }
+  for (const WindowRank& w : others)
+    if (!here.count(w.rank) && w.steps >= opts_.min_steps) seen.push_back({w, std::nullopt});
   last_.reset();
   if (seen.size() < 2) return std::nullopt;
-  double fastest = seen.front().work_ms;
-  for (const Seen& s : seen) fastest = std::min(fastest, s.work_ms);
+  double fastest = seen.front().w.work_ms;
+  for (const Seen& s : seen) fastest = std::min(fastest, s.w.work_ms);
   const Seen* worst = &seen.front();
   for (const Seen& s : seen)
-    if (s.work_ms > worst->work_ms) worst = &s;
+    if (s.w.work_ms > worst->w.work_ms) worst = &s;
   std::vector<double> others_wait;
   for (const Seen& s : seen)
-    if (&s != worst) others_wait.push_back(s.wait_share);
+    if (&s != worst) others_wait.push_back(s.w.wait_share);
   StragglerVerdict v;
-  v.rank = worst->r->rank;
-  v.local_rank = worst->r->local_rank;
-  v.work_ms = worst->work_ms;
+  v.rank = worst->w.rank;
+  v.local_rank = worst->w.local_rank;
+  v.host = worst->w.host;
+  v.work_ms = worst->w.work_ms;
   v.fastest_ms = fastest;
-  v.score = worst->work_ms > 0 ? fastest / worst->work_ms : 1.0;
-  v.individual_score = worst->work_ms > 0 && worst->r->best_window_ms ? *worst->r->best_window_ms / worst->work_ms : 1.0;
+  v.score = worst->w.work_ms > 0 ? fastest / worst->w.work_ms : 1.0;
+  v.individual_score = worst->w.work_ms > 0 && worst->best ? *worst->best / worst->w.work_ms : 1.0;
   v.others_wait_share = median_of(others_wait);
   v.ranks = static_cast<int>(seen.size());
   last_ = v;
-  if (opts_.threshold <= 0 || v.score >= opts_.threshold) return std::nullopt;
+  if (!may_name || opts_.threshold <= 0 || v.score >= opts_.threshold) return std::nullopt;
   auto named = named_at_ns_.find(v.rank);
   if (named != named_at_ns_.end() && now_ns < named->second + static_cast<uint64_t>(opts_.repeat_s * 1e9))
     return std::nullopt;
@@ -152,8 +162,55 @@ std::vector<RankStepStats> StragglerScores::totals() const {
   return out;
 }
 
+namespace {
+
+std::string clean_host(std::string h) {
+  for (char& c : h)
+    if (c == ';' || c == '|' || c == ',' || c == ':' || c == ' ' || c == '\n') c = '_';
+  return h.empty() ? "?" : h;
+}
+
+}  // namespace
+
+std::string format_node_window(const std::string& host, const std::vector<WindowRank>& ranks) {
+  std::string out = clean_host(host) + ";";
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    char buf[128];
+    std::snprintf(buf, sizeof(buf), "%s%d:%d:%.3f:%.4f:%d", i ? "," : "", ranks[i].rank, ranks[i].local_rank,
+                  ranks[i].work_ms, ranks[i].wait_share, ranks[i].steps);
+    out += buf;
+  }
+  return out;
+}
+
+std::vector<WindowRank> parse_job_windows(const std::string& text) {
+  std::vector<WindowRank> out;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t end = std::min(text.find('|', at), text.size());
+    const std::string node = text.substr(at, end - at);
+    at = end + 1;
+    const size_t semi = node.find(';');
+    if (semi == std::string::npos || semi == 0) continue;
+    const std::string host = node.substr(0, semi);
+    size_t p = semi + 1;
+    while (p < node.size()) {
+      const size_t comma = std::min(node.find(',', p), node.size());
+      WindowRank w;
+      w.host = host;
+      char tail = 0;
+      if (std::sscanf(node.substr(p, comma - p).c_str(), "%d:%d:%lf:%lf:%d%c", &w.rank, &w.local_rank, &w.work_ms,
+                      &w.wait_share, &w.steps, &tail) == 5 &&
+          w.rank >= 0 && w.work_ms >= 0 && std::isfinite(w.work_ms) && std::isfinite(w.wait_share))
+        out.push_back(w);
+      p = comma + 1;
+    }
+  }
+  return out;
+}
+
 std::string format_straggler_line(const StragglerVerdict& v, const std::string& host) {
-  return "ddp-launch: rank " + std::to_string(v.rank) + " (host " + host + ", local_rank " +
+  return "ddp-launch: rank " + std::to_string(v.rank) + " (host " + (v.host.empty() ? host : v.host) + ", local_rank " +
          std::to_string(v.local_rank) + ") is a straggler: " + ms_text(v.work_ms) +
          " of its own work a step against " + ms_text(v.fastest_ms) + " on the fastest of " +
          std::to_string(v.ranks) + " ranks (score " + fixed(v.score, 2) + "); the other ranks wait " +

@@ -3,7 +3,9 @@
 // nodes stop their workers; a reason from it (another node failed, left, or
 // waits to join; the job was ended) stops this node's healthy workers. A
 // local failure seen first stays the root cause; the reason is kept either
-// way, and the rounds (elastic_run.h) decide what follows.
+// way, and the rounds (elastic_run.h) decide what follows. Every node's
+// last window of steps, as the helper shares them, is kept for the step
+// statistics (AttemptSetup::job_windows).
 #include "ddp/launcher/elastic/agent_source.h"
 #include "ddp/launcher/supervise/features/features.h"
 
@@ -38,6 +40,10 @@ class Rendezvous final : public Feature, public AgentSource {
 
  private:
   void on_event(const RdzvEvent& e) override {
+    if (e.kind == RdzvEvent::JobSteps) {  // for the step statistics' next window
+      if (ctl_.info().setup.job_windows) *ctl_.info().setup.job_windows = parse_job_windows(e.text);
+      return;
+    }
     if (e.kind != RdzvEvent::Restart && e.kind != RdzvEvent::Abort && e.kind != RdzvEvent::Error) return;
     if (!stop_.empty()) return;
     stop_ = e.text;

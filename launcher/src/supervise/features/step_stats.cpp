@@ -5,6 +5,8 @@
 // the summary. With --trace_file the same steps and collectives go into the
 // run's trace (trace_file.h).
 #include "ddp/launcher/base/host_name.h"
+#include "ddp/launcher/elastic/rdzv_agent.h"
+#include "ddp/launcher/report/run_events.h"
 #include "ddp/launcher/report/trace_file.h"
 #include "ddp/launcher/supervise/features/features.h"
 #include "ddp/launcher/watch/step_sampler.h"
@@ -23,8 +25,19 @@ StragglerOptions straggler_options(const LaunchOptions& o) {
 }
 
 std::string straggler_instant(const StragglerVerdict& v) {
-  char buf[96];
-  std::snprintf(buf, sizeof(buf), "straggler (score %.2f, the others wait %.0f%%)", v.score, v.others_wait_share * 100);
+  char buf[128];
+  std::snprintf(buf, sizeof(buf), "straggler: rank %d (score %.2f, the others wait %.0f%%)", v.rank, v.score,
+                v.others_wait_share * 100);
+  return buf;
+}
+
+// The STRAGGLER event's numbers (event_log.h).
+std::string straggler_metadata(const StragglerVerdict& v) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "\"straggler\": {\"score\": %.3f, \"individual_score\": %.3f, \"work_ms\": %.3f, "
+                "\"fastest_ms\": %.3f, \"others_wait_share\": %.4f, \"ranks\": %d}",
+                v.score, v.individual_score, v.work_ms, v.fastest_ms, v.others_wait_share, v.ranks);
   return buf;
 }
 
@@ -45,12 +58,40 @@ class StepStats final : public Feature, public EventLoop::Source {
     Sample s;
     sampler_.read(s);
     take(s);
-    if (std::optional<StragglerVerdict> v = scores_.evaluate(monotonic_ns())) {
-      if (host_.empty()) host_ = host_name();
+    const uint64_t now = monotonic_ns();
+    if (!scores_.window_due(now)) return;
+    const std::vector<WindowRank> none;
+    const AttemptSetup& setup = ctl_.info().setup;
+    const std::vector<WindowRank>& others = setup.job_windows ? *setup.job_windows : none;
+    const std::optional<StragglerVerdict> v = scores_.evaluate(now, others, may_name(others));
+    if (host_.empty()) host_ = host_name();
+    // c10d: this node's window to the others, through the rendezvous store;
+    // their answer is compared at the next window.
+    if (setup.agent && !scores_.local_window().empty())
+      setup.agent->send("steps " + format_node_window(host_, scores_.local_window()));
+    if (v) {
       ctl_.log() << format_straggler_line(*v, host_) << std::endl;
+      if (ctl_.info().plan.opts.event_log_handler == "console" && v->host.empty()) {
+        StatusEvent e = worker_event(ctl_.info().plan, "STRAGGLER", ctl_.result(), v->local_rank,
+                                     ctl_.worker_pid(v->local_rank));
+        e.more_metadata = straggler_metadata(*v);
+        ctl_.log() << format_status_event(e) << std::flush;
+      }
       if (trace_)
-        trace_->instant(straggler_instant(*v), monotonic_ns(), v->rank);
+        trace_->instant(straggler_instant(*v), monotonic_ns(),
+                        v->host.empty() ? std::optional<int>(v->rank) : std::nullopt);
     }
+  }
+
+  // A node of a multi-node c10d job names a straggler only once it has
+  // heard another node's window (the job's slowest rank may be there), or
+  // after kAloneWindows windows without (the others mark no steps).
+  bool may_name(const std::vector<WindowRank>& others) {
+    const AttemptInfo& info = ctl_.info();
+    if (!info.setup.agent || ctl_.result().world_size <= info.plan.nproc) return true;
+    for (const WindowRank& w : others)
+      if (w.rank < info.base_rank || w.rank >= info.base_rank + info.plan.nproc) return true;
+    return ++alone_windows_ > kAloneWindows;
   }
 
   void before_spawn(WorkerSlot& w) override {
@@ -102,6 +143,8 @@ class StepStats final : public Feature, public EventLoop::Source {
   std::vector<std::shared_ptr<const Heartbeat>> pages_;  // by local rank, until spawned
   EventLoop::Clock::time_point next_;
   bool watching_ = false, drained_ = false;
+  static constexpr int kAloneWindows = 3;
+  int alone_windows_ = 0;
   std::string host_;
 };
 

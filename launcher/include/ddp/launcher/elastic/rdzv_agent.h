@@ -27,14 +27,15 @@
 namespace ddp::launcher {
 
 struct RdzvEvent {
-  enum Kind { Round, Restart, Abort, Aborted, Finished, Error } kind = Error;
+  enum Kind { Round, Restart, Abort, Aborted, Finished, Error, JobSteps } kind = Error;
   // Round: the round's number, its restart count and this node's place.
   int round = 0;
   int restart_count = 0;
   NodePlacement placement;
   int master_port = 0;
   bool counted = true;  // Restart: counts against --max_restarts (a failure, a node lost)
-  std::string text;     // Restart/Abort: the reason; Finished: what cut the exit barrier short; Error: the message
+  std::string text;     // Restart/Abort: the reason; Finished: what cut the exit barrier short; Error: the message;
+                        // JobSteps: every node's last window of steps (parse_job_windows)
 };
 
 // One line of the helper. A line it cannot parse is an Error naming it.

@@ -10,6 +10,9 @@
 //    worker that exited 0 in a failed group);
 //  - last, the agent's SUCCEEDED (the launcher ran to its end, whatever the
 //    workers did) or FAILED (a signal, a rendezvous error).
+// ddp-launch adds one state of its own: STRAGGLER, a worker the straggler
+// scores named while the job ran (straggler_scores.h), its numbers under
+// "straggler" in the inner metadata document.
 // torchrun's RENDEZVOUS and ASSIGN_WORKER_RANKS timing events are not
 // emitted: static rendezvous has no such step here. Formatting is pure so
 // tests check it byte by byte; null is the default handler and prints nothing.
@@ -39,6 +42,9 @@ struct StatusEvent {
   long long worker_id = 0;     // its pid
   std::optional<int> exit_code;
   std::optional<long long> worker_pid;
+  // More members of the inner metadata document, as JSON ("\"k\": v, ..."),
+  // "" for none: ddp-launch's own STRAGGLER event puts its numbers there.
+  std::string more_metadata;
 };
 
 // One line, "\n" included.

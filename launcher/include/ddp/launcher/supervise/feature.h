@@ -15,6 +15,7 @@
 #include "ddp/launcher/process/run_dir.h"
 #include "ddp/launcher/process/spawn.h"
 #include "ddp/launcher/report/report.h"
+#include "ddp/launcher/watch/straggler_scores.h"
 
 #include <memory>
 #include <optional>
@@ -39,6 +40,9 @@ struct AttemptSetup {
   std::string node;            // "node n1 (host h)" in messages to other nodes
   FileTimerServer* timers = nullptr;  // TORCHELASTIC_ENABLE_FILE_TIMER=1: torchrun's file timer
   RunTrace* trace = nullptr;          // --trace_file: the run's timeline, every attempt's
+  // c10d: every node's last window of steps, as the rendezvous last shared
+  // them (the rendezvous feature writes, the step statistics read).
+  std::vector<WindowRank>* job_windows = nullptr;
 };
 
 // The facts of one attempt, the same for every feature.

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,6 +56,7 @@ struct RankStepStats {
 struct StragglerVerdict {
   int rank = 0;
   int local_rank = 0;
+  std::string host;             // another node's rank: its host; "" for this node's
   double work_ms = 0;           // its median work a step in the window
   double fastest_ms = 0;        // the fastest rank's
   double score = 1;             // relative score
@@ -70,6 +72,25 @@ struct StragglerOptions {
   double repeat_s = 300;  // the same rank is named again only this much later
 };
 
+// One rank's last window as the nodes of a c10d job share it (through the
+// rendezvous store: ddp-rdzv's `steps` line), so that every node compares
+// the ranks of the whole job.
+struct WindowRank {
+  int rank = 0;
+  int local_rank = 0;
+  std::string host;
+  double work_ms = 0;     // median own work a step
+  double wait_share = 0;  // median share of a step spent waiting
+  int steps = 0;
+};
+
+// "host;rank:local_rank:work_ms:wait_share:steps,..." (the host's ';', '|',
+// ',' and spaces replaced by '_').
+std::string format_node_window(const std::string& host, const std::vector<WindowRank>& ranks);
+// Every node's window, '|' between nodes; a part that does not parse is
+// left out (a node of another version).
+std::vector<WindowRank> parse_job_windows(const std::string& text);
+
 class StragglerScores {
  public:
   explicit StragglerScores(StragglerOptions o);
@@ -77,7 +98,20 @@ class StragglerScores {
   void add(const StepRecord& s);
   // At most once a window: its scores, and the straggler to name now (none
   // when every rank is above the threshold, or it was named recently).
-  std::optional<StragglerVerdict> evaluate(uint64_t now_ns);
+  // `others`: the last windows of the other nodes' ranks (a rank of this
+  // node among them is left out: its own steps are newer). may_name false:
+  // the window's scores only (a node of a multi-node job that has not yet
+  // heard the others must not name its own slowest rank as the job's).
+  std::optional<StragglerVerdict> evaluate(uint64_t now_ns, const std::vector<WindowRank>& others = {},
+                                           bool may_name = true);
+  // This node's ranks in the window evaluate() last closed (host left "").
+  const std::vector<WindowRank>& local_window() const { return local_; }
+  // Whether evaluate(now_ns) would close a window.
+  bool window_due(uint64_t now_ns) const {
+    return window_start_ns_ != 0 && now_ns >= window_start_ns_ + static_cast<uint64_t>(opts_.window_s * 1e9);
+  }
+  // How many windows evaluate() has closed.
+  uint64_t windows() const { return windows_; }
   // The last window's verdict candidate, named or not (tests, the summary).
   const std::optional<StragglerVerdict>& last_window() const { return last_; }
   // Every rank's steps over the attempt, by rank.
@@ -99,6 +133,8 @@ class StragglerScores {
   std::map<int, Rank> ranks_;
   uint64_t window_start_ns_ = 0;
   std::optional<StragglerVerdict> last_;
+  std::vector<WindowRank> local_;
+  uint64_t windows_ = 0;
   std::map<int, uint64_t> named_at_ns_;
 };
 
