@@ -1,5 +1,7 @@
 #include "ddp/launcher/report/trace_file.h"
 
+#include "ddp/launcher/report/event_log.h"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -12,24 +14,6 @@ constexpr int kLauncherPid = 1000000;  // above any rank's track id (rank + 1)
 int rank_pid(int rank) { return rank + 1; }
 int steps_tid(int rank) { return 2 * rank + kLauncherPid + 2; }
 int collectives_tid(int rank) { return 2 * rank + kLauncherPid + 3; }
-
-std::string json_text(const std::string& s) {
-  std::string out = "\"";
-  for (const char ch : s) {
-    const unsigned char c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-      out += buf;
-    } else {
-      out += ch;
-    }
-  }
-  return out + "\"";
-}
 
 }  // namespace
 
@@ -85,10 +69,10 @@ std::string RunTrace::json() const {
   };
   std::string o;
   o.reserve(256 + slices_.size() * 150);
-  o += "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"ddp-launch\",\"host\":" + json_text(host_) +
+  o += "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"ddp-launch\",\"host\":" + python_json_string(host_) +
        ",\"dropped_slices\":" + std::to_string(dropped_) + "},\"traceEvents\":[\n";
   o += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + std::to_string(kLauncherPid) +
-       ",\"args\":{\"name\":" + json_text("ddp-launch (" + host_ + ")") + "}}";
+       ",\"args\":{\"name\":" + python_json_string("ddp-launch (" + host_ + ")") + "}}";
   o += ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" + std::to_string(kLauncherPid) +
        ",\"args\":{\"sort_index\":-1}}";
   for (const auto& [rank, local_rank] : ranks_) {
@@ -96,7 +80,7 @@ std::string RunTrace::json() const {
     std::string name = "rank " + std::to_string(rank) + " (";
     if (local_rank >= 0) name += "local_rank " + std::to_string(local_rank) + ", ";
     name += "host " + host_ + ")";
-    o += ",\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + pid + ",\"args\":{\"name\":" + json_text(name) + "}}";
+    o += ",\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + pid + ",\"args\":{\"name\":" + python_json_string(name) + "}}";
     o += ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" + pid + ",\"args\":{\"sort_index\":" +
          std::to_string(rank) + "}}";
     o += ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + pid + ",\"tid\":" + std::to_string(steps_tid(rank)) +
@@ -120,7 +104,7 @@ std::string RunTrace::json() const {
   for (const Instant& i : instants_) {
     const std::string pid = std::to_string(i.rank ? rank_pid(*i.rank) : kLauncherPid);
     const std::string tid = std::to_string(i.rank ? steps_tid(*i.rank) : kLauncherPid);
-    o += ",\n{\"name\":" + json_text(i.name) + ",\"cat\":\"launcher\",\"ph\":\"i\",\"s\":\"" + (i.rank ? "t" : "g") +
+    o += ",\n{\"name\":" + python_json_string(i.name) + ",\"cat\":\"launcher\",\"ph\":\"i\",\"s\":\"" + (i.rank ? "t" : "g") +
          "\",\"ts\":" + us(i.at_ns) + ",\"pid\":" + pid + ",\"tid\":" + tid + "}";
   }
   o += "\n]}\n";
