@@ -44,7 +44,10 @@ std::string straggler_metadata(const StragglerVerdict& v) {
 class StepStats final : public Feature, public EventLoop::Source {
  public:
   explicit StepStats(AttemptControl& ctl)
-      : ctl_(ctl), trace_(ctl.info().setup.trace), scores_(straggler_options(ctl.info().plan.opts)) {}
+      : ctl_(ctl), trace_(ctl.info().setup.trace), scores_(straggler_options(ctl.info().plan.opts)) {
+    // Another round's windows (its ranks were other workers) say nothing of this one's.
+    if (ctl.info().setup.job_windows) ctl.info().setup.job_windows->clear();
+  }
 
   EventLoop::Source* source() override { return this; }
 
@@ -83,17 +86,6 @@ class StepStats final : public Feature, public EventLoop::Source {
     }
   }
 
-  // A node of a multi-node c10d job names a straggler only once it has
-  // heard another node's window (the job's slowest rank may be there), or
-  // after kAloneWindows windows without (the others mark no steps).
-  bool may_name(const std::vector<WindowRank>& others) {
-    const AttemptInfo& info = ctl_.info();
-    if (!info.setup.agent || ctl_.result().world_size <= info.plan.nproc) return true;
-    for (const WindowRank& w : others)
-      if (w.rank < info.base_rank || w.rank >= info.base_rank + info.plan.nproc) return true;
-    return ++alone_windows_ > kAloneWindows;
-  }
-
   void before_spawn(WorkerSlot& w) override {
     if (w.local_rank >= 0 && static_cast<size_t>(w.local_rank) >= pages_.size()) pages_.resize(static_cast<size_t>(w.local_rank) + 1);
     if (w.local_rank >= 0) pages_[static_cast<size_t>(w.local_rank)] = w.heartbeat;
@@ -127,6 +119,17 @@ class StepStats final : public Feature, public EventLoop::Source {
   }
 
  private:
+  // A node of a multi-node c10d job names a straggler only once it has
+  // heard another node's window (the job's slowest rank may be there), or
+  // after kAloneWindows windows without (the others mark no steps).
+  bool may_name(const std::vector<WindowRank>& others) {
+    const AttemptInfo& info = ctl_.info();
+    if (!info.setup.agent || ctl_.result().world_size <= info.plan.nproc) return true;
+    for (const WindowRank& w : others)
+      if (w.rank < info.base_rank || w.rank >= info.base_rank + info.plan.nproc) return true;
+    return ++alone_windows_ > kAloneWindows;
+  }
+
   void take(const Sample& s) {
     for (const StepRecord& r : s.steps) {
       scores_.add(r);

@@ -49,7 +49,7 @@ struct RankStepStats {
   double step_ms_median = 0, step_ms_p90 = 0;  // wall time a step
   double work_ms_median = 0;                   // its own work a step (the step less its waits)
   double wait_share = 0;                       // median share of a step spent blocked in collectives
-  double relative_score = 1;                   // fastest median work / its own, whole attempt
+  double relative_score = 1;                   // fastest median work / its own, whole attempt, this node's ranks
   double individual_score = 1;                 // its best window / its last window
 };
 
