@@ -7,7 +7,10 @@ collective is recorded, DDP's buckets go through the module's Python
 communication hook instead of DDP's built-in allreduce, and every
 optimizer step marks a step: that is what is measured. Reports the median
 DDP step (ms) of each run and the difference; the page's own contents are
-checked after the run (steps in the summary). Prints markdown.
+checked after the run (steps in the summary). Then, without the machine's
+noise, in one process (python_heartbeat_cost.py): the page writes of a step
+in a hot loop, and one DDP step with DDP's built-in allreduce, torch's own
+Python allreduce hook and the module's hook, interleaved. Prints markdown.
 
     python3 bench/launcher/bench_python_heartbeat.py [--build build] [--python /usr/bin/python3] [--rounds 4]
 """
@@ -83,13 +86,27 @@ def main():
         for i, (wo, w) in enumerate(rs):
             print(f"| {model} | {i + 1} | {wo:.2f} | {w:.2f} | {100 * (w - wo) / wo:+.2f}% |")
     print()
+    micro = {}
+    for model in rows:
+        out = subprocess.run([a.python, os.path.join(HERE, "python_heartbeat_cost.py"), ROOT, model, "100",
+                              str(a.batch)], stdout=subprocess.PIPE, text=True, check=True).stdout.split()
+        micro[model] = (float(out[1]), [float(x) for x in out[3:6]])
     for model, rs in rows.items():
         wo = [r[0] for r in rs]
         diffs = [100 * (w - o) / o for o, w in rs]
         noise = 100 * (max(wo) - min(wo)) / statistics.median(wo)
         print(f"- {model}: median difference {statistics.median(diffs):+.2f}% (rounds {min(diffs):+.2f}% .. "
               f"{max(diffs):+.2f}%; the runs without alone spread {noise:.1f}%); steps the launcher saw per rank: "
-              f"{seen[model]} (goal: ≤ 1% of a step).")
+              f"{seen[model]}.")
+    print()
+    print("Without the noise, one process (a group of one, Gloo), 100 steps each, interleaved, medians:")
+    print()
+    print("| model | page writes a step | DDP built-in allreduce (ms) | torch's Python allreduce hook (ms) | "
+          "--python_heartbeat's hook (ms) | the module over built-in | the module over torch's hook |")
+    print("|---|---|---|---|---|---|---|")
+    for model, (page_ns, (builtin, torch_hook, ours)) in micro.items():
+        print(f"| {model} | {page_ns / 1000:.1f} µs | {builtin:.2f} | {torch_hook:.2f} | {ours:.2f} | "
+              f"{100 * (ours - builtin) / builtin:+.2f}% | {100 * (ours - torch_hook) / torch_hook:+.2f}% |")
 
 
 if __name__ == "__main__":
