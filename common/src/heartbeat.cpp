@@ -1,7 +1,6 @@
 #include "ddp/common/heartbeat.h"
 
 #include <atomic>
-#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>

@@ -1,6 +1,7 @@
 #include "ddp/launcher/report/summary.h"
 
 #include "ddp/launcher/base/rank_list.h"
+#include "ddp/launcher/base/number_text.h"
 #include "ddp/launcher/base/signal_names.h"
 
 #include <algorithm>
@@ -16,12 +17,6 @@ std::vector<const WorkerExit*> by_rank(const AttemptResult& a) {
   for (const WorkerExit& w : a.exits) out.push_back(&w);
   std::stable_sort(out.begin(), out.end(), [](const WorkerExit* x, const WorkerExit* y) { return x->rank < y->rank; });
   return out;
-}
-
-std::string fixed(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
-  return buf;
 }
 
 std::string status_of(const WorkerExit& w) {
@@ -67,15 +62,15 @@ std::string json_string(const std::string& s) {
 
 std::string json_or_null(const std::string& s) { return s.empty() ? "null" : json_string(s); }
 
-std::string ms_cell(double ms) { return fixed(ms, ms >= 100 ? 0 : ms >= 10 ? 1 : 2); }
+std::string ms_cell(double ms) { return fixed_text(ms, ms >= 100 ? 0 : ms >= 10 ? 1 : 2); }
 
 std::string steps_json(const std::optional<RankStepStats>& st) {
   if (!st) return "null";
-  return "{\"steps\": " + std::to_string(st->steps) + ", \"steps_per_s\": " + fixed(st->steps_per_s, 3) +
-         ", \"step_ms_median\": " + fixed(st->step_ms_median, 3) + ", \"step_ms_p90\": " + fixed(st->step_ms_p90, 3) +
-         ", \"work_ms_median\": " + fixed(st->work_ms_median, 3) + ", \"wait_share\": " + fixed(st->wait_share, 4) +
-         ", \"relative_score\": " + fixed(st->relative_score, 3) +
-         ", \"individual_score\": " + fixed(st->individual_score, 3) + "}";
+  return "{\"steps\": " + std::to_string(st->steps) + ", \"steps_per_s\": " + fixed_text(st->steps_per_s, 3) +
+         ", \"step_ms_median\": " + fixed_text(st->step_ms_median, 3) + ", \"step_ms_p90\": " + fixed_text(st->step_ms_p90, 3) +
+         ", \"work_ms_median\": " + fixed_text(st->work_ms_median, 3) + ", \"wait_share\": " + fixed_text(st->wait_share, 4) +
+         ", \"relative_score\": " + fixed_text(st->relative_score, 3) +
+         ", \"individual_score\": " + fixed_text(st->individual_score, 3) + "}";
 }
 
 }  // namespace
@@ -85,7 +80,7 @@ std::string format_run_summary(const std::vector<AttemptResult>& attempts, const
   const AttemptResult& last = attempts.back();
   std::ostringstream s;
   s << "ddp-launch: run summary (attempt " << last.attempt << ", exit code " << totals.exit_code << ", "
-    << fixed(totals.wall_s, 2) << " s";
+    << fixed_text(totals.wall_s, 2) << " s";
   if (!totals.log_dir.empty()) s << ", logs in " << totals.log_dir;
   s << ")\n";
   std::vector<std::string> head = {"rank", "local_rank", "pid", "status", "wall_s", "cpu_s", "max_rss"};
@@ -110,13 +105,13 @@ std::string format_run_summary(const std::vector<AttemptResult>& attempts, const
   for (const WorkerExit* w : workers) {
     if (shown++ >= kSummaryRows) break;
     std::vector<std::string> cells = {std::to_string(w->rank), std::to_string(w->local_rank),
-                                      w->pid > 0 ? std::to_string(w->pid) : "-", status_of(*w), fixed(w->wall_s, 2),
-                                      fixed(w->cpu_s, 2), rss_of(w->max_rss_kb)};
+                                      w->pid > 0 ? std::to_string(w->pid) : "-", status_of(*w), fixed_text(w->wall_s, 2),
+                                      fixed_text(w->cpu_s, 2), rss_of(w->max_rss_kb)};
     if (steps) {
       if (const auto& st = w->steps)
         for (const std::string& c : {std::to_string(st->steps), ms_cell(st->step_ms_median), ms_cell(st->step_ms_p90),
-                                     ms_cell(st->work_ms_median), fixed(st->wait_share * 100, 0) + "%",
-                                     fixed(st->relative_score, 2)})
+                                     ms_cell(st->work_ms_median), fixed_text(st->wait_share * 100, 0) + "%",
+                                     fixed_text(st->relative_score, 2)})
           cells.push_back(c);
       else
         for (int i = 0; i < 6; ++i) cells.push_back("-");
@@ -138,7 +133,7 @@ std::string format_run_summary(const std::vector<AttemptResult>& attempts, const
 
 std::string format_summary_json(const std::vector<AttemptResult>& attempts, const RunTotals& totals) {
   std::ostringstream s;
-  s << "{\"exit_code\": " << totals.exit_code << ", \"wall_s\": " << fixed(totals.wall_s, 3)
+  s << "{\"exit_code\": " << totals.exit_code << ", \"wall_s\": " << fixed_text(totals.wall_s, 3)
     << ", \"host\": " << json_string(totals.host) << ", \"log_dir\": " << json_or_null(totals.log_dir)
     << ", \"attempts\": [";
   for (size_t i = 0; i < attempts.size(); ++i) {
@@ -152,7 +147,7 @@ std::string format_summary_json(const std::vector<AttemptResult>& attempts, cons
         << ", \"pid\": " << (w.pid > 0 ? std::to_string(w.pid) : "null")
         << ", \"started\": " << (w.pid > 0 ? "true" : "false") << ", \"exit_code\": " << w.shell_code()
         << ", \"signal\": " << (w.signaled ? json_string(signal_name(w.code)) : "null")
-        << ", \"wall_s\": " << fixed(w.wall_s, 3) << ", \"cpu_s\": " << fixed(w.cpu_s, 3)
+        << ", \"wall_s\": " << fixed_text(w.wall_s, 3) << ", \"cpu_s\": " << fixed_text(w.cpu_s, 3)
         << ", \"max_rss_kb\": " << w.max_rss_kb << ", \"error_file\": " << json_or_null(w.error ? w.error_file : "")
         << ", \"stdout_log\": " << json_or_null(w.stdout_log) << ", \"stderr_log\": " << json_or_null(w.stderr_log)
         << ", \"steps\": " << steps_json(w.steps) << "}";

@@ -1,5 +1,6 @@
 #include "ddp/launcher/report/trace_file.h"
 
+#include "ddp/launcher/base/number_text.h"
 #include "ddp/launcher/report/event_log.h"
 
 #include <algorithm>
@@ -51,22 +52,9 @@ void RunTrace::instant(const std::string& name, uint64_t at_ns, std::optional<in
 }
 
 std::string RunTrace::json() const {
-  auto us = [this](uint64_t ns) {
-    const double v = ns > origin_ns_ ? static_cast<double>(ns - origin_ns_) / 1e3 : 0.0;
-    char buf[40];
-    std::snprintf(buf, sizeof(buf), "%.3f", v);
-    return std::string(buf);
-  };
-  auto dur_us = [](uint64_t ns) {
-    char buf[40];
-    std::snprintf(buf, sizeof(buf), "%.3f", static_cast<double>(ns) / 1e3);
-    return std::string(buf);
-  };
-  auto ms = [](uint64_t ns) {
-    char buf[40];
-    std::snprintf(buf, sizeof(buf), "%.3f", static_cast<double>(ns) / 1e6);
-    return std::string(buf);
-  };
+  auto us = [this](uint64_t ns) { return fixed_text(ns > origin_ns_ ? static_cast<double>(ns - origin_ns_) / 1e3 : 0.0, 3); };
+  auto dur_us = [](uint64_t ns) { return fixed_text(static_cast<double>(ns) / 1e3, 3); };
+  auto ms = [](uint64_t ns) { return fixed_text(static_cast<double>(ns) / 1e6, 3); };
   std::string o;
   o.reserve(256 + slices_.size() * 150);
   o += "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"ddp-launch\",\"host\":" + python_json_string(host_) +

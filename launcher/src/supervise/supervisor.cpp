@@ -92,8 +92,7 @@ void Supervisor::run_static() {
     // 0 (--standalone, or port 0 given): a free port per attempt, as --standalone's.
     setup.port = plan_.opts.master_port == 0 ? reserve_check_port(0) : plan_.opts.master_port;
     setup.restart_count = n;
-    setup.timers = run_->timers ? &*run_->timers : nullptr;
-    setup.trace = run_->trace ? &*run_->trace : nullptr;
+    share_run_state(setup);
     attempts_.push_back(attempt(n, setup));
     const AttemptResult& a = attempts_.back();
     if (a.succeeded() || !a.restartable() || n >= plan_.opts.max_restarts) return;
@@ -108,10 +107,16 @@ AttemptSetup Supervisor::setup_of(const RoundPlacement& r) const {
   setup.placement = r.placement;
   setup.agent = r.agent;
   setup.node = r.node;
+  share_run_state(setup);
+  return setup;
+}
+
+// What every attempt of the run shares: the file timer's FIFO, the trace,
+// the nodes' last windows of steps (read only by c10d attempts).
+void Supervisor::share_run_state(AttemptSetup& setup) const {
   setup.timers = run_->timers ? &*run_->timers : nullptr;
   setup.trace = run_->trace ? &*run_->trace : nullptr;
   setup.job_windows = &run_->job_windows;
-  return setup;
 }
 
 AttemptResult Supervisor::attempt(int n, const AttemptSetup& setup) {

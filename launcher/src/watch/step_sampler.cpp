@@ -43,9 +43,9 @@ void StepSampler::read_page(int local_rank, Page& p, Sample& out) {
     }
     p.open = m;
   }
-  std::vector<CollectiveMark> done;
-  lost_collectives_ += p.page->read_collectives(p.next_seq, done);
-  for (const CollectiveMark& c : done) out.collectives.push_back({p.rank, local_rank, c});
+  done_.clear();
+  lost_collectives_ += p.page->read_collectives(p.next_seq, done_);
+  for (const CollectiveMark& c : done_) out.collectives.push_back({p.rank, local_rank, c});
 }
 
 }  // namespace ddp::launcher

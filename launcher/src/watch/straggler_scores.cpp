@@ -1,5 +1,7 @@
 #include "ddp/launcher/watch/straggler_scores.h"
 
+#include "ddp/launcher/base/number_text.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -20,12 +22,6 @@ void keep(std::vector<double>& v) {
   v.resize(j);
 }
 
-std::string fixed(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
-  return buf;
-}
-
 // The share of a step spent blocked in collectives. Shares, not sums, are
 // compared: a first step that holds the start-up (seconds, no wait) would
 // otherwise outweigh a window of ordinary steps.
@@ -34,7 +30,7 @@ double wait_share(const StepRecord& s) {
   return t > 0 ? std::min(1.0, static_cast<double>(s.wait_ns) * 1e-9 / t) : 0.0;
 }
 
-std::string ms_text(double ms) { return ms >= 10 ? fixed(ms, 0) + " ms" : fixed(ms, 1) + " ms"; }
+std::string ms_text(double ms) { return ms >= 10 ? fixed_text(ms, 0) + " ms" : fixed_text(ms, 1) + " ms"; }
 
 }  // namespace
 
@@ -213,8 +209,8 @@ std::string format_straggler_line(const StragglerVerdict& v, const std::string& 
   return "ddp-launch: rank " + std::to_string(v.rank) + " (host " + (v.host.empty() ? host : v.host) + ", local_rank " +
          std::to_string(v.local_rank) + ") is a straggler: " + ms_text(v.work_ms) +
          " of its own work a step against " + ms_text(v.fastest_ms) + " on the fastest of " +
-         std::to_string(v.ranks) + " ranks (score " + fixed(v.score, 2) + "); the other ranks wait " +
-         fixed(v.others_wait_share * 100, 0) + "% of each step for it";
+         std::to_string(v.ranks) + " ranks (score " + fixed_text(v.score, 2) + "); the other ranks wait " +
+         fixed_text(v.others_wait_share * 100, 0) + "% of each step for it";
 }
 
 }  // namespace ddp::launcher

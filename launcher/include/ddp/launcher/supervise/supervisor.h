@@ -36,6 +36,7 @@ class Supervisor {
   void set_up();
   void run_static();
   AttemptSetup setup_of(const RoundPlacement& r) const;
+  void share_run_state(AttemptSetup& setup) const;
   AttemptResult attempt(int n, const AttemptSetup& setup);
 
   LaunchPlan plan_;

@@ -57,7 +57,8 @@ class StepSampler {
   void read_page(int local_rank, Page& p, Sample& out);
 
   std::vector<Page> pages_;  // by local rank
-  std::vector<StepMark> marks_;
+  std::vector<StepMark> marks_;         // read buffers, reused
+  std::vector<CollectiveMark> done_;
   uint64_t lost_steps_ = 0, lost_collectives_ = 0;
 };
 
