@@ -1,5 +1,7 @@
 // ddp-rdzv: the c10d rendezvous of one ddp-launch agent, in a process of its
-// own so that the launcher never loads LibTorch (only a c10d run starts this).
+// own (only a c10d run starts this): every store request may wait for
+// seconds, and the node that hosts the store serves it from a thread, while
+// the launcher's loop never blocks and holds no thread of its own.
 // The launcher talks to it over stdin/stdout, one line each way:
 //   join          -> round <round> <restart_count> <group_rank> <group_world_size>
 //                          <base_rank> <world_size> <master_addr> <master_port>
@@ -18,16 +20,16 @@
 // keep_alive_max_attempt; a launcher silent for longer (stopped, hung) makes
 // the node report itself lost (Rendezvous::tick), so the other nodes go on.
 // A store that stops answering is `error <message>` and the end of this
-// process; so is one that is not a ddp-launch rendezvous (a torchrun node's
-// state in it, or another TCPStore protocol: see first_contact), at once. EOF on stdin (the launcher is gone) ends it too; so does the
+// process; so is one that is not a ddp-launch rendezvous store (a torchrun
+// node's TCPStore, another program, a ddp-launch of another store protocol
+// version: StoreClient's hello), at once. EOF on stdin (the launcher is gone) ends it too; so does the
 // launcher's death (PR_SET_PDEATHSIG).
 //   ddp-rdzv --host=H --port=P --id=ID --min=N --max=M --nproc=K [--local_addr=A]
 //            [--is_host=auto|1|0] [--join_timeout=S] [--last_call_timeout=S]
 //            [--close_timeout=S] [--read_timeout=S] [--keep_alive_interval=S]
 //            [--keep_alive_max_attempt=N]
 #include "rendezvous.h"
-
-#include "ddp/worker/compat.h"
+#include "store_server.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -35,7 +37,7 @@
 #include <csignal>
 #include <cstring>
 #include <cstdlib>
-#include <future>
+#include <memory>
 #include <iostream>
 #include <map>
 #include <netdb.h>
@@ -48,11 +50,6 @@
 using ddp::rdzv::Clock;
 
 namespace {
-
-std::string what_of(const std::exception& e) {
-  if (auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
-  return e.what();
-}
 
 std::string one_line(std::string s) {
   for (char& c : s)
@@ -198,44 +195,17 @@ int free_port() {
 
 std::chrono::milliseconds ms(double s) { return std::chrono::milliseconds(static_cast<long long>(s * 1000)); }
 
-// How long the store may take to answer the first request (and the
-// handshake): a TCPStore answers in milliseconds; one that does not answer at
-// all speaks another protocol.
+// How long the store may take to answer the hello: ours answers in
+// milliseconds; one that does not answer at all speaks another protocol.
 constexpr std::chrono::milliseconds kFirstAnswer{10000};
 
-// torch 1.x and 2.x TCPStores speak different protocols (2.x validates each
-// connection first, and numbers its requests differently): a LibTorch 1.x
-// client's requests to a 2.x store go unanswered, a 2.x client's handshake
-// is reset by a 1.x store. Another torch's torchrun hosts such a store.
-std::string other_protocol(const ddp::rdzv::Config& cfg, const std::string& what) {
-  return "the rendezvous store at " + cfg.endpoint + " (rdzv_id " + cfg.run_id + ") " + what +
-         ": it does not speak the TCPStore protocol of LibTorch " + std::to_string(TORCH_VERSION_MAJOR) + "." +
-         std::to_string(TORCH_VERSION_MINOR) +
-         " that ddp-launch is built with (torch 1.x and 2.x stores differ; is it torchrun of another PyTorch "
-         "version?); ddp-launch and torchrun nodes cannot join one rendezvous: start every node with the same "
-         "launcher, built against the same PyTorch";
-}
-
-// The first request to the store, bounded by kFirstAnswer: claims the
-// rendezvous for ddp-launch or finds torchrun's. False (after saying why)
-// when this node cannot take part.
-bool first_contact(ddp::rdzv::Rendezvous& rz, const ddp::rdzv::Config& cfg) {
-  auto first = std::async(std::launch::async, [&] { rz.claim_store(); });
-  if (first.wait_for(kFirstAnswer) == std::future_status::timeout) {
-    say("error " + other_protocol(cfg, "accepted the connection but did not answer ddp-launch's first request within " +
-                                           std::to_string(kFirstAnswer.count() / 1000) + " s"));
-    // The request's thread is blocked in a read that nothing will end.
-    std::_Exit(1);
-  }
-  try {
-    first.get();
-    return true;
-  } catch (const ddp::rdzv::RendezvousError& e) {
-    say(std::string("error ") + e.what());
-  } catch (const std::exception& e) {
-    say("error " + other_protocol(cfg, "failed ddp-launch's first request") + ": " + what_of(e));
-  }
-  return false;
+// Why this node cannot use the store at the endpoint, and what to do.
+std::string foreign_store(const ddp::rdzv::Config& cfg, const ddp::rdzv::ForeignStore& e) {
+  const std::string at = "the rendezvous store at " + cfg.endpoint + " (rdzv_id " + cfg.run_id + "): ";
+  if (dynamic_cast<const ddp::rdzv::OtherVersionStore*>(&e))
+    return at + e.what() + ": start every node with the same ddp-launch version";
+  return at + e.what() + "; is it torchrun's TCPStore (a torchrun node at the same --rdzv_endpoint) or another "
+         "program? ddp-launch and torchrun nodes cannot join one rendezvous: start every node with ddp-launch";
 }
 
 }  // namespace
@@ -277,7 +247,8 @@ int main(int argc, char** argv) {
   cfg.hostname = hn;
   Commands in;
   auto idle = [&](int ms_) { return in.wait(ms_); };
-  c10::intrusive_ptr<c10d::TCPStore> store;
+  std::unique_ptr<ddp::rdzv::StoreServer> server;
+  std::unique_ptr<ddp::rdzv::StoreClient> store;
   try {
     const std::string is_host = get("is_host", "auto");
     if (free_port_store && !can_host(host, port)) {
@@ -288,9 +259,7 @@ int main(int argc, char** argv) {
     }
     if (free_port_store || is_host == "1" || (is_host == "auto" && can_host(host, port))) {
       try {
-        store = c10::make_intrusive<c10d::TCPStore>(
-            host, ddp::worker::compat::tcp_store_options(static_cast<std::uint16_t>(port), true, std::nullopt, false,
-                                                         ms(read_timeout_s)));
+        server = std::make_unique<ddp::rdzv::StoreServer>(port, DDP_LAUNCH_VERSION);
         cfg.hosts_store = true;
       } catch (const std::exception&) {
         if (free_port_store) throw;  // nobody else hosts it
@@ -298,14 +267,14 @@ int main(int argc, char** argv) {
         // host): be its client, as torchrun's agents are.
       }
       if (free_port_store) {
-        port = store->getPort();  // messages name the port the kernel gave
+        port = server->port();  // messages name the port the kernel gave
         cfg.endpoint = endpoint_of(port);
       }
     }
-    if (!store) {
+    if (!server) {
       // Wait for the host's store to listen (it may start later than this
       // node), then connect with a short timeout: a store that accepts the
-      // connection but fails LibTorch's handshake speaks another protocol
+      // connection but does not answer the hello speaks another protocol,
       // and waiting for the join timeout would not change that.
       const auto deadline = Clock::now() + ms(cfg.join_timeout_s);
       while (!accepts(host, port)) {
@@ -313,20 +282,18 @@ int main(int argc, char** argv) {
           throw std::runtime_error("nothing accepts connections at " + cfg.endpoint);
         if (!idle(100)) return 0;
       }
-      try {
-        store = c10::make_intrusive<c10d::TCPStore>(
-            host, ddp::worker::compat::tcp_store_options(static_cast<std::uint16_t>(port), false, std::nullopt, false,
-                                                         std::min(ms(cfg.join_timeout_s), kFirstAnswer)));
-      } catch (const std::exception& e) {
-        say("error " + other_protocol(cfg, "accepts connections but its TCPStore handshake failed") + ": " + what_of(e));
-        return 1;
-      }
-      store->setTimeout(ms(read_timeout_s));
+    }
+    try {
+      store = std::make_unique<ddp::rdzv::StoreClient>(host, port, std::min(ms(cfg.join_timeout_s), kFirstAnswer),
+                                                       ms(read_timeout_s), DDP_LAUNCH_VERSION);
+    } catch (const ddp::rdzv::ForeignStore& e) {
+      say("error " + foreign_store(cfg, e));
+      return 1;
     }
   } catch (const std::exception& e) {
     say("error rendezvous at " + cfg.endpoint + " (rdzv_id " + cfg.run_id + "): no store could be reached within " +
         get("join_timeout", "600") + " s (join_timeout); check that --rdzv_endpoint names a node that runs ddp-launch "
-        "and that its port is open: " + what_of(e));
+        "and that its port is open: " + e.what());
     return 1;
   }
 
@@ -335,7 +302,6 @@ int main(int argc, char** argv) {
   if (cfg.local_addr.empty()) cfg.local_addr = cfg.hostname;
 
   ddp::rdzv::Rendezvous rz(*store, cfg, free_port);
-  if (!first_contact(rz, cfg)) return 1;
   bool running = false;
   auto report = [&](const ddp::rdzv::Stop& s) {
     if (s.kind == ddp::rdzv::Stop::Abort) say("abort " + s.reason);
@@ -390,7 +356,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     say("error the rendezvous store at " + cfg.endpoint + " stopped answering (" +
         (cfg.hosts_store ? std::string("this node hosts it") : "the launcher of the node that hosts it has likely exited") +
-        "): " + what_of(e));
+        "): " + e.what());
     return 1;
   }
 }

@@ -8,9 +8,6 @@ namespace ddp::rdzv {
 
 namespace {
 
-std::string text(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
-std::vector<uint8_t> bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
-
 Clock::duration seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
@@ -40,12 +37,7 @@ Descriptor parse_descriptor(const std::string& s) {
 
 }  // namespace
 
-std::string torchrun_state_key(const std::string& run_id) { return "torch.rendezvous." + run_id; }
-// 73 base64 data characters (73 = 4 * 18 + 1): "Invalid base64-encoded string".
-const char* const kTorchrunMarker =
-    "ddp-launch c10d rendezvous (not a torchrun state: start every node with the same launcher)";
-
-Rendezvous::Rendezvous(c10d::Store& store, Config cfg, std::function<int()> pick_port)
+Rendezvous::Rendezvous(StoreClient& store, Config cfg, std::function<int()> pick_port)
     : store_(store), cfg_(std::move(cfg)), pick_port_(std::move(pick_port)) {}
 
 std::string Rendezvous::key(const std::string& k) const { return "/ddp-rdzv/" + cfg_.run_id + "/" + k; }
@@ -56,14 +48,12 @@ std::string Rendezvous::rkey(int round, const std::string& k) const {
 long long Rendezvous::counter(const std::string& k) { return store_.add(k, 0); }
 
 std::optional<std::string> Rendezvous::value(const std::string& k) {
-  if (!store_.check({k})) return std::nullopt;
-  return text(store_.get(k));
+  return store_.try_get(k);
 }
 
 std::string Rendezvous::share_steps(const std::string& payload) {
   if (round_ < 0) return "";
-  store_.set(rkey(round_, "steps/" + std::to_string(current_.group_rank)),
-             std::vector<uint8_t>(payload.begin(), payload.end()));
+  store_.set(rkey(round_, "steps/" + std::to_string(current_.group_rank)), payload);
   std::string all;
   for (int i = 0; i < current_.group_world_size; ++i) {
     auto v = value(rkey(round_, "steps/" + std::to_string(i)));
@@ -89,7 +79,7 @@ std::string Rendezvous::timeout_message(int round, double waited_s) {
     << " nodes joined after " << seconds_text(waited_s);
   if (cfg_.min_nodes != cfg_.max_nodes) m << " (--nnodes " << cfg_.min_nodes << ":" << cfg_.max_nodes << ")";
   // A round that is still running keeps late nodes out until it ends.
-  if (round > 0 && joined >= cfg_.min_nodes && !store_.check({rkey(round - 1, "restart")}))
+  if (round > 0 && joined >= cfg_.min_nodes && !store_.check(rkey(round - 1, "restart")))
     m << "; round " << round - 1 << " is running with the most nodes allowed and did not end meanwhile";
   // Who of this node's last round never came back.
   std::vector<std::string> here;
@@ -107,26 +97,13 @@ std::string Rendezvous::timeout_message(int round, double waited_s) {
   return m.str();
 }
 
-void Rendezvous::claim_store() {
-  if (claimed_) return;
-  const std::string k = torchrun_state_key(cfg_.run_id);
-  const std::string now = text(store_.compareSet(k, {}, bytes(kTorchrunMarker)));
-  if (now != kTorchrunMarker)
-    throw RendezvousError("the rendezvous store at " + cfg_.endpoint + " (rdzv_id " + cfg_.run_id +
-                          ") is used by torchrun's c10d rendezvous (key '" + k +
-                          "' present); ddp-launch and torchrun nodes cannot join one rendezvous: start every node "
-                          "with the same launcher");
-  claimed_ = true;
-}
-
 Round Rendezvous::join(const std::function<bool(int)>& idle) {
-  claim_store();
   const auto start = Clock::now();
   const auto deadline = start + seconds(cfg_.join_timeout_s);
   if (!members_.empty()) last_members_ = members_;
   members_.clear();
   // The run's newest round, or the one after this node's last.
-  int R = std::stoi(text(store_.compareSet(key("round"), {}, bytes("0"))));
+  int R = std::stoi(store_.compare_set(key("round"), "", "0"));
   R = std::max(R, round_ + 1);
   // The launcher's pid (this helper's parent): the one users see and kill.
   const std::string self = cfg_.hostname + " " + std::to_string(::getppid()) + " " + cfg_.local_addr + " " +
@@ -135,14 +112,14 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
   long long slot = 0;  // this node's join position in the round it takes part in (1-based)
   while (true) {
     // Make R the run's newest round (someone may be further on already).
-    int cur = std::stoi(text(store_.get(key("round"))));
+    int cur = std::stoi(store_.get(key("round")));
     while (cur < R)
-      cur = std::stoi(text(store_.compareSet(key("round"), bytes(std::to_string(cur)), bytes(std::to_string(R)))));
+      cur = std::stoi(store_.compare_set(key("round"), std::to_string(cur), std::to_string(R)));
     R = cur;
     const long long n = store_.add(rkey(R, "joined"), 1);
-    store_.set(rkey(R, "node/" + std::to_string(n - 1)), bytes(self));
+    store_.set(rkey(R, "node/" + std::to_string(n - 1)), self);
     std::optional<Clock::time_point> min_seen;
-    while (!store_.check({rkey(R, "closed")})) {
+    while (!store_.check(rkey(R, "closed"))) {
       if (auto a = value(key("abort"))) {
         saw_abort();
         throw RendezvousError("the job was ended: " + *a);
@@ -159,17 +136,17 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
       const long long k = counter(rkey(R, "joined"));
       // A round opens only after the previous one has ended for all its
       // nodes (its restart key is set): a late node must not start alone.
-      const bool prev_over = R == 0 || store_.check({rkey(R - 1, "restart")});
+      const bool prev_over = R == 0 || store_.check(rkey(R - 1, "restart"));
       if (prev_over && k >= cfg_.max_nodes) {
-        store_.compareSet(rkey(R, "closed"), {}, bytes(std::to_string(cfg_.max_nodes)));
+        store_.compare_set(rkey(R, "closed"), "", std::to_string(cfg_.max_nodes));
       } else if (prev_over && k >= cfg_.min_nodes) {
         if (!min_seen) min_seen = Clock::now();
         if (since(*min_seen) >= cfg_.last_call_timeout_s)
-          store_.compareSet(rkey(R, "closed"), {}, bytes(std::to_string(k)));
+          store_.compare_set(rkey(R, "closed"), "", std::to_string(k));
       }
       if (!idle(100)) throw RendezvousError("the launcher went away during the rendezvous");
     }
-    const int K = std::stoi(text(store_.get(rkey(R, "closed"))));
+    const int K = std::stoi(store_.get(rkey(R, "closed")));
     if (n <= K) {
       slot = n;
       round_ = R;
@@ -187,7 +164,7 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
   // first. Every node computes the same from the same descriptors.
   std::vector<std::string> slots;
   for (int i = 0; i < current_.group_world_size; ++i)
-    slots.push_back(text(store_.get(rkey(R, "node/" + std::to_string(i)))));
+    slots.push_back(store_.get(rkey(R, "node/" + std::to_string(i))));
   std::vector<int> order(slots.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
   auto rank_key = [&](int slot_index) {
@@ -213,10 +190,14 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
   const std::string master = rkey(R, "master");
   if (current_.group_rank == 0) {
     std::string addr = cfg_.local_addr.empty() ? cfg_.hostname : cfg_.local_addr;
-    store_.set(master, bytes(addr + " " + std::to_string(pick_port_())));
+    store_.set(master, addr + " " + std::to_string(pick_port_()));
   }
-  store_.wait({master}, std::chrono::duration_cast<std::chrono::milliseconds>(seconds(cfg_.close_timeout_s)));
-  std::istringstream m(text(store_.get(master)));
+  const auto close_ms = std::chrono::duration_cast<std::chrono::milliseconds>(seconds(cfg_.close_timeout_s));
+  if (!store_.wait(master, close_ms))
+    throw RendezvousError("rendezvous at " + cfg_.endpoint + " (rdzv_id " + cfg_.run_id + "): node n0 of round " +
+                          std::to_string(R) + " did not publish its workers' store within " +
+                          seconds_text(cfg_.close_timeout_s) + " (close_timeout)");
+  std::istringstream m(store_.get(master));
   m >> current_.master_addr >> current_.master_port;
   beats_.assign(members_.size(), -1);
   beat_seen_.assign(members_.size(), Clock::now());
@@ -243,7 +224,7 @@ std::optional<Stop> Rendezvous::pending_stop() {
 std::optional<std::string> Rendezvous::lost_node() {
   const double limit = cfg_.keep_alive_interval_s * cfg_.keep_alive_max_attempt;
   for (int i = 0; i < static_cast<int>(members_.size()); ++i) {
-    if (i == current_.group_rank || store_.check({rkey(round_, "done/" + std::to_string(i))})) continue;
+    if (i == current_.group_rank || store_.check(rkey(round_, "done/" + std::to_string(i)))) continue;
     const long long b = counter(rkey(round_, "hb/" + std::to_string(i)));
     if (b != beats_[i]) {
       beats_[i] = b;
@@ -278,12 +259,12 @@ std::optional<Stop> Rendezvous::tick(double agent_silent_s) {
     }
   }
   if (!why) return std::nullopt;
-  store_.compareSet(rkey(round_, "restart"), {}, bytes((counted ? "1 " : "0 ") + *why));
+  store_.compare_set(rkey(round_, "restart"), "", (counted ? "1 " : "0 ") + *why);
   return pending_stop();
 }
 
 Stop Rendezvous::fail(const std::string& reason) {
-  store_.compareSet(rkey(round_, "restart"), {}, bytes("1 " + reason));
+  store_.compare_set(rkey(round_, "restart"), "", "1 " + reason);
   return *pending_stop();
 }
 
@@ -294,7 +275,7 @@ void Rendezvous::saw_abort() {
 }
 
 void Rendezvous::abort(const std::string& reason, const std::function<bool(int)>& idle) {
-  store_.compareSet(key("abort"), {}, bytes(reason));
+  store_.compare_set(key("abort"), "", reason);
   saw_abort();
   // The store lives in this process: keep it up until the round's other
   // nodes have read why the job ends (or a while, for nodes that are gone).
@@ -306,7 +287,7 @@ void Rendezvous::abort(const std::string& reason, const std::function<bool(int)>
 
 std::string Rendezvous::done(const std::function<bool(int)>& idle) {
   const int K = current_.group_world_size;
-  store_.set(rkey(round_, "done/" + std::to_string(current_.group_rank)), bytes("1"));
+  store_.set(rkey(round_, "done/" + std::to_string(current_.group_rank)), "1");
   store_.add(rkey(round_, "done_count"), 1);
   const auto start = Clock::now();
   std::string note;

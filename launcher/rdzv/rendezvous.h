@@ -1,6 +1,6 @@
 #pragma once
 // The c10d rendezvous of ddp-launch agents (one per node): rounds of nodes
-// meeting in LibTorch's c10d::TCPStore at --rdzv_endpoint, as torchrun's
+// meeting in the rendezvous store at --rdzv_endpoint, as torchrun's
 // DynamicRendezvousHandler does, with plain keys instead of one pickled blob.
 // Keys live under /ddp-rdzv/<rdzv_id>/; each round R under r<R>/:
 //  - join: n = add(r<R>/joined, 1), descriptor at r<R>/node/<n-1>. The round
@@ -22,17 +22,12 @@
 // Everything that can block takes a deadline; a store that stops answering
 // is reported, never waited on forever.
 //
-// torchrun's c10d rendezvous keeps its whole state (one pickled, base64'd
-// blob) under "torch.rendezvous.<rdzv_id>" of the same store
-// (torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py). At the
-// first contact a node claims that key with kTorchrunMarker (compareSet from
-// absent): a value already there means a torchrun node uses this rendezvous,
-// and the node stops at once instead of waiting for a node that never
-// comes; a torchrun node that arrives later reads the marker as its state,
-// which never decodes, and stops with RendezvousStateError. A torchrun
-// state is never overwritten (its job may be running).
+// The store is ddp-launch's own (store_server.h), not LibTorch's TCPStore:
+// only ddp-launch nodes speak to it. A torchrun node at the same endpoint
+// fails its TCPStore handshake there, and a ddp-launch node fails its hello
+// at a torchrun node's store (store_client.h: ForeignStore).
 
-#include <torch/csrc/distributed/c10d/Store.hpp>
+#include "store_client.h"
 
 #include <chrono>
 #include <functional>
@@ -83,12 +78,6 @@ struct Stop {
   std::string reason;
 };
 
-// torchrun's state key for a rdzv_id, and what ddp-launch nodes put there.
-// The marker has 4k+1 base64 alphabet characters and no '=', so Python's
-// b64decode always fails on it, before any unpickling.
-std::string torchrun_state_key(const std::string& run_id);
-extern const char* const kTorchrunMarker;
-
 // The rendezvous could not be made (timeout, store gone): one line.
 struct RendezvousError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -99,12 +88,7 @@ class Rendezvous {
   // pick_port: a free port for the workers' store (injected for tests);
   // idle: called between store polls with the milliseconds to wait, returns
   // false when the caller wants to give up (the launcher has gone).
-  Rendezvous(c10d::Store& store, Config cfg, std::function<int()> pick_port);
-
-  // The first contact: claims torchrun's state key for this rdzv_id, or
-  // throws RendezvousError naming torchrun when it holds a torchrun state.
-  // One store request; join() calls it when nobody did.
-  void claim_store();
+  Rendezvous(StoreClient& store, Config cfg, std::function<int()> pick_port);
 
   // Joins the next round and waits for it to close. Throws RendezvousError.
   Round join(const std::function<bool(int)>& idle);
@@ -150,7 +134,7 @@ class Rendezvous {
   void saw_abort();
   std::string timeout_message(int round, double waited_s);
 
-  c10d::Store& store_;
+  StoreClient& store_;
   Config cfg_;
   std::function<int()> pick_port_;
   int round_ = -1;                 // the round this node is in (-1 none)
@@ -161,7 +145,6 @@ class Rendezvous {
   std::vector<Clock::time_point> beat_seen_;
   Clock::time_point last_beat_sent_;
   bool abort_seen_ = false;
-  bool claimed_ = false;
 };
 
 }  // namespace ddp::rdzv

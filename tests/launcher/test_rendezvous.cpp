@@ -1,22 +1,21 @@
 // The c10d rendezvous (launcher/rdzv/rendezvous.cpp) over an in-process
-// store: node ranks, base ranks and the workers' store, with the order in
-// which nodes join forced, which the multi-process tests cannot do; and a
-// store that torchrun's rendezvous uses.
+// store (store_server.h, on a free port of this machine): node ranks, base
+// ranks and the workers' store, with the order in which nodes join forced,
+// which the multi-process tests cannot do.
 #include <catch2/catch.hpp>
 
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
-
-#include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <future>
 #include <thread>
 
 #include "rendezvous.h"
+#include "store_server.h"
 
 using ddp::rdzv::Config;
 using ddp::rdzv::Rendezvous;
 using ddp::rdzv::Round;
+using ddp::rdzv::StoreClient;
+using ddp::rdzv::StoreServer;
 
 namespace {
 
@@ -41,12 +40,21 @@ bool idle(int ms) {
   return true;
 }
 
-long long joined(c10d::Store& store, int round) {
+// The store one node hosts, and a connection to it for each node (as each
+// node's helper has its own).
+struct Store {
+  StoreServer server{0, "test"};
+  StoreClient connect() {
+    return StoreClient("localhost", server.port(), std::chrono::seconds(5), std::chrono::seconds(20), "test");
+  }
+};
+
+long long joined(StoreClient& store, int round) {
   return store.add("/ddp-rdzv/unit/r" + std::to_string(round) + "/joined", 0);
 }
 
 // Starts `first`'s join, waits until the store has counted it, then joins `second`.
-std::pair<Round, Round> join_in_order(c10d::Store& store, Rendezvous& first, Rendezvous& second, int round) {
+std::pair<Round, Round> join_in_order(StoreClient& store, Rendezvous& first, Rendezvous& second, int round) {
   auto a = std::async(std::launch::async, [&] { return first.join(idle); });
   while (joined(store, round) < 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   auto b = std::async(std::launch::async, [&] { return second.join(idle); });
@@ -56,10 +64,11 @@ std::pair<Round, Round> join_in_order(c10d::Store& store, Rendezvous& first, Ren
 }  // namespace
 
 TEST_CASE("rendezvous: the node that hosts the store is node 0 of the first round even when it joins last") {
-  auto store = c10::make_intrusive<c10d::HashStore>();
-  Rendezvous guest(*store, node("guest", 3, false), [] { return 1111; });
-  Rendezvous host(*store, node("host", 2, true), [] { return 2222; });
-  const auto [g, h] = join_in_order(*store, guest, host, 0);
+  Store s;
+  StoreClient gc = s.connect(), hc = s.connect(), look = s.connect();
+  Rendezvous guest(gc, node("guest", 3, false), [] { return 1111; });
+  Rendezvous host(hc, node("host", 2, true), [] { return 2222; });
+  const auto [g, h] = join_in_order(look, guest, host, 0);
   CHECK(h.group_rank == 0);
   CHECK(h.base_rank == 0);
   CHECK(g.group_rank == 1);
@@ -76,10 +85,11 @@ TEST_CASE("rendezvous: the node that hosts the store is node 0 of the first roun
 }
 
 TEST_CASE("rendezvous: without the store's host, newcomers take node ranks in join order") {
-  auto store = c10::make_intrusive<c10d::HashStore>();
-  Rendezvous a(*store, node("a", 1, false), [] { return 1111; });
-  Rendezvous b(*store, node("b", 1, false), [] { return 2222; });
-  const auto [ra, rb] = join_in_order(*store, a, b, 0);
+  Store s;
+  StoreClient ac = s.connect(), bc = s.connect(), look = s.connect();
+  Rendezvous a(ac, node("a", 1, false), [] { return 1111; });
+  Rendezvous b(bc, node("b", 1, false), [] { return 2222; });
+  const auto [ra, rb] = join_in_order(look, a, b, 0);
   CHECK(ra.group_rank == 0);
   CHECK(rb.group_rank == 1);
   CHECK(ra.master_addr == "a-addr");
@@ -87,21 +97,22 @@ TEST_CASE("rendezvous: without the store's host, newcomers take node ranks in jo
 }
 
 TEST_CASE("rendezvous: a node keeps its node rank in later rounds, ahead of a store host that joined later") {
-  auto store = c10::make_intrusive<c10d::HashStore>();
+  Store s;
+  StoreClient gc = s.connect(), hc = s.connect(), look = s.connect();
   // --nnodes 1:2: the guest starts alone as node 0; the node that hosts the
   // store arrives during round 0 and is a newcomer of round 1.
   Config one_or_two = node("guest", 1, false);
   one_or_two.min_nodes = 1;
-  Rendezvous guest(*store, one_or_two, [] { return 1111; });
+  Rendezvous guest(gc, one_or_two, [] { return 1111; });
   const Round g0 = guest.join(idle);
   CHECK(g0.group_world_size == 1);
   CHECK(g0.group_rank == 0);
 
   Config host_cfg = node("host", 1, true);
   host_cfg.min_nodes = 1;
-  Rendezvous host(*store, host_cfg, [] { return 2222; });
+  Rendezvous host(hc, host_cfg, [] { return 2222; });
   auto h1 = std::async(std::launch::async, [&] { return host.join(idle); });
-  while (joined(*store, 1) < 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  while (joined(look, 1) < 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   // The guest's next tick stops its workers for the newcomer, uncounted.
   const auto stop = guest.tick();
   REQUIRE(stop);
@@ -121,28 +132,25 @@ TEST_CASE("rendezvous: a node keeps its node rank in later rounds, ahead of a st
   const auto seen = guest.tick();
   REQUIRE(seen);
   CHECK(seen->reason == "rank 1 exited with 1");
-  const auto [h2, g2] = join_in_order(*store, host, guest, 2);
+  const auto [h2, g2] = join_in_order(look, host, guest, 2);
   CHECK(g2.group_rank == 0);
   CHECK(h2.group_rank == 1);
   CHECK(g2.restart_count == 1);
   CHECK(h2.master_port == 1111);
 }
 
-// Issue 15, defect 10: a torchrun node and a ddp-launch node in one c10d
-// rendezvous (same endpoint and rdzv_id) must fail at the first contact,
-// not wait for the join timeout. torchrun keeps its state under
-// "torch.rendezvous.<rdzv_id>" (c10d_rendezvous_backend.py).
 TEST_CASE("rendezvous: a node whose launcher is silent longer than keep_alive_interval x keep_alive_max_attempt "
           "sends no heartbeat and ends the round as a node lost, named") {
-  auto store = c10::make_intrusive<c10d::HashStore>();
-  Rendezvous guest(*store, node("guest", 1, false), [] { return 1111; });
-  Rendezvous host(*store, node("host", 1, true), [] { return 2222; });
-  const auto [g, h] = join_in_order(*store, guest, host, 0);
+  Store s;
+  StoreClient gc = s.connect(), hc = s.connect(), store = s.connect();
+  Rendezvous guest(gc, node("guest", 1, false), [] { return 1111; });
+  Rendezvous host(hc, node("host", 1, true), [] { return 2222; });
+  const auto [g, h] = join_in_order(store, guest, host, 0);
   REQUIRE(g.group_rank == 1);
   // The limit is 0.1 s x 3: a launcher silent for less goes on.
   CHECK_FALSE(guest.tick(0.2));
   const std::string beats_key = "/ddp-rdzv/unit/r0/hb/1";
-  const long long beats = store->add(beats_key, 0);
+  const long long beats = store.add(beats_key, 0);
   idle(150);  // a heartbeat is due again (keep_alive_interval 0.1 s)
   const auto stop = guest.tick(0.5);
   REQUIRE(stop);
@@ -150,51 +158,9 @@ TEST_CASE("rendezvous: a node whose launcher is silent longer than keep_alive_in
   CHECK_THAT(stop->reason, Catch::StartsWith("node n1 (pid ") && Catch::Contains("host guest)") &&
                                Catch::Contains("left during round 0") &&
                                Catch::Contains("its launcher has not answered its rendezvous helper"));
-  CHECK(store->add(beats_key, 0) == beats);  // no heartbeat for a launcher that is gone
+  CHECK(store.add(beats_key, 0) == beats);  // no heartbeat for a launcher that is gone
   // The other node stops for the same reason.
   const auto seen = host.tick();
   REQUIRE(seen);
   CHECK(seen->reason == stop->reason);
-}
-
-TEST_CASE("rendezvous: a store that holds torchrun's state for this rdzv_id fails the join at once, naming torchrun") {
-  auto store = c10::make_intrusive<c10d::HashStore>();
-  // What torchrun writes first: its "no state yet" sentinel.
-  store->set("torch.rendezvous.unit", {'Y', '2', 'F', 'u', 'a', 'W', '1', 'h', 'Z', 'G', 'F', 't'});
-  Config c = node("a", 1, false);
-  c.join_timeout_s = 2;  // without the check, the join waits for the other node this long
-  Rendezvous a(*store, c, [] { return 1111; });
-  CHECK_THROWS_WITH(a.join(idle), Catch::Contains("the rendezvous store at store:29400 (rdzv_id unit) is used by "
-                                                  "torchrun's c10d rendezvous (key 'torch.rendezvous.unit' present)") &&
-                                      Catch::Contains("start every node with the same launcher"));
-  // torchrun's state is left as it was.
-  CHECK(store->get("torch.rendezvous.unit") == std::vector<uint8_t>{'Y', '2', 'F', 'u', 'a', 'W', '1', 'h', 'Z', 'G', 'F', 't'});
-}
-
-TEST_CASE("rendezvous: a join claims torchrun's state key with a marker that torchrun cannot decode") {
-  auto store = c10::make_intrusive<c10d::HashStore>();
-  Config c = node("a", 1, false);
-  c.min_nodes = c.max_nodes = 1;
-  Rendezvous a(*store, c, [] { return 1111; });
-  a.join(idle);
-  REQUIRE(store->check({"torch.rendezvous.unit"}));
-  const auto v = store->get("torch.rendezvous.unit");
-  const std::string marker(v.begin(), v.end());
-  CHECK_THAT(marker, Catch::StartsWith("ddp-launch"));
-  // torchrun base64-decodes its state (b64decode, non-strict: characters
-  // outside the alphabet are dropped); a count of 4k+1 data characters can
-  // never decode, so torchrun stops with RendezvousStateError at once.
-  const auto data = std::count_if(marker.begin(), marker.end(), [](char ch) {
-    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '+' || ch == '/' || ch == '=';
-  });
-  CHECK(data % 4 == 1);
-  CHECK(marker.find('=') == std::string::npos);
-  // A second ddp-launch node of the same rendezvous is not refused.
-  Config c2 = node("b", 1, false);
-  c2.min_nodes = c2.max_nodes = 1;
-  c2.run_id = "unit";
-  auto store2 = c10::make_intrusive<c10d::HashStore>();
-  store2->set("torch.rendezvous.unit", v);
-  Rendezvous b(*store2, c2, [] { return 2222; });
-  CHECK(b.join(idle).group_world_size == 1);
 }

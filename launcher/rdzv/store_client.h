@@ -1,0 +1,70 @@
+#pragma once
+// A ddp-launch node's connection to the rendezvous store (store_server.h),
+// in the protocol of store_protocol.h. One request at a time; each one has a
+// deadline (io_timeout, plus its own wait for get and wait), and a store
+// that misses it is an error, never a wait without end. After an error the
+// connection is closed and every later request fails.
+#include <chrono>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+namespace ddp::rdzv {
+
+// The store could not be reached, or stopped answering in time.
+struct StoreError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Something answers at the endpoint, but not as a ddp-launch rendezvous
+// store of this protocol version: what it is, as far as the hello tells.
+struct ForeignStore : StoreError {
+  using StoreError::StoreError;
+};
+
+// The store is ddp-launch's, of a protocol version this node does not speak.
+struct OtherVersionStore : ForeignStore {
+  using ForeignStore::ForeignStore;
+};
+
+class StoreClient {
+ public:
+  // Connects to host:port and says hello, both within connect_timeout.
+  // Throws StoreError (nothing accepts the connection in time) or
+  // ForeignStore (the hello is refused, unanswered or garbled) or
+  // OtherVersionStore.
+  StoreClient(const std::string& host, int port, std::chrono::milliseconds connect_timeout,
+              std::chrono::milliseconds io_timeout, const std::string& launcher_version);
+
+  void set(const std::string& key, const std::string& value);
+  // Waits for the key up to io_timeout.
+  std::string get(const std::string& key);
+  std::optional<std::string> try_get(const std::string& key);
+  long long add(const std::string& key, long long delta);
+  bool check(const std::string& key);
+  // See store_protocol.h: the value after the request ("" if still absent).
+  std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired);
+  // False when the key was not set within timeout.
+  bool wait(const std::string& key, std::chrono::milliseconds timeout);
+
+  // The ddp-launch version of the node that hosts the store.
+  const std::string& store_launcher_version() const { return store_version_; }
+
+ private:
+  // Sends a request, reads its answer; returns it with the status read.
+  std::string transact(const std::string& frame, std::chrono::milliseconds wait, const std::string& what);
+  void run_until(std::chrono::steady_clock::time_point deadline, const std::string& what);
+  std::string read_frame(std::chrono::steady_clock::time_point deadline, const std::string& what);
+  [[noreturn]] void fail(const std::string& why);
+
+  std::string endpoint_;
+  std::chrono::milliseconds io_timeout_;
+  boost::asio::io_context io_;
+  boost::asio::ip::tcp::socket socket_{io_};
+  std::string store_version_;
+};
+
+}  // namespace ddp::rdzv

@@ -1,0 +1,271 @@
+#include "store_server.h"
+
+#include "store_protocol.h"
+
+#include <boost/asio.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <optional>
+#include <thread>
+#include <utility>
+
+namespace ddp::rdzv {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using namespace wire;
+
+namespace {
+
+class Connection;
+
+// The table and who waits for which key. Touched only by the server's thread.
+struct Table {
+  std::map<std::string, std::string> values;
+  std::multimap<std::string, std::weak_ptr<Connection>> waiters;
+  std::atomic<std::uint32_t> version{kVersion};
+  std::string launcher_version;
+
+  void changed(const std::string& key);
+};
+
+std::optional<long long> integer(const std::string& s) {
+  try {
+    std::size_t used = 0;
+    const long long v = std::stoll(s, &used);
+    if (used == s.size()) return v;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+// One client: reads a request, answers it (now, or when the key it waits
+// for is set, or at its timeout), reads the next.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(tcp::socket socket, Table& table)
+      : socket_(std::move(socket)), timer_(socket_.get_executor()), table_(table) {}
+
+  void start() { read_header(); }
+
+  // The key this connection waits for was set: answer if it is there.
+  void key_changed() {
+    if (!waiting_) return;
+    auto it = table_.values.find(waiting_->key);
+    if (it == table_.values.end()) return;
+    const Op op = waiting_->op;
+    waiting_.reset();
+    timer_.cancel();
+    send(op == Op::Get ? Writer().u8(static_cast<std::uint8_t>(Status::Ok)).str(it->second)
+                       : Writer().u8(static_cast<std::uint8_t>(Status::Ok)));
+  }
+
+ private:
+  struct Waiting {
+    Op op;
+    std::string key;
+  };
+
+  void read_header() {
+    asio::async_read(socket_, asio::buffer(header_), [self = shared_from_this()](auto ec, std::size_t) {
+      if (ec) return self->close();
+      std::uint32_t n = 0;
+      try {
+        n = frame_length(self->header_);
+      } catch (const ProtocolError&) {
+        return self->close();
+      }
+      // Before hello, nothing longer than a hello: a stranger's bytes.
+      if (!self->greeted_ && n > 256) return self->close();
+      self->read_body(n);
+    });
+  }
+
+  void read_body(std::uint32_t n) {
+    body_.assign(n, '\0');
+    asio::async_read(socket_, asio::buffer(body_), [self = shared_from_this()](auto ec, std::size_t) {
+      if (ec) return self->close();
+      try {
+        self->handle();
+      } catch (const ProtocolError&) {
+        self->close();
+      }
+    });
+  }
+
+  static Writer ok() { return std::move(Writer().u8(static_cast<std::uint8_t>(Status::Ok))); }
+  static Writer status(Status s) { return std::move(Writer().u8(static_cast<std::uint8_t>(s))); }
+
+  void handle() {
+    Reader in(body_);
+    const auto op = static_cast<Op>(in.u8());
+    if (!greeted_) {
+      if (op != Op::Hello || in.str() != kMagic) throw ProtocolError("no hello");
+      const std::uint32_t theirs = in.u32();
+      in.str();  // the client's launcher version (its own messages name it)
+      in.end();
+      greeted_ = true;
+      const std::uint32_t mine = table_.version;
+      return send(status(theirs == mine ? Status::Ok : Status::Version).str(kMagic).u32(mine).str(table_.launcher_version));
+    }
+    auto& values = table_.values;
+    switch (op) {
+      case Op::Set: {
+        std::string key = in.str();
+        std::string value = in.str();
+        in.end();
+        values[key] = std::move(value);
+        table_.changed(key);
+        return send(ok());
+      }
+      case Op::Get:
+      case Op::Wait: {
+        std::string key = in.str();
+        const auto timeout = std::chrono::milliseconds(in.i64());
+        in.end();
+        auto it = values.find(key);
+        if (it != values.end()) return send(op == Op::Get ? ok().str(it->second) : ok());
+        table_.waiters.emplace(key, weak_from_this());
+        waiting_ = Waiting{op, std::move(key)};
+        timer_.expires_after(timeout);
+        timer_.async_wait([self = shared_from_this()](auto ec) {
+          if (ec || !self->waiting_) return;
+          self->waiting_.reset();
+          self->send(status(Status::Timeout));
+        });
+        return;
+      }
+      case Op::TryGet: {
+        const std::string key = in.str();
+        in.end();
+        auto it = values.find(key);
+        return send(it == values.end() ? status(Status::Absent) : ok().str(it->second));
+      }
+      case Op::Add: {
+        const std::string key = in.str();
+        const long long delta = in.i64();
+        in.end();
+        auto it = values.find(key);
+        const auto before = it == values.end() ? std::optional<long long>(0) : integer(it->second);
+        if (!before)
+          return send(status(Status::Error).str("add to key '" + key + "', whose value is not a number"));
+        values[key] = std::to_string(*before + delta);
+        table_.changed(key);
+        return send(ok().i64(*before + delta));
+      }
+      case Op::Check: {
+        const std::string key = in.str();
+        in.end();
+        return send(ok().u8(values.count(key) ? 1 : 0));
+      }
+      case Op::CompareSet: {
+        const std::string key = in.str();
+        const std::string expected = in.str();
+        std::string desired = in.str();
+        in.end();
+        auto it = values.find(key);
+        const bool swap = it == values.end() ? expected.empty() : it->second == expected;
+        if (swap) {
+          values[key] = std::move(desired);
+          table_.changed(key);
+        }
+        it = values.find(key);
+        return send(ok().str(it == values.end() ? std::string() : it->second));
+      }
+      case Op::Hello:
+        break;
+    }
+    throw ProtocolError("unknown op");
+  }
+
+  void send(const Writer& reply) {
+    out_ = reply.frame();
+    asio::async_write(socket_, asio::buffer(out_), [self = shared_from_this()](auto ec, std::size_t) {
+      if (ec) return self->close();
+      self->read_header();
+    });
+  }
+
+  void close() {
+    waiting_.reset();
+    timer_.cancel();
+    boost::system::error_code ignored;
+    socket_.close(ignored);
+  }
+
+  tcp::socket socket_;
+  asio::steady_timer timer_;
+  Table& table_;
+  unsigned char header_[4] = {};
+  std::string body_;
+  std::string out_;
+  bool greeted_ = false;
+  std::optional<Waiting> waiting_;
+};
+
+void Table::changed(const std::string& key) {
+  auto [first, last] = waiters.equal_range(key);
+  std::vector<std::shared_ptr<Connection>> woken;
+  for (auto it = first; it != last; ++it)
+    if (auto c = it->second.lock()) woken.push_back(std::move(c));
+  waiters.erase(first, last);
+  for (auto& c : woken) c->key_changed();
+}
+
+}  // namespace
+
+struct StoreServer::Impl {
+  asio::io_context io;
+  tcp::acceptor acceptor{io};
+  Table table;
+  std::thread thread;
+
+  void accept() {
+    acceptor.async_accept([this](auto ec, tcp::socket socket) {
+      if (ec == asio::error::operation_aborted) return;
+      if (!ec) {
+        boost::system::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
+        std::make_shared<Connection>(std::move(socket), table)->start();
+      }
+      accept();
+    });
+  }
+
+  void listen(const tcp::endpoint& at, bool dual_stack) {
+    acceptor.open(at.protocol());
+    acceptor.set_option(tcp::acceptor::reuse_address(true));
+    if (dual_stack) acceptor.set_option(asio::ip::v6_only(false));
+    acceptor.bind(at);
+    acceptor.listen();
+  }
+};
+
+StoreServer::StoreServer(int port, std::string launcher_version) : impl_(std::make_unique<Impl>()) {
+  impl_->table.launcher_version = std::move(launcher_version);
+  const auto p = static_cast<unsigned short>(port);
+  try {
+    impl_->listen(tcp::endpoint(asio::ip::address_v6::any(), p), true);
+  } catch (const boost::system::system_error& e) {
+    // No IPv6 on this machine: IPv4 alone. A port in use stays an error.
+    if (e.code() == asio::error::address_in_use) throw;
+    boost::system::error_code ignored;
+    impl_->acceptor.close(ignored);
+    impl_->listen(tcp::endpoint(asio::ip::address_v4::any(), p), false);
+  }
+  impl_->accept();
+  impl_->thread = std::thread([this] { impl_->io.run(); });
+}
+
+StoreServer::~StoreServer() {
+  impl_->io.stop();
+  impl_->thread.join();
+}
+
+int StoreServer::port() const { return impl_->acceptor.local_endpoint().port(); }
+
+void StoreServer::speak_version_for_tests(std::uint32_t version) { impl_->table.version = version; }
+
+}  // namespace ddp::rdzv

@@ -1,0 +1,199 @@
+// The rendezvous store (launcher/rdzv/store_*.h) in process: the requests'
+// meaning, waits answered by another client's set or by their timeout, and
+// what a node says when the endpoint is not a ddp-launch store of its
+// protocol version (a TCPStore, a silent program, another version).
+#include <catch2/catch.hpp>
+
+#include "store_client.h"
+#include "store_protocol.h"
+#include "store_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <future>
+#include <thread>
+
+using namespace std::chrono_literals;
+using ddp::rdzv::ForeignStore;
+using ddp::rdzv::OtherVersionStore;
+using ddp::rdzv::StoreClient;
+using ddp::rdzv::StoreError;
+using ddp::rdzv::StoreServer;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+StoreClient connect(int port, std::chrono::milliseconds io = 5s) {
+  return StoreClient("127.0.0.1", port, 2s, io, "0.1.0-test");
+}
+
+// A socket connected to 127.0.0.1:port, for bytes that are not the protocol.
+int raw_connection(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+  return fd;
+}
+
+// A listening socket that accepts (the kernel does) and never answers.
+struct SilentListener {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int port = 0;
+  SilentListener() {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+    REQUIRE(::listen(fd, 8) == 0);
+    socklen_t len = sizeof(a);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+  }
+  ~SilentListener() { ::close(fd); }
+};
+
+}  // namespace
+
+TEST_CASE("rendezvous store: set, get, try_get, add, check and compare_set as the rendezvous uses them") {
+  StoreServer server(0, "0.1.0-test");
+  StoreClient c = connect(server.port());
+  CHECK_FALSE(c.check("k"));
+  CHECK_FALSE(c.try_get("k"));
+  c.set("k", std::string("a\0b", 3));  // values are bytes
+  CHECK(c.check("k"));
+  CHECK(c.get("k") == std::string("a\0b", 3));
+  CHECK(c.try_get("k") == std::string("a\0b", 3));
+
+  CHECK(c.add("n", 0) == 0);  // a missing counter is 0
+  CHECK(c.add("n", 5) == 5);
+  CHECK(c.add("n", -2) == 3);
+  CHECK(c.get("n") == "3");
+  CHECK_THROWS_WITH(c.add("k", 1), Catch::Contains("add to key 'k', whose value is not a number"));
+
+  // compare_set: absent + "" sets; equal sets; otherwise the value is kept.
+  CHECK(c.compare_set("round", "", "0") == "0");
+  CHECK(c.compare_set("round", "", "7") == "0");
+  CHECK(c.compare_set("round", "0", "1") == "1");
+  CHECK(c.compare_set("round", "0", "2") == "1");
+  CHECK(c.compare_set("absent", "x", "y") == "");
+  CHECK_FALSE(c.check("absent"));
+}
+
+TEST_CASE("rendezvous store: get and wait are answered by another node's set, or by their timeout") {
+  StoreServer server(0, "0.1.0-test");
+  StoreClient waiter = connect(server.port()), setter = connect(server.port());
+  auto got = std::async(std::launch::async, [&] { return waiter.get("master"); });
+  std::this_thread::sleep_for(100ms);
+  CHECK(got.wait_for(0s) == std::future_status::timeout);
+  setter.set("master", "host 1234");
+  CHECK(got.get() == "host 1234");
+
+  auto waited = std::async(std::launch::async, [&] { return waiter.wait("done", 10s); });
+  std::this_thread::sleep_for(50ms);
+  setter.add("done", 1);  // an add sets the key too
+  CHECK(waited.get());
+
+  const auto start = Clock::now();
+  CHECK_FALSE(waiter.wait("never", 200ms));
+  CHECK(Clock::now() - start >= 200ms);
+  CHECK(Clock::now() - start < 3s);
+  // The connection is still good after a wait that timed out.
+  CHECK(waiter.get("master") == "host 1234");
+
+  StoreClient quick = connect(server.port(), 300ms);
+  CHECK_THROWS_WITH(quick.get("never"), Catch::Contains("key never was not set within 1 s"));
+}
+
+TEST_CASE("rendezvous store: a store that goes away is an error for a waiting node, at once, not at its timeout") {
+  auto server = std::make_unique<StoreServer>(0, "0.1.0-test");
+  StoreClient c = connect(server->port(), 30s);
+  auto waiting = std::async(std::launch::async, [&] { return c.wait("never", 30s); });
+  std::this_thread::sleep_for(100ms);
+  const auto start = Clock::now();
+  server.reset();
+  CHECK_THROWS_AS(waiting.get(), StoreError);
+  CHECK(Clock::now() - start < 5s);
+  CHECK_THROWS_WITH(c.check("k"), Catch::Contains("closed by an earlier error"));
+}
+
+TEST_CASE("rendezvous store: a connection that does not start with the hello is closed (a TCPStore client, a "
+          "port scanner)") {
+  StoreServer server(0, "0.1.0-test");
+  const int fd = raw_connection(server.port());
+  // What a torch 2.x TCPStore client sends first: VALIDATE and its magic number.
+  const unsigned char validate[] = {0x00, 0xce, 0xf7, 0x85, 0x3c};
+  REQUIRE(::write(fd, validate, sizeof(validate)) == sizeof(validate));
+  char buf[16];
+  // Closed, nothing answered (reset: the store left the bytes unread).
+  const ssize_t n = ::read(fd, buf, sizeof(buf));
+  CHECK((n == 0 || (n < 0 && errno == ECONNRESET)));
+  ::close(fd);
+  // The store still serves its own nodes.
+  StoreClient c = connect(server.port());
+  c.set("k", "v");
+  CHECK(c.get("k") == "v");
+}
+
+TEST_CASE("rendezvous store: an endpoint that accepts connections but never answers is a foreign store within the "
+          "connect timeout, named so") {
+  SilentListener silent;
+  const auto start = Clock::now();
+  CHECK_THROWS_AS(StoreClient("127.0.0.1", silent.port, 500ms, 5s, "0.1.0"), ForeignStore);
+  CHECK_THROWS_WITH(StoreClient("127.0.0.1", silent.port, 500ms, 5s, "0.1.0"),
+                    Catch::Contains("does not answer as a ddp-launch rendezvous store"));
+  CHECK(Clock::now() - start < 4s);
+}
+
+TEST_CASE("rendezvous store: a store of another protocol version is refused at the hello, naming both "
+          "ddp-launch versions") {
+  StoreServer server(0, "0.9.0");
+  server.speak_version_for_tests(ddp::rdzv::wire::kVersion + 1);
+  CHECK_THROWS_AS(connect(server.port()), OtherVersionStore);
+  CHECK_THROWS_WITH(connect(server.port()), Catch::Contains("the rendezvous store of ddp-launch 0.9.0, protocol "
+                                                            "version 2; this node runs ddp-launch 0.1.0-test, "
+                                                            "protocol version 1"));
+}
+
+TEST_CASE("rendezvous store: nothing at the endpoint is a store error, not a foreign store") {
+  int port = 0;
+  {
+    SilentListener closed_after;  // a port that was free a moment ago
+    port = closed_after.port;
+  }
+  try {
+    connect(port);
+    FAIL("connected to a closed port");
+  } catch (const ForeignStore&) {
+    FAIL("a closed port is not a foreign store");
+  } catch (const StoreError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("cannot connect"));
+  }
+}
+
+TEST_CASE("rendezvous store: frames parse back, and a short or overlong frame is a protocol error") {
+  using namespace ddp::rdzv::wire;
+  Writer w;
+  w.u8(3).u32(70000).i64(-5).str("key");
+  ddp::rdzv::wire::Reader r(w.body());
+  CHECK(r.u8() == 3);
+  CHECK(r.u32() == 70000);
+  CHECK(r.i64() == -5);
+  CHECK(r.str() == "key");
+  CHECK_NOTHROW(r.end());
+  ddp::rdzv::wire::Reader short_one(w.body().substr(0, 10));
+  short_one.u8();
+  short_one.u32();
+  CHECK_THROWS_AS(short_one.i64(), ProtocolError);
+  const std::string f = w.frame();
+  CHECK(frame_length(reinterpret_cast<const unsigned char*>(f.data())) == w.body().size());
+  const unsigned char huge[4] = {0x7f, 0xff, 0xff, 0xff};
+  CHECK_THROWS_AS(frame_length(huge), ProtocolError);
+}
