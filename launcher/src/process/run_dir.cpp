@@ -1,11 +1,12 @@
 #include "ddp/launcher/process/run_dir.h"
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <random>
 #include <sstream>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <stdexcept>
 #include <unistd.h>
@@ -16,9 +17,13 @@ namespace fs = std::filesystem;
 
 RunDirectory::RunDirectory() {
   const char* tmp = std::getenv("TMPDIR");
-  std::random_device rd;
+  // getrandom(2), not std::random_device: libstdc++'s calls arc4random,
+  // which would make the binary need glibc 2.36 (the wheel's platform tag).
+  std::uint64_t bits = 0;
+  if (::getrandom(&bits, sizeof(bits), 0) != static_cast<ssize_t>(sizeof(bits)))
+    bits = (static_cast<std::uint64_t>(::getpid()) << 32) ^ reinterpret_cast<std::uintptr_t>(this);
   std::ostringstream name;
-  name << (tmp && *tmp ? tmp : "/tmp") << "/ddp-launch-" << std::hex << rd() << rd();
+  name << (tmp && *tmp ? tmp : "/tmp") << "/ddp-launch-" << std::hex << bits;
   path_ = name.str();
 }
 
