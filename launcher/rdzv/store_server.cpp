@@ -66,6 +66,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   struct Waiting {
     Op op;
     std::string key;
+    std::uint64_t id;
   };
 
   void read_header() {
@@ -128,10 +129,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
         auto it = values.find(key);
         if (it != values.end()) return send(op == Op::Get ? ok().str(it->second) : ok());
         table_.waiters.emplace(key, weak_from_this());
-        waiting_ = Waiting{op, std::move(key)};
+        waiting_ = Waiting{op, std::move(key), ++waits_};
         timer_.expires_after(timeout);
-        timer_.async_wait([self = shared_from_this()](auto ec) {
-          if (ec || !self->waiting_) return;
+        // A timeout already queued when the key came is stale: the wait it
+        // belonged to was answered (and another may have begun since).
+        timer_.async_wait([self = shared_from_this(), wait = waits_](auto ec) {
+          if (ec || !self->waiting_ || self->waiting_->id != wait) return;
           self->waiting_.reset();
           self->send(status(Status::Timeout));
         });
@@ -203,6 +206,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string out_;
   bool greeted_ = false;
   std::optional<Waiting> waiting_;
+  std::uint64_t waits_ = 0;
 };
 
 void Table::changed(const std::string& key) {
