@@ -1,8 +1,9 @@
 #pragma once
 // The launcher's side of c10d rendezvous. The rendezvous itself runs in
-// ddp-rdzv (launcher/rdzv/), a helper beside ddp-launch that links LibTorch
-// for c10d::TCPStore; ddp-launch starts it only for --rdzv_backend c10d, so
-// the static path neither loads LibTorch nor depends on it. The two talk
+// ddp-rdzv (launcher/rdzv/), a helper beside ddp-launch that blocks on the
+// rendezvous store (and serves it on the node that hosts it) so the
+// launcher's loop never does; ddp-launch starts it only for --rdzv_backend
+// c10d. The two talk
 // over a pipe each way, one line per message (launcher/rdzv/main.cpp has the
 // protocol); parse_rdzv_line() is pure so tests check it without processes.
 // The helper leads its own process group (Ctrl-C is the launcher's to
