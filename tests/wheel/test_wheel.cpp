@@ -165,7 +165,8 @@ const char* kScript =
     "    opt.step()\n"
     "    if os.environ.get('SPIN') and rank == 1 and step == 5:\n"
     "        while True: pass\n"
-    "print('done', rank, 'of', dist.get_world_size(), 'torch', torch.__version__.split('+')[0], flush=True)\n"
+    "# One write(2) a line: ranks share the launcher's stdout (python3 -u writes print's parts one by one).\n"
+    "os.write(1, f'done {rank} of {dist.get_world_size()} torch {torch.__version__}\\n'.encode())\n"
     "dist.destroy_process_group()\n";
 
 }  // namespace
