@@ -68,7 +68,10 @@ class Writer {
 // Reads one frame's body; every read is bounds-checked (ProtocolError).
 class Reader {
  public:
+  // Reads `body` in place: it must outlive the Reader (a temporary string
+  // would not, hence the deleted overload).
   explicit Reader(std::string_view body) : body_(body) {}
+  explicit Reader(std::string&&) = delete;
   std::uint8_t u8();
   std::uint32_t u32();
   std::int64_t i64();

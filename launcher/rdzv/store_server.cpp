@@ -223,6 +223,7 @@ void Table::changed(const std::string& key) {
 struct StoreServer::Impl {
   asio::io_context io;
   tcp::acceptor acceptor{io};
+  int port = 0;  // read before the thread starts: the acceptor is the thread's
   Table table;
   std::thread thread;
 
@@ -259,6 +260,7 @@ StoreServer::StoreServer(int port, std::string launcher_version) : impl_(std::ma
     impl_->acceptor.close(ignored);
     impl_->listen(tcp::endpoint(asio::ip::address_v4::any(), p), false);
   }
+  impl_->port = impl_->acceptor.local_endpoint().port();
   impl_->accept();
   impl_->thread = std::thread([this] { impl_->io.run(); });
 }
@@ -268,7 +270,7 @@ StoreServer::~StoreServer() {
   impl_->thread.join();
 }
 
-int StoreServer::port() const { return impl_->acceptor.local_endpoint().port(); }
+int StoreServer::port() const { return impl_->port; }
 
 void StoreServer::speak_version_for_tests(std::uint32_t version) { impl_->table.version = version; }
 

@@ -188,7 +188,8 @@ TEST_CASE("rendezvous store: frames parse back, and a short or overlong frame is
   CHECK(r.i64() == -5);
   CHECK(r.str() == "key");
   CHECK_NOTHROW(r.end());
-  ddp::rdzv::wire::Reader short_one(w.body().substr(0, 10));
+  const std::string cut = w.body().substr(0, 10);
+  ddp::rdzv::wire::Reader short_one(cut);
   short_one.u8();
   short_one.u32();
   CHECK_THROWS_AS(short_one.i64(), ProtocolError);
