@@ -79,7 +79,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--nodes", default="8,32,64")
-    # 64 torchrun nodes at ~600 MiB each need ~39 GiB at once.
+    # 64 torchrun nodes did not finish within 10 minutes on the 2-core development machine.
     ap.add_argument("--torchrun-nodes", default="8,32")
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--torch2-python", default=TORCH2_PY)
@@ -116,8 +116,9 @@ def main():
         "node `--nnodes N --nproc_per_node 1 --rdzv_backend c10d` at one endpoint, its worker `/bin/true`, all N "
         "started at once. Wall: first start to last exit, median (range) of the runs. Per node: the launcher and "
         "everything it started (rendezvous helper, worker), medians over every node of every run, as GNU time "
-        "reports them (CPU in 10 ms ticks). torchrun at 64 nodes is left out: ~600 MiB a node would need ~39 GiB "
-        "at once on this machine's 23 GiB.",
+        "reports them (CPU in 10 ms ticks). torchrun at 64 nodes is left out: on this 2-core machine 64 "
+        "torchrun nodes had not finished after 10 minutes (2026-12-02, `--torchrun-nodes 64 --runs 1` under "
+        "`timeout 600`; 18 of 23 GiB in use at the peak).",
         "",
         "| launcher | nodes | wall | CPU per node | peak RSS per node | nodes failed |",
         "|---|---|---|---|---|---|",
