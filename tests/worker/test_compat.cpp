@@ -9,13 +9,14 @@
 #include <type_traits>
 
 #include "ddp/worker/compat.h"
+#include "store_bytes.h"
 
 using namespace ddp::worker::compat;
 
+using ddp::test::store_bytes;
+
 namespace {
 constexpr TorchVersion k113{1, 13}, k20{2, 0}, k21{2, 1}, k211{2, 11};
-
-std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
 }  // namespace
 
 TEST_CASE("compat: backend keys are scoped like Python 1.13 and 2.x") {
@@ -26,12 +27,12 @@ TEST_CASE("compat: backend keys are scoped like Python 1.13 and 2.x") {
   // The keys that land in the default_pg store, as Python's PrefixStores
   // write them (c10d joins prefix and key with "/").
   auto hash = c10::make_intrusive<c10d::HashStore>();
-  backend_store(hash, "cpu", k113)->set("k", bytes("a"));
-  backend_store(hash, "cpu", k211)->set("k", bytes("b"));
-  backend_store(hash, "cuda", k211)->set("k", bytes("c"));
-  CHECK(hash->get("0/k") == bytes("a"));
-  CHECK(hash->get("0//cpu//k") == bytes("b"));
-  CHECK(hash->get("0//cuda//k") == bytes("c"));
+  backend_store(hash, "cpu", k113)->set("k", store_bytes("a"));
+  backend_store(hash, "cpu", k211)->set("k", store_bytes("b"));
+  backend_store(hash, "cuda", k211)->set("k", store_bytes("c"));
+  CHECK(hash->get("0/k") == store_bytes("a"));
+  CHECK(hash->get("0//cpu//k") == store_bytes("b"));
+  CHECK(hash->get("0//cuda//k") == store_bytes("c"));
   CHECK(hash->getNumKeys() == 3);
 }
 

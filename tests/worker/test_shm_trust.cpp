@@ -20,12 +20,13 @@
 
 #include "shm_allreduce.h"
 #include "test_skip.h"
+#include "store_bytes.h"
 
 using ddp::worker::ShmAllreduce;
 
-namespace {
+using ddp::test::store_bytes;
 
-std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+namespace {
 
 // A segment in /dev/shm that this test made, removed at the end.
 struct Planted {
@@ -51,9 +52,9 @@ std::string segment_name(int pid) {
 // decided "on" with segment `name`, and mapped it. Then runs rank 1's side.
 std::string rank1_verdict(const std::string& name, int pid0) {
   auto store = c10::make_intrusive<c10d::HashStore>();
-  store->set("ddp_shm/rank/0", bytes("machine " + std::to_string(pid0) + " 1"));
-  store->set("ddp_shm/decision", bytes("on " + name + " " + std::to_string(pid0) + " " + std::to_string(::getpid())));
-  store->set("ddp_shm/ok/0", bytes("1"));
+  store->set("ddp_shm/rank/0", store_bytes("machine " + std::to_string(pid0) + " 1"));
+  store->set("ddp_shm/decision", store_bytes("on " + name + " " + std::to_string(pid0) + " " + std::to_string(::getpid())));
+  store->set("ddp_shm/ok/0", store_bytes("1"));
   std::string why;
   auto shm = ShmAllreduce::negotiate(*store, 1, 2, std::chrono::milliseconds(5000), /*enabled=*/true, &why);
   CHECK(shm == nullptr);
@@ -107,7 +108,7 @@ TEST_CASE("shm trust: a decision written into the store before rank 0's is refus
   const int pid = ::getpid();
   Planted seg(segment_name(pid), ShmAllreduce::segment_size(2), 0600);
   auto store = c10::make_intrusive<c10d::HashStore>();
-  store->set("ddp_shm/decision", bytes("on " + seg.name + " " + std::to_string(pid) + " " + std::to_string(pid)));
+  store->set("ddp_shm/decision", store_bytes("on " + seg.name + " " + std::to_string(pid) + " " + std::to_string(pid)));
   std::string why0, why1;
   auto r0 = std::async(std::launch::async,
                        [&] { return ShmAllreduce::negotiate(*store, 0, 2, std::chrono::milliseconds(5000), /*enabled=*/true, &why0); });

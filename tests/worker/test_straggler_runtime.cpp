@@ -23,13 +23,13 @@ namespace pt = boost::property_tree;
 
 namespace {
 
-struct Job {
+struct SlowJob {
   ProcResult r;
   pt::ptree summary;
   std::string trace;
 };
 
-Job slow_job(const TempDir& out, int nproc, int slow, double factor, int steps,
+SlowJob slow_job(const TempDir& out, int nproc, int slow, double factor, int steps,
              const std::vector<std::string>& more = {}) {
   std::vector<std::string> argv{bin_path("ddp-launch"), "--standalone", "--use_env", "--nproc_per_node",
                                       std::to_string(nproc), "--straggler_window", "2", "--summary_json",
@@ -37,7 +37,7 @@ Job slow_job(const TempDir& out, int nproc, int slow, double factor, int steps,
                                       "slow-rank", "slow_rank=" + std::to_string(slow), "work_ms=20",
                                       "factor=" + std::to_string(factor), "steps=" + std::to_string(steps)};
   argv.insert(argv.begin() + 1, more.begin(), more.end());
-  Job j;
+  SlowJob j;
   j.r = run(argv, {{"OMP_NUM_THREADS", "1"}, {"TMPDIR", out.path()}}, 180);
   std::istringstream in(read_file(out.file("summary.json")));
   if (!in.str().empty()) pt::read_json(in, j.summary);
@@ -75,7 +75,7 @@ std::optional<Line> straggler_line(const std::string& output) {
 
 TEST_CASE("straggler: a 2-rank runtime job whose rank 1 works twice as long names it while it runs, score 0.5 +- 0.1") {
   TempDir out;
-  const Job j = slow_job(out, 2, 1, 2.0, 150, {"--event_log_handler", "console"});
+  const SlowJob j = slow_job(out, 2, 1, 2.0, 150, {"--event_log_handler", "console"});
   INFO(j.r.output);
   REQUIRE(j.r.exit_code == 0);
   const auto line = straggler_line(j.r.output);
@@ -106,7 +106,7 @@ TEST_CASE("straggler: a 2-rank runtime job whose rank 1 works twice as long name
 
 TEST_CASE("straggler: a 4-rank runtime job names its rank 2 at 1.5 times the work, score 0.67 +- 0.1") {
   TempDir out;
-  const Job j = slow_job(out, 4, 2, 1.5, 160);
+  const SlowJob j = slow_job(out, 4, 2, 1.5, 160);
   INFO(j.r.output);
   REQUIRE(j.r.exit_code == 0);
   const auto line = straggler_line(j.r.output);
@@ -126,7 +126,7 @@ TEST_CASE("straggler: a 4-rank runtime job names its rank 2 at 1.5 times the wor
 
 TEST_CASE("straggler: a balanced runtime job names no one, and its trace has a track per rank with every step") {
   TempDir out;
-  const Job j = slow_job(out, 2, 1, 1.0, 120);
+  const SlowJob j = slow_job(out, 2, 1, 1.0, 120);
   INFO(j.r.output);
   REQUIRE(j.r.exit_code == 0);
   CHECK_FALSE(straggler_line(j.r.output));
@@ -175,7 +175,7 @@ TEST_CASE("straggler: a balanced runtime job names no one, and its trace has a t
 
 TEST_CASE("straggler: the trace of a runtime job loads in Perfetto's own trace processor with a track per rank") {
   TempDir out;
-  const Job j = slow_job(out, 2, 1, 1.0, 40);
+  const SlowJob j = slow_job(out, 2, 1, 1.0, 40);
   INFO(j.r.output);
   REQUIRE(j.r.exit_code == 0);
   const auto steps = steps_by_rank(j.summary);

@@ -14,6 +14,7 @@
 
 #include "ddp/worker/bucket_assignment.h"
 #include "ddp/worker/reducer.h"
+#include "tensor_bytes.h"
 
 namespace ddp::worker {
 
@@ -21,8 +22,6 @@ namespace {
 constexpr size_t kMiB = 1024 * 1024;
 // Python DDP broadcasts parameters and buffers in chunks of this size.
 constexpr size_t kBroadcastChunkBytes = 250 * kMiB;
-
-size_t bytes_of(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
 
 // Broadcasts tensors from rank 0, coalesced per dtype into flat chunks, and
 // copies the result back in place (the tensors may be parameters).
@@ -34,14 +33,14 @@ void broadcast_coalesced(ProcessGroup& pg, const std::vector<at::Tensor>& tensor
   std::vector<size_t> chunk_bytes;
   for (const auto& t : tensors) {
     auto it = open.find(t.scalar_type());
-    if (it == open.end() || chunk_bytes[it->second] + bytes_of(t) > kBroadcastChunkBytes) {
+    if (it == open.end() || chunk_bytes[it->second] + tensor_bytes(t) > kBroadcastChunkBytes) {
       chunks.emplace_back();
       chunk_bytes.push_back(0);
       open[t.scalar_type()] = chunks.size() - 1;
       it = open.find(t.scalar_type());
     }
     chunks[it->second].push_back(t);
-    chunk_bytes[it->second] += bytes_of(t);
+    chunk_bytes[it->second] += tensor_bytes(t);
   }
   for (auto& chunk : chunks) {
     at::Tensor flat = torch::utils::flatten_dense_tensors(chunk);
@@ -158,7 +157,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
 
   std::vector<ParamSpec> specs;
   for (const auto& p : params)
-    specs.push_back({bytes_of(p), std::string(c10::toString(p.scalar_type())) + "@" + p.device().str(),
+    specs.push_back({tensor_bytes(p), std::string(c10::toString(p.scalar_type())) + "@" + p.device().str(),
                      p.requires_grad()});
   auto bytes = [](double mb) { return std::max<size_t>(1, static_cast<size_t>(mb * kMiB)); };
   auto buckets = compute_bucket_assignment(specs, {bytes(first_mb), bytes(cap_mb)});

@@ -28,6 +28,7 @@
 #include "ddp/worker/peer_failure.h"
 #include "ddp/worker/process_group_native.h"
 #include "ddp/worker/training_step.h"
+#include "tensor_bytes.h"
 #include "heartbeat_recorder.h"
 #include "make_process_group.h"
 #include "shm_allreduce.h"
@@ -433,8 +434,6 @@ AsyncWork recorded(ProcessGroup::Impl& impl, CollectiveKind kind, uint64_t bytes
   return w;
 }
 
-uint64_t bytes_of(const at::Tensor& t) { return static_cast<uint64_t>(t.numel()) * t.element_size(); }
-
 // A group of one rank: every collective is the identity on its tensor (a
 // sum, max, min or mean of one value, a broadcast from itself), so none is
 // issued: no backend call and no heartbeat record, as nothing can wait for a
@@ -530,7 +529,7 @@ AsyncWork ProcessGroup::allreduce_async(at::Tensor& tensor) {
   check_tensor(*this, tensor, "allreduce");
   if (!tensor.is_contiguous()) throw std::invalid_argument(describe("allreduce", tensor) + ": tensor must be contiguous");
   if (world_size() == 1) return done_at_once(describe("allreduce", tensor), rank());
-  return recorded(*impl_, CollectiveKind::Allreduce, bytes_of(tensor), [&] {
+  return recorded(*impl_, CollectiveKind::Allreduce, tensor_bytes(tensor), [&] {
     if (impl_->shm && ShmAllreduce::serves(tensor))
       return AsyncWork(impl_->shm->allreduce_async(tensor), describe("shared-memory allreduce", tensor), rank());
     std::vector<at::Tensor> v{tensor};
@@ -552,7 +551,7 @@ AsyncWork ProcessGroup::host_allreduce_async(at::Tensor& cpu_tensor) {
       impl_->host_backend = make_gloo(store, impl_->env, impl_->timeout);
     }
   });
-  return recorded(*impl_, CollectiveKind::Allreduce, bytes_of(cpu_tensor), [&] {
+  return recorded(*impl_, CollectiveKind::Allreduce, tensor_bytes(cpu_tensor), [&] {
     std::vector<at::Tensor> v{cpu_tensor};
     c10d::AllreduceOptions o;
     o.reduceOp = c10d::ReduceOp::SUM;
@@ -565,7 +564,7 @@ AsyncWork ProcessGroup::broadcast_async(at::Tensor& tensor, int root) {
   if (!tensor.is_contiguous()) throw std::invalid_argument(describe("broadcast", tensor) + ": tensor must be contiguous");
   check_root(*this, root);
   if (world_size() == 1) return done_at_once(describe("broadcast", tensor), rank());
-  return recorded(*impl_, CollectiveKind::Broadcast, bytes_of(tensor), [&] {
+  return recorded(*impl_, CollectiveKind::Broadcast, tensor_bytes(tensor), [&] {
     std::vector<at::Tensor> v{tensor};
     c10d::BroadcastOptions o;
     o.rootRank = root;
@@ -586,7 +585,7 @@ void ProcessGroup::allreduce(at::Tensor& tensor, ReduceOp op) {
     case ReduceOp::Max: o.reduceOp = c10d::ReduceOp::MAX; break;
     case ReduceOp::Min: o.reduceOp = c10d::ReduceOp::MIN; break;
   }
-  recorded(*impl_, CollectiveKind::Allreduce, bytes_of(buf), [&] {
+  recorded(*impl_, CollectiveKind::Allreduce, tensor_bytes(buf), [&] {
     if (impl_->shm && (op == ReduceOp::Sum || op == ReduceOp::Mean) && ShmAllreduce::serves(buf))
       return AsyncWork(impl_->shm->allreduce_async(buf), describe("shared-memory allreduce", tensor), rank());
     return make_work(impl_->backend->allreduce(v, o), describe("allreduce", tensor), rank());
@@ -611,7 +610,7 @@ std::vector<at::Tensor> ProcessGroup::all_gather(const at::Tensor& tensor) {
   if (world_size() == 1) return {in[0].clone(at::MemoryFormat::Contiguous)};
   std::vector<std::vector<at::Tensor>> out(1);
   for (int i = 0; i < world_size(); ++i) out[0].push_back(at::empty_like(in[0]));
-  recorded(*impl_, CollectiveKind::Allgather, bytes_of(in[0]), [&] {
+  recorded(*impl_, CollectiveKind::Allgather, tensor_bytes(in[0]), [&] {
     return make_work(impl_->backend->allgather(out, in, c10d::AllgatherOptions()), describe("all_gather", tensor),
                      rank());
   }).wait();
