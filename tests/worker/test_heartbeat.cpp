@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -201,4 +202,65 @@ TEST_CASE("heartbeat: ddp-train reports its global step, and 1 process issues no
   // World size 1: no collective at all (issue 25), the steps still counted.
   CHECK(s.collective_started == 0);
   CHECK(s.collective_finished == 0);
+}
+
+TEST_CASE("heartbeat: 2-process ddp-train broadcasts nothing per step: each step is its gradient sums and the loss check") {
+  // issue 25 item 2: a model without buffers pays no broadcast at each
+  // forward (Python DDP's broadcast_buffers with no buffers).
+  TempDir dir;
+  write_tiny_fashion_mnist(dir.file(""));
+  const int port = free_port();
+  std::vector<std::unique_ptr<Heartbeat>> pages;
+  std::vector<std::unique_ptr<Proc>> procs;
+  for (int r = 0; r < 2; ++r) {
+    const std::string path = dir.file("heartbeat." + std::to_string(r));
+    pages.push_back(Heartbeat::create(path));
+    auto env = rank_env(r, 2, port);
+    env["DDP_HEARTBEAT_FILE"] = path;
+    // 2 epochs of 3 steps (8 samples a rank a step).
+    procs.push_back(std::make_unique<Proc>(
+        std::vector<std::string>{bin_path("ddp-train"), "--epochs=2", "--max_steps=3", "--batch_size=8",
+                                 "--data_dir=" + dir.path(), "--checkpoint_dir=" + dir.file("ck")},
+        env));
+  }
+  for (auto& p : procs) {
+    const auto code = p->wait(120);
+    INFO(p->output());
+    REQUIRE(code == 0);
+  }
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    uint64_t next_step = 0, next_coll = 1;
+    std::vector<ddp::StepMark> steps;
+    std::vector<ddp::CollectiveMark> colls;
+    REQUIRE(pages[r]->read_steps(next_step, steps) == 0);
+    REQUIRE(pages[r]->read_collectives(next_coll, colls) == 0);
+    REQUIRE(steps.size() == 6);
+    std::ostringstream seen;
+    for (const auto& c : colls) seen << ddp::collective_kind_name(c.kind) << " " << c.bytes << " at " << c.start_ns << "\n";
+    INFO("step 1 at " << steps[0].start_ns << "; collectives:\n" << seen.str());
+    // A step's collectives, from its start: the forward's (none), then the
+    // gradient buckets' sums and the loss check. The same for every step;
+    // the epoch's last step is followed by the evaluation's, so only the
+    // steps inside an epoch end where the next begins.
+    auto from = [&](size_t k) {
+      std::vector<const ddp::CollectiveMark*> in;
+      for (const auto& c : colls)
+        if (c.start_ns >= steps[k].start_ns && (k + 1 == steps.size() || c.start_ns < steps[k + 1].start_ns))
+          in.push_back(&c);
+      return in;
+    };
+    const auto first = from(0);
+    CHECK(first.size() >= 2);  // at least one gradient bucket and the loss check
+    for (size_t k = 0; k < steps.size(); ++k) {
+      INFO("step " << k + 1);
+      const auto in = from(k);
+      if (k != 2 && k != 5) CHECK(in.size() == first.size());
+      REQUIRE(in.size() >= first.size());
+      for (size_t i = 0; i < first.size(); ++i) {
+        CHECK(in[i]->kind == CollectiveKind::Allreduce);
+        CHECK(in[i]->bytes == first[i]->bytes);
+      }
+    }
+  }
 }
