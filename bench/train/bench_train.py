@@ -72,6 +72,39 @@ def run_job(name, nproc, program, args, build, work, env_extra, warmup_epochs=0)
             "last_epoch": epochs[-1]}
 
 
+# ddp-train's CNN (programs/fashion/src/model.cpp): conv 1->32 3x3 on 28x28,
+# pool, conv 32->64 3x3 on 14x14, pool, linear 3136->128, linear 128->10.
+# Forward FLOPs a sample: 2 per multiply-add; a training step ~3x forward
+# (the backward computes the gradients of the inputs and of the weights).
+CNN_LAYERS_MACS = [28 * 28 * 32 * 1 * 9, 14 * 14 * 64 * 32 * 9, 64 * 7 * 7 * 128, 128 * 10]
+CNN_TRAIN_FLOPS = 3 * 2 * sum(CNN_LAYERS_MACS)
+
+
+def conv2_op(batch):
+    """The layer that bounds the model: conv2, 32 -> 64 channels, 3x3 on 14x14."""
+    return f"conv3x3:{batch}x32x14x64"
+
+
+# A matrix product (LibTorch's BLAS: Debian's is the generic reference one)
+# and a large 3x3 convolution (oneDNN, what the model's convolutions use).
+ROOF_OPS = ["mm:2048x2048x2048", "conv3x3:16x256x28x256"]
+
+
+def measure_roof(build, nproc, threads, ops):
+    """GFLOP/s per op, nproc processes at once, summed over them."""
+    cmd = [os.path.join(build, "bin", "ddp-launch"), "--use_env", "--standalone", f"--nproc_per_node={nproc}",
+           os.path.join(build, "bin", "ddp-worker-bench"), "roof", f"threads={threads}", "ops=" + ",".join(ops)]
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"bench_train.py: {' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    total = {op: 0.0 for op in ops}
+    for line in proc.stdout.splitlines():
+        f = line.split()
+        if len(f) == 5 and f[0] == "ROOF":
+            total[f[2]] += float(f[4])
+    return total
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--build", default=os.path.join(ROOT, "build"), help="build dir with bin/ddp-launch, bin/ddp-train")
@@ -162,6 +195,26 @@ def main():
               for r in rows if r["tool"] == "ddp-train"]
     goal = "goal >= 1.5x at batch 64" if a.device == "cuda" else "goal >= 2x"
     print(f"\nddp-train vs python-ddp, {timed} ({goal}): {', '.join(ratios)}.")
+    if a.device != "cuda" and os.access(os.path.join(a.build, "bin", "ddp-worker-bench"), os.X_OK):
+        # The practical FP32 roof, measured here through the same LibTorch with
+        # the processes and threads ddp-train uses (cores / processes each).
+        print(f"\nThe roof, measured here through the same LibTorch with the processes and threads ddp-train "
+              f"uses (all processes at once): a matrix product (its BLAS) and a large 3x3 convolution (oneDNN); "
+              f"the roof is the faster. FLOPs are direct counts (2 a multiply-add; oneDNN may compute a 3x3 "
+              f"convolution with fewer). ddp-train's CNN: {CNN_TRAIN_FLOPS / 1e6:.1f} MFLOP a training sample "
+              f"(3 x forward).\n")
+        for n in [int(x) for x in a.nprocs.split(",")]:
+            threads = max(1, cores // n)
+            for batch in batches:
+                ops = ROOF_OPS + [conv2_op(batch)]
+                g = measure_roof(a.build, n, threads, ops)
+                roof = max(g[ROOF_OPS[0]], g[ROOF_OPS[1]])
+                r = next(r for r in rows if r["tool"] == "ddp-train" and r["nproc"] == n and r["batch"] == batch)
+                rate = r["samples_per_s"] * CNN_TRAIN_FLOPS / 1e9
+                print(f"- {n} process(es) x {threads} thread(s), batch {batch}: {ROOF_OPS[0]} {g[ROOF_OPS[0]]:.0f} "
+                      f"GFLOP/s, {ROOF_OPS[1]} {g[ROOF_OPS[1]]:.0f}, the model's conv2 ({ops[2]}) "
+                      f"{g[ops[2]]:.0f}; ddp-train's {r['samples_per_s']:.0f} samples/s are {rate:.0f} GFLOP/s = "
+                      f"**{100 * rate / roof:.0f}% of the roof** (goal >= 50%).")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -13,6 +13,12 @@
 //     allreduce time by message size: ddp::worker::ProcessGroup::allreduce
 //     against the raw c10d backend it wraps (ProcessGroupGloo, or
 //     ProcessGroupNCCL with DDP_BACKEND=nccl), the order alternating.
+//   ddp-worker-bench roof [ops=mm:MxKxN,conv3x3:BxCxSxO,...] [threads=N] [seconds=S]
+//     the practical FP32 roof of this machine through this LibTorch: GFLOP/s
+//     of a matrix product (its BLAS) and of a 3x3 convolution (oneDNN) on N
+//     intra-op threads (default 1), the best over about S seconds an op (no
+//     process group; one line per op per process, so several processes
+//     under ddp-launch measure the cores together, as a training job does).
 //   ddp-worker-bench heartbeat file=PATH [n=N]
 //     what the progress heartbeat costs per collective: the runtime's
 //     recorder (worker/src/heartbeat_recorder.h) entering and finishing N
@@ -27,6 +33,7 @@
 #include <cmath>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <string>
@@ -376,15 +383,73 @@ int heartbeat_bench(int argc, char** argv) {
   return 0;
 }
 
+// Prints ROOF <rank> <op> <threads> <GFLOP/s> for each op: the best rate
+// over about `seconds` an op, after one warm-up call. Ops:
+//   mm:MxKxN          at::mm of (M x K) by (K x N): 2MKN FLOPs
+//   conv3x3:BxCxSxO   a 3x3 convolution, padding 1, of B images of C channels,
+//                     S x S, into O channels: 2*B*S*S*O*C*9 FLOPs (the
+//                     direct count, whatever algorithm oneDNN picks)
+int roof_bench(int argc, char** argv) {
+  auto kv = parse_kv(argc, argv);
+  const int threads = get_int(kv, "threads", 1);
+  const double seconds = kv.count("seconds") ? std::stod(kv["seconds"]) : 2.0;
+  const std::string ops = kv.count("ops") ? kv["ops"] : "mm:2048x2048x2048,conv3x3:16x256x28x256";
+  const char* rank = std::getenv("RANK");
+  torch::set_num_threads(threads);
+  torch::NoGradGuard no_grad;
+  std::stringstream list(ops);
+  for (std::string op; std::getline(list, op, ',');) {
+    const auto colon = op.find(':');
+    const std::string kind = op.substr(0, colon == std::string::npos ? 0 : colon);
+    std::vector<long> d;
+    if (colon != std::string::npos) {
+      std::stringstream dims(op.substr(colon + 1));
+      for (std::string v; std::getline(dims, v, 'x');) {
+        char* end = nullptr;
+        const long x = std::strtol(v.c_str(), &end, 10);
+        d.push_back(end != v.c_str() && *end == '\0' && x > 0 ? x : -1);
+      }
+    }
+    const bool ok = (kind == "mm" && d.size() == 3) || (kind == "conv3x3" && d.size() == 4);
+    if (!ok || std::count(d.begin(), d.end(), -1) > 0)
+      throw std::invalid_argument("roof: '" + op + "' is not mm:MxKxN or conv3x3:BxCxSxO with positive sizes");
+    torch::manual_seed(0);
+    std::function<void()> call;
+    double flops = 0;
+    at::Tensor a, b, c;
+    if (kind == "mm") {
+      a = torch::randn({d[0], d[1]}), b = torch::randn({d[1], d[2]}), c = torch::empty({d[0], d[2]});
+      call = [&] { at::mm_out(c, a, b); };
+      flops = 2.0 * d[0] * d[1] * d[2];
+    } else {
+      a = torch::randn({d[0], d[1], d[2], d[2]}), b = torch::randn({d[3], d[1], 3, 3});
+      call = [&] { c = torch::conv2d(a, b, {}, 1, 1); };
+      flops = 2.0 * d[0] * d[2] * d[2] * d[3] * d[1] * 9;
+    }
+    call();  // warm-up: the kernel's first use
+    double best = 0;
+    const auto until = Clock::now() + std::chrono::duration<double>(seconds);
+    do {
+      const auto t0 = Clock::now();
+      call();
+      best = std::max(best, flops / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9);
+    } while (Clock::now() < until);
+    std::printf("ROOF %s %s %d %.1f\n", rank ? rank : "0", op.c_str(), threads, best);
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   return run_main(argc, argv, [](int argc, char** argv) -> int {
-    if (argc < 2) throw std::invalid_argument("usage: ddp-worker-bench step|allreduce|heartbeat [key=value ...]");
+    if (argc < 2) throw std::invalid_argument("usage: ddp-worker-bench step|allreduce|heartbeat|roof [key=value ...]");
     const std::string what = argv[1];
     if (what == "step") return step_bench(argc, argv);
     if (what == "allreduce") return allreduce_bench(argc, argv);
     if (what == "heartbeat") return heartbeat_bench(argc, argv);
+    if (what == "roof") return roof_bench(argc, argv);
     throw std::invalid_argument("unknown benchmark '" + what + "'");
   });
 }
