@@ -38,6 +38,27 @@ TEST_CASE("relu_max_pool2x2 equals max_pool2d(relu(x), 2) bit for bit", "[train]
   CHECK_THROWS(relu_max_pool2x2(torch::zeros({1, 4, 4})));
 }
 
+TEST_CASE("relu_max_pool2x2 passes NaN as max_pool2d(relu(x), 2) does: the first NaN of a window wins",
+          "[train][model][numerics]") {
+  torch::manual_seed(2);
+  auto base = torch::randint(-3, 4, {2, 3, 6, 8}).to(torch::kFloat);
+  // A NaN at every position of a window, alone and after another.
+  auto flat = base.view({-1});
+  for (int64_t i : {0, 9, 18, 27, 40, 41, 49, 56, 57, 96, 105, 160, 161}) flat[i] = NAN;
+  auto a = base.clone().requires_grad_(true);
+  auto b = base.clone().requires_grad_(true);
+  auto ya = relu_max_pool2x2(a);
+  auto yb = torch::max_pool2d(torch::relu(b), 2);
+  REQUIRE(ya.sizes() == yb.sizes());
+  CHECK(torch::equal(ya.isnan(), yb.isnan()));
+  CHECK(ya.isnan().any().item<bool>());
+  CHECK(torch::equal(torch::nan_to_num(ya, 0.0), torch::nan_to_num(yb, 0.0)));
+  auto g = torch::randn(ya.sizes());
+  ya.backward(g);
+  yb.backward(g);
+  CHECK(torch::equal(a.grad(), b.grad()));
+}
+
 namespace {
 
 // A float64 copy of m (same parameter values).

@@ -15,6 +15,16 @@ using torch::autograd::tensor_list;
 // maximum is <= 0 (relu's output and gradient are 0 there).
 constexpr std::uint8_t kNone = 4;
 
+// A window holding a NaN (rare: a diverged run): max_pool2d's rule (a NaN
+// replaces whatever came before it, so the last NaN wins) and relu's (NaN
+// passes, its gradient too).
+void nan_window(const float (&v)[4], float& out, std::uint8_t& arg) {
+  std::uint8_t k = 3;
+  while (!std::isnan(v[k])) --k;
+  out = v[k];
+  arg = k;
+}
+
 class ReluMaxPool2x2 : public torch::autograd::Function<ReluMaxPool2x2> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input) {
@@ -41,17 +51,19 @@ class ReluMaxPool2x2 : public torch::autograd::Function<ReluMaxPool2x2> {
           const float* r1 = r0 + w;
           for (std::int64_t j = 0; j < ow; ++j) {
             const float v[4] = {r0[2 * j], r0[2 * j + 1], r1[2 * j], r1[2 * j + 1]};
-            // max_pool2d's rule: strictly greater replaces, NaN wins.
+            if (__builtin_expect(std::isnan(v[0]) | std::isnan(v[1]) | std::isnan(v[2]) | std::isnan(v[3]), 0)) {
+              nan_window(v, dst[i * ow + j], a[i * ow + j]);
+              continue;
+            }
+            // max_pool2d's rule: strictly greater replaces. Selects, not
+            // branches: which of 4 random values wins is unpredictable, and
+            // the mispredicted branches cost more than the comparisons.
             float best = v[0];
             std::uint8_t k = 0;
-            for (std::uint8_t q = 1; q < 4; ++q) {
-              if (v[q] > best || std::isnan(v[q])) {
-                best = v[q];
-                k = q;
-              }
-              if (std::isnan(best)) break;
-            }
-            const bool pass = best > 0.0f || std::isnan(best);
+            k = v[1] > best ? 1 : k, best = v[1] > best ? v[1] : best;
+            k = v[2] > best ? 2 : k, best = v[2] > best ? v[2] : best;
+            k = v[3] > best ? 3 : k, best = v[3] > best ? v[3] : best;
+            const bool pass = best > 0.0f;
             dst[i * ow + j] = pass ? best : 0.0f;
             a[i * ow + j] = pass ? k : kNone;
           }
