@@ -392,7 +392,13 @@ int heartbeat_bench(int argc, char** argv) {
 int roof_bench(int argc, char** argv) {
   auto kv = parse_kv(argc, argv);
   const int threads = get_int(kv, "threads", 1);
-  const double seconds = kv.count("seconds") ? std::stod(kv["seconds"]) : 2.0;
+  double seconds = 2.0;
+  if (kv.count("seconds")) {
+    char* end = nullptr;
+    seconds = std::strtod(kv["seconds"].c_str(), &end);
+    if (end == kv["seconds"].c_str() || *end != '\0' || !(seconds > 0 && seconds <= 3600))
+      throw std::invalid_argument("roof: seconds=" + kv["seconds"] + " is not a number of seconds in (0, 3600]");
+  }
   const std::string ops = kv.count("ops") ? kv["ops"] : "mm:2048x2048x2048,conv3x3:16x256x28x256";
   const char* rank = std::getenv("RANK");
   torch::set_num_threads(threads);
