@@ -41,9 +41,10 @@ struct Job {
   std::vector<std::unique_ptr<Heartbeat>> pages;  // the launcher's side
   std::vector<std::unique_ptr<Proc>> procs;
 
-  // `world` ranks (2 by default) of the helper's heartbeat mode, each with
-  // its own page, as ddp-launch gives them.
-  Job(const std::vector<std::string>& args, const std::map<std::string, std::string>& extra = {}, int world = 2) {
+  // `world` ranks (2 by default) of `program` (the helper's heartbeat mode
+  // by default) with `args`, each with its own page, as ddp-launch gives them.
+  Job(const std::vector<std::string>& args, const std::map<std::string, std::string>& extra = {}, int world = 2,
+      std::vector<std::string> program = {helper_path(), "heartbeat"}) {
     const int port = free_port();
     for (int r = 0; r < world; ++r) {
       const std::string path = dir.file("heartbeat." + std::to_string(r));
@@ -51,7 +52,7 @@ struct Job {
       auto env = rank_env(r, world, port);
       env["DDP_HEARTBEAT_FILE"] = path;
       for (const auto& [k, v] : extra) env[k] = v;
-      std::vector<std::string> argv{helper_path(), "heartbeat"};
+      std::vector<std::string> argv = program;
       argv.insert(argv.end(), args.begin(), args.end());
       procs.push_back(std::make_unique<Proc>(argv, env));
     }
@@ -207,34 +208,20 @@ TEST_CASE("heartbeat: ddp-train reports its global step, and 1 process issues no
 TEST_CASE("heartbeat: 2-process ddp-train broadcasts nothing per step: each step is its gradient sums and the loss check") {
   // issue 25 item 2: a model without buffers pays no broadcast at each
   // forward (Python DDP's broadcast_buffers with no buffers).
-  TempDir dir;
-  write_tiny_fashion_mnist(dir.file(""));
-  const int port = free_port();
-  std::vector<std::unique_ptr<Heartbeat>> pages;
-  std::vector<std::unique_ptr<Proc>> procs;
-  for (int r = 0; r < 2; ++r) {
-    const std::string path = dir.file("heartbeat." + std::to_string(r));
-    pages.push_back(Heartbeat::create(path));
-    auto env = rank_env(r, 2, port);
-    env["DDP_HEARTBEAT_FILE"] = path;
-    // 2 epochs of 3 steps (8 samples a rank a step).
-    procs.push_back(std::make_unique<Proc>(
-        std::vector<std::string>{bin_path("ddp-train"), "--epochs=2", "--max_steps=3", "--batch_size=8",
-                                 "--data_dir=" + dir.path(), "--checkpoint_dir=" + dir.file("ck")},
-        env));
-  }
-  for (auto& p : procs) {
-    const auto code = p->wait(120);
-    INFO(p->output());
-    REQUIRE(code == 0);
-  }
+  TempDir data;
+  write_tiny_fashion_mnist(data.file(""));
+  // 2 epochs of 3 steps (8 samples a rank a step).
+  Job job({"--epochs=2", "--max_steps=3", "--batch_size=8", "--data_dir=" + data.path(),
+           "--checkpoint_dir=" + data.file("ck")},
+          {}, 2, {bin_path("ddp-train")});
+  job.finish();
   for (int r = 0; r < 2; ++r) {
     INFO("rank " << r);
     uint64_t next_step = 0, next_coll = 1;
     std::vector<ddp::StepMark> steps;
     std::vector<ddp::CollectiveMark> colls;
-    REQUIRE(pages[r]->read_steps(next_step, steps) == 0);
-    REQUIRE(pages[r]->read_collectives(next_coll, colls) == 0);
+    REQUIRE(job.pages[r]->read_steps(next_step, steps) == 0);
+    REQUIRE(job.pages[r]->read_collectives(next_coll, colls) == 0);
     REQUIRE(steps.size() == 6);
     std::ostringstream seen;
     for (const auto& c : colls) seen << ddp::collective_kind_name(c.kind) << " " << c.bytes << " at " << c.start_ns << "\n";
