@@ -180,8 +180,8 @@ TEST_CASE("conv3x3_single_channel equals a float64 conv2d at every lane-tail wid
   using ddp::test::relative_error;
   torch::manual_seed(4);
   const std::int64_t n = 3, c_out = 5;
-  // The backward sums 8 lanes at a time: widths 1..17 cover no full lane
-  // group, exactly one and two, and every tail length.
+  // The backward sums 4 lanes at a time: widths 1..17 cover no full lane
+  // group, one to four of them, and every tail length.
   for (std::int64_t w = 1; w <= 17; ++w) {
     for (std::int64_t h : {1, 4}) {
       INFO("h " << h << " w " << w);
