@@ -10,6 +10,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -45,12 +46,30 @@ class FakeTask : public TrainingTask {
     y_ = regression_ ? score : ((score > -0.5).to(torch::kLong) + (score > 0.8).to(torch::kLong));
   }
   void set_rank(int rank) { rank_ = rank; }
+  // A replica for the batch's second half (make_replica); with `buffer`, a
+  // model that has a buffer, which the loop must not split.
+  void offer_replica(bool buffer = false) {
+    replica_offered_ = true;
+    buffer_ = buffer;
+  }
+  int replica_forwards() const { return replica_forwards_; }
 
   std::shared_ptr<torch::nn::Module> make_model() override {
     model_ = torch::nn::Linear(4, regression_ ? 1 : 3);
     torch::NoGradGuard no_grad;
     for (auto& p : model_->parameters()) p.copy_(torch::cos(torch::arange(p.numel(), torch::kFloat)).reshape(p.sizes()) * 0.1);
+    if (buffer_) model_->register_buffer("seen", torch::zeros({1}));
     return model_.ptr();
+  }
+  std::shared_ptr<torch::nn::Module> make_replica() override {
+    if (!replica_offered_) return nullptr;
+    replica_ = torch::nn::Linear(4, regression_ ? 1 : 3);  // its weights are the model's (the loop shares them)
+    return replica_.ptr();
+  }
+  TaskOutput forward_train_replica(const at::Tensor& index, c10::Device) override {
+    ++replica_forwards_;
+    auto p = replica_->forward(x_.index_select(0, index));
+    return {regression_ ? p.squeeze(1) : p, y_.index_select(0, index)};
   }
   std::int64_t train_size() const override { return 96; }
   std::int64_t test_size() const override { return 40; }
@@ -96,8 +115,10 @@ class FakeTask : public TrainingTask {
   std::int64_t nan_step_;
   int rank_ = 0;
   std::int64_t steps_ = 0;
+  bool replica_offered_ = false, buffer_ = false;
+  std::atomic<int> replica_forwards_{0};
   at::Tensor x_, y_;
-  torch::nn::Linear model_{nullptr};
+  torch::nn::Linear model_{nullptr}, replica_{nullptr};
 };
 
 TrainOptions options(const std::string& dir, int epochs) {
@@ -248,4 +269,80 @@ TEST_CASE("in-process: a non-finite loss on one rank stops every rank at that st
                                             "(global step 4)"));
   CHECK_THAT(runs[0].error, Catch::Contains("the loss of rank 1 is not finite"));
   CHECK(lines_of(tmp.file("ck/metrics.jsonl")).empty());
+}
+
+namespace {
+
+struct OneProcessRun {
+  RankRun run;
+  int replica_forwards = 0;
+};
+
+// run_training in a world of one process with `threads` intra-op threads.
+OneProcessRun train_one_process(const TrainOptions& o, int threads, bool offer_replica, bool buffer = false) {
+  OneProcessRun r;
+  ddp::worker::run_ranks_in_process(1, [&](const std::shared_ptr<ProcessGroup>& pg) {
+    at::set_num_threads(threads);
+    FakeTask task(/*regression=*/false);
+    if (offer_replica) task.offer_replica(buffer);
+    std::ostringstream out;
+    try {
+      r.run.result = run_training(o, pg, task, out, false);
+    } catch (const std::exception& e) {
+      r.run.error = e.what();
+    }
+    r.run.out = out.str();
+    r.replica_forwards = task.replica_forwards();
+  });
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("in-process: one process with 2 threads trains each batch in two halves at once, to the whole batch's weights",
+          "[loop][in-process]") {
+  TempDir tmp;
+  auto whole = options(tmp.file("whole"), 2);
+  whole.save_final = tmp.file("whole.pt");
+  whole.split_batch = false;
+  const auto a = train_one_process(whole, 2, /*offer_replica=*/true);
+  REQUIRE(a.run.error.empty());
+  CHECK(a.replica_forwards == 0);
+  CHECK_THAT(a.run.out, Catch::Contains("2 threads per process, device"));
+
+  auto halves = options(tmp.file("halves"), 2);
+  halves.save_final = tmp.file("halves.pt");
+  const auto b = train_one_process(halves, 2, true);
+  REQUIRE(b.run.error.empty());
+  INFO(b.run.out);
+  CHECK(b.replica_forwards == 24);  // every step of 2 epochs: 96 samples / batch 8 = 12 a epoch
+  CHECK_THAT(b.run.out, Catch::Contains("2 threads per process (each batch in two halves at once, on 1 + 1), device"));
+  // The same sums in another order: float32 rounding apart, after 24 steps.
+  CHECK(max_rel_difference(tmp.file("halves.pt"), tmp.file("whole.pt")) < 1e-5);
+  const auto& ea = a.run.result.epochs, &eb = b.run.result.epochs;
+  REQUIRE(ea.size() == 2);
+  REQUIRE(eb.size() == 2);
+  for (std::size_t e = 0; e < 2; ++e) CHECK(std::abs(eb[e].train_loss - ea[e].train_loss) < 1e-5 * std::abs(ea[e].train_loss) + 1e-7);
+  // Split batches the same way each run.
+  auto again = options(tmp.file("again"), 2);
+  again.save_final = tmp.file("again.pt");
+  REQUIRE(train_one_process(again, 2, true).run.error.empty());
+  CHECK(max_rel_difference(tmp.file("again.pt"), tmp.file("halves.pt")) == 0);
+}
+
+TEST_CASE("in-process: the batch stays whole with one thread, with model buffers, or in a world of two",
+          "[loop][in-process]") {
+  TempDir tmp;
+  CHECK(train_one_process(options(tmp.file("one"), 1), 1, true).replica_forwards == 0);
+  CHECK(train_one_process(options(tmp.file("buffers"), 1), 2, true, /*buffer=*/true).replica_forwards == 0);
+  std::atomic<int> forwards{0};
+  ddp::worker::run_ranks_in_process(2, [&](const std::shared_ptr<ProcessGroup>& pg) {
+    at::set_num_threads(2);
+    FakeTask task(false);
+    task.offer_replica();
+    std::ostringstream out;
+    run_training(options(tmp.file("two"), 1), pg, task, out, false);
+    forwards += task.replica_forwards();
+  });
+  CHECK(forwards == 0);
 }

@@ -29,10 +29,15 @@ std::shared_ptr<torch::nn::Module> FashionTask::make_model() {
   return model_;
 }
 
+std::shared_ptr<torch::nn::Module> FashionTask::make_replica() {
+  replica_ = std::make_shared<FashionCnn>();
+  return replica_;
+}
+
 std::int64_t FashionTask::train_size() const { return train_.labels.size(0); }
 std::int64_t FashionTask::test_size() const { return test_.labels.size(0); }
 
-TaskOutput FashionTask::forward(const Split& split, const at::Tensor& index, c10::Device device) {
+TaskOutput FashionTask::forward(FashionCnn& model, const Split& split, const at::Tensor& index, c10::Device device) {
   auto x = split.images.index_select(0, index)
                .to(torch::kFloat)
                .div_(255.0)
@@ -40,15 +45,19 @@ TaskOutput FashionTask::forward(const Split& split, const at::Tensor& index, c10
                .div_(kPixelStd)
                .unsqueeze_(1)
                .to(device);
-  return {model_->forward(x), split.labels.index_select(0, index).to(device, torch::kLong)};
+  return {model.forward(x), split.labels.index_select(0, index).to(device, torch::kLong)};
 }
 
 TaskOutput FashionTask::forward_train(const at::Tensor& index, c10::Device device) {
-  return forward(train_, index, device);
+  return forward(*model_, train_, index, device);
+}
+
+TaskOutput FashionTask::forward_train_replica(const at::Tensor& index, c10::Device device) {
+  return forward(*replica_, train_, index, device);
 }
 
 TaskOutput FashionTask::forward_test(std::int64_t begin, std::int64_t end, c10::Device device) {
-  return forward(test_, torch::arange(begin, end, torch::kLong), device);
+  return forward(*model_, test_, torch::arange(begin, end, torch::kLong), device);
 }
 
 std::string FashionTask::describe() const {

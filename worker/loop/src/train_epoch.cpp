@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "batch_halves.h"
 #include "format.h"
 #include "ddp/worker/ddp.h"
 #include "ddp/worker/peer_failure.h"
@@ -52,6 +53,7 @@ EpochSteps train_epoch(EpochContext& ctx, int epoch, const std::vector<std::int6
   const c10::Device device = pg.device();
   const auto t0 = Clock::now();
   EpochSteps r;
+  const BatchHalves::Steps threads(ctx.halves);
   for (std::int64_t step = 0; step < ctx.steps_per_epoch; ++step) {
     ddp::worker::training_step(pg, static_cast<std::uint64_t>(state.global_step + 1));  // the heartbeat's step
     if (ctx.hooks.before_step) ctx.hooks.before_step(rank, state.global_step, ctx.restart_count);
@@ -68,13 +70,19 @@ EpochSteps train_epoch(EpochContext& ctx, int epoch, const std::vector<std::int6
         p.mutable_grad().zero_();
       }
     ctx.ddp.prepare_forward();
-    const TaskOutput batch = ctx.task.forward_train(index, device);
-    auto loss = ctx.task.loss(batch, LossReduction::Mean);
-    const double step_loss = loss.item<double>();
+    at::Tensor loss;
+    double step_loss = 0;
+    if (ctx.halves) {
+      step_loss = ctx.halves->forward(index, device);
+    } else {
+      loss = ctx.task.loss(ctx.task.forward_train(index, device), LossReduction::Mean);
+      step_loss = loss.item<double>();
+    }
     // Before backward, so a diverged step changes no weights.
     stop_on_non_finite_loss(pg, step_loss, epoch, step + 1, ctx.steps_per_epoch, state.global_step + 1,
                             state.learning_rate);
-    loss.backward();  // DDP averages the gradients across ranks here
+    if (ctx.halves) ctx.halves->backward();
+    else loss.backward();  // DDP averages the gradients across ranks here
     ctx.optimizer.step();
 
     r.loss_sum += step_loss;

@@ -1,9 +1,10 @@
 #pragma once
 // The training steps of one epoch (trainer.h): per step the heartbeat's step,
 // the hooks, the gradients zeroed in place, DDP's prepare_forward, the
-// task's forward and loss, the non-finite-loss stop (every rank together),
-// backward (DDP averages the gradients) and the optimizer's step, then the
-// progress line. Internal to the loop library.
+// task's forward and loss (on the whole batch, or on two halves at once:
+// batch_halves.h), the non-finite-loss stop (every rank together), backward
+// (DDP averages the gradients) and the optimizer's step, then the progress
+// line. Internal to the loop library.
 
 #include <cstdint>
 #include <memory>
@@ -25,6 +26,8 @@ class ProcessGroup;
 
 namespace ddp::loop {
 
+class BatchHalves;
+
 // What one epoch's steps need, fixed for the run.
 struct EpochContext {
   ddp::worker::ProcessGroup& pg;
@@ -38,6 +41,7 @@ struct EpochContext {
   int batch_size = 0;
   int restart_count = 0;
   std::int64_t steps_per_epoch = 0;
+  BatchHalves* halves = nullptr;  // each batch in two halves (batch_halves.h), or the whole batch
 };
 
 struct EpochSteps {

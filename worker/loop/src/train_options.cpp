@@ -56,6 +56,7 @@ TrainOptions parse_train_options(const std::vector<std::string>& args, const Env
       {"no_shuffle", Kind::Flag},     {"save_final", Kind::Value},  {"log_interval", Kind::Value},
       {"lr_factor", Kind::Value},     {"lr_patience", Kind::Value}, {"num_threads", Kind::Value},
       {"local_rank", Kind::Value},    {"help", Kind::Flag},         {"device", Kind::Value},
+      {"no_split_batch", Kind::Flag},
   };
   for (const auto& [name, takes_value] : program.extra) known[name] = takes_value ? Kind::Value : Kind::Flag;
 
@@ -98,6 +99,7 @@ TrainOptions parse_train_options(const std::vector<std::string>& args, const Env
     else if (name == "resume") o.resume = true;
     else if (name == "max_steps") o.max_steps = parse_int_option(value, what, 0, 1LL << 40);
     else if (name == "no_shuffle") o.no_shuffle = true;
+    else if (name == "no_split_batch") o.split_batch = false;
     else if (name == "save_final") o.save_final = value;
     else if (name == "log_interval") o.log_interval = static_cast<int>(parse_int_option(value, what, 1, 1 << 30));
     else if (name == "lr_factor") o.lr_factor = parse_positive_double(value, what, true);
@@ -143,6 +145,9 @@ std::string loop_options_usage(const TrainOptions& d) {
   --lr_factor X         ReduceLROnPlateau factor on the monitored metric (default 0.1)
   --lr_patience N       ReduceLROnPlateau patience in epochs (default 10)
   --num_threads N       intra-op threads per process (default: cores / local world size)
+  --no_split_batch      one process with 2+ threads: run each batch whole on all
+                        the threads, not in two halves at once (the default
+                        where the program supports it; same sums, other order)
   --device D            cpu, cuda (one GPU per rank: cuda:LOCAL_RANK, NCCL; with
                         DDP_BACKEND=gloo ranks may share GPUs) or auto (cuda
                         when a GPU is visible; default)

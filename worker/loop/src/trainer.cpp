@@ -11,6 +11,7 @@
 #include "format.h"
 #include "checkpoint_run.h"
 #include "evaluation.h"
+#include "batch_halves.h"
 #include "train_epoch.h"
 #include "ddp/loop/checkpoint_files.h"
 #include "ddp/loop/plateau_scheduler.h"
@@ -139,15 +140,22 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
 
   const auto per_rank = static_cast<std::int64_t>(sampler.num_samples());
   const std::int64_t full_steps = task.drop_last() ? per_rank / o.batch_size : (per_rank + o.batch_size - 1) / o.batch_size;
+  // One process with 2+ threads: each batch in two halves, one a thread.
+  const std::unique_ptr<BatchHalves> halves =
+      o.split_batch ? BatchHalves::make_if_useful(task, *model, params, world, device) : nullptr;
   EpochContext ctx{pg, task, ddp, *optimizer, params, progress, hooks};
+  ctx.halves = halves.get();
   ctx.epochs = o.epochs;
   ctx.batch_size = o.batch_size;
   ctx.restart_count = o.restart_count;
   ctx.steps_per_epoch = o.max_steps > 0 ? std::min(o.max_steps, full_steps) : full_steps;
   log << o.program << ": world size " << world << ", batch " << o.batch_size << " per process ("
       << o.batch_size * world << " global), " << ctx.steps_per_epoch << " steps per epoch, epochs "
-      << state.epochs_done + 1 << ".." << o.epochs << ", " << torch::get_num_threads()
-      << " threads per process, device " << device.str() << " (" << pg.backend()
+      << state.epochs_done + 1 << ".." << o.epochs << ", " << torch::get_num_threads() << " threads per process"
+      << (halves ? " (each batch in two halves at once, on " + std::to_string(halves->threads_per_half()) + " + " +
+                       std::to_string(torch::get_num_threads() - halves->threads_per_half()) + ")"
+                 : std::string())
+      << ", device " << device.str() << " (" << pg.backend()
       << (pg.shared_memory_allreduce() ? ", sums through shared memory" : "") << "), checkpoints in "
       << o.checkpoint_dir << "; " << task.describe() << std::endl;
 

@@ -22,6 +22,10 @@ int classes_of(const TrainingTask& task) {
 
 }  // namespace
 
+TaskOutput TrainingTask::forward_train_replica(const at::Tensor&, c10::Device) {
+  throw std::logic_error("a TrainingTask whose make_replica() returns a model must override forward_train_replica()");
+}
+
 at::Tensor TrainingTask::loss(const TaskOutput& out, LossReduction reduction) {
   namespace F = torch::nn::functional;
   if (reduction == LossReduction::Sum)

@@ -19,10 +19,12 @@ class FashionTask : public ddp::loop::TrainingTask {
   explicit FashionTask(const FashionMnist& data);
 
   std::shared_ptr<torch::nn::Module> make_model() override;
+  std::shared_ptr<torch::nn::Module> make_replica() override;
   std::int64_t train_size() const override;
   std::int64_t test_size() const override;
   int num_classes() const override { return kNumClasses; }
   TaskOutput forward_train(const at::Tensor& index, c10::Device device) override;
+  TaskOutput forward_train_replica(const at::Tensor& index, c10::Device device) override;
   TaskOutput forward_test(std::int64_t begin, std::int64_t end, c10::Device device) override;
   std::string describe() const override;
 
@@ -31,10 +33,10 @@ class FashionTask : public ddp::loop::TrainingTask {
     at::Tensor images;  // uint8 [N, 28, 28]
     at::Tensor labels;  // uint8 [N]
   };
-  TaskOutput forward(const Split& split, const at::Tensor& index, c10::Device device);
+  static TaskOutput forward(FashionCnn& model, const Split& split, const at::Tensor& index, c10::Device device);
 
   Split train_, test_;
-  std::shared_ptr<FashionCnn> model_;
+  std::shared_ptr<FashionCnn> model_, replica_;
 };
 
 }  // namespace ddp::fashion

@@ -37,6 +37,7 @@ struct TrainOptions {
   double lr_factor = 0.1;         // ReduceLROnPlateau
   int lr_patience = 10;
   int num_threads = 0;            // intra-op threads; 0 = cores / local world size
+  bool split_batch = true;        // 1 process, 2+ threads: each batch in two halves at once (batch_halves.h)
   std::string device = "auto";    // cpu | cuda | auto (ddp::worker::InitOptions::device)
   std::optional<int> local_rank;  // --local_rank=N from legacy launchers
   bool help = false;

@@ -17,7 +17,8 @@
 //
 // A task indexes its samples 0..train_size()-1 and 0..test_size()-1 and
 // keeps them on the CPU; the loop asks for one batch at a time and the task
-// returns it on the given device. All calls come from one thread.
+// returns it on the given device. All calls come from one thread, but for
+// forward_train_replica (below).
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -65,7 +66,8 @@ class TrainingTask {
   virtual ~TrainingTask() = default;
 
   // Builds the model. The loop seeds LibTorch's generator first, so every
-  // rank (and every world size) starts from the same weights. Called once.
+  // rank (and every world size) starts from the same weights. Called once,
+  // before make_replica().
   virtual std::shared_ptr<torch::nn::Module> make_model() = 0;
 
   virtual std::int64_t train_size() const = 0;
@@ -84,6 +86,23 @@ class TrainingTask {
   // The loss of a batch (a scalar): its mean for training, its sum for the
   // test loss. Default: cross-entropy of logits against class indices.
   virtual at::Tensor loss(const TaskOutput& out, LossReduction reduction);
+
+  // Optional, for a world of one process with two or more threads: a second
+  // model built as make_model()'s (the loop makes its parameters share the
+  // first's, so it needs no weights of its own), and the forward of
+  // forward_train on it. The loop then splits each batch in two halves and
+  // runs them at once, the first half's forward and backward on the model,
+  // the second's on this one in a thread of the loop's, each with half the
+  // threads, and adds the gradients ("A batch in two halves" in
+  // docs/worker-runtime.md). forward_train_replica runs while
+  // forward_train does: it may read the task's data, never change what
+  // forward_train uses; loss() too is then called from both threads. A
+  // model that draws random numbers in its forward (dropout) would draw
+  // them from two threads in an order that changes from run to run: give it
+  // no replica. Default: nullptr, and the whole batch goes through
+  // forward_train.
+  virtual std::shared_ptr<torch::nn::Module> make_replica() { return nullptr; }
+  virtual TaskOutput forward_train_replica(const at::Tensor& index, c10::Device device);
 
   // The optimizer over the model's parameters with learning rate `lr`.
   // Default: Adam (FusedAdam: Adam's steps in one pass over memory). The
