@@ -88,22 +88,35 @@ def quiet_env(port):
     return env
 
 
-def launch_overhead(runs, torch_runs, torchruns):
+def build_min_launch(work):
+    """bench/launcher/min_launch.c built with cc: a launcher that only spawns
+    and waits, the floor of any launcher's overhead. None without a compiler."""
+    exe = os.path.join(work, "min_launch")
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc or subprocess.run([cc, "-O2", "-o", exe, os.path.join(HERE, "min_launch.c")]).returncode != 0:
+        return None
+    return exe
+
+
+def launch_overhead(runs, torch_runs, torchruns, min_launch):
     env = quiet_env(0)
     devnull = os.open(os.devnull, os.O_WRONLY)
     saved = os.dup(2)
     os.dup2(devnull, 2)  # torchrun's banner
     try:
-        direct = [time_direct() for _ in range(runs)]
-        # --use_env: the workers run the same argv as the direct baseline (with
-        # --local_rank=N, /bin/true would also load its locale).
-        ours = [time_cmd([LAUNCH, "--nproc_per_node=4", "--standalone", "--use_env", TRUE], env)
-                for _ in range(runs)]
+        direct, floor, ours = [], [], []
+        for _ in range(runs):  # interleaved: the machine's load moves all three alike
+            direct.append(time_direct())
+            if min_launch:
+                floor.append(time_cmd([min_launch, "4", TRUE], env))
+            # --use_env: the workers run the same argv as the direct baseline (with
+            # --local_rank=N, /bin/true would also load its locale).
+            ours.append(time_cmd([LAUNCH, "--nproc_per_node=4", "--standalone", "--use_env", TRUE], env))
         theirs = [[time_cmd(t + ["--nproc_per_node=4", "--standalone", "--no_python", TRUE], env)
                    for _ in range(torch_runs)] for t in torchruns]
     finally:
         os.dup2(saved, 2)
-    return direct, ours, theirs
+    return direct, floor, ours, theirs
 
 
 def teardown_latency(argv_prefix, runs):
@@ -196,7 +209,9 @@ def main():
                              capture_output=True, text=True).stdout.strip()
         torchruns.append((f"torchrun {ver}", [args.torch2_python, "-m", "torch.distributed.run"]))
 
-    direct, ours, theirs = launch_overhead(args.runs, args.torch_runs, [t for _, t in torchruns])
+    with tempfile.TemporaryDirectory() as work:
+        direct, floor, ours, theirs = launch_overhead(args.runs, args.torch_runs, [t for _, t in torchruns],
+                                                      build_min_launch(work))
     td_ours = teardown_latency([LAUNCH, "--nproc_per_node=4", "--standalone", "--use_env"], args.runs)
     td_theirs = [teardown_latency(t + ["--nproc_per_node=4", "--standalone", "--no_python"], args.torch_runs)
                  for _, t in torchruns]
@@ -204,6 +219,9 @@ def main():
     tp = stream_throughput(args.stream_runs, args.stream_mib)
 
     over = (statistics.median(ours) - statistics.median(direct)) * 1e3
+    # Per-round differences (each round ran direct, the floor and ours in turn).
+    over_rounds = statistics.median(o - d for o, d in zip(ours, direct)) * 1e3
+    floor_rounds = statistics.median(f - d for f, d in zip(floor, direct)) * 1e3 if floor else None
     speedups = [f"{name} / ddp-launch: **{statistics.median(t) / statistics.median(ours):.0f}×**"
                 for (name, _), t in zip(torchruns, theirs)]
     names = [name for name, _ in torchruns]
@@ -228,6 +246,11 @@ def main():
         "",
         f"ddp-launch overhead above direct spawning: **{over:.1f} ms**"
         + ("; " + "; ".join(speedups) + "." if speedups else "."),
+        f"Median of the per-round differences (direct, then a minimal launcher, then ddp-launch, each "
+        f"round): ddp-launch **+{over_rounds:.2f} ms**"
+        + (f"; a launcher that only spawns and waits (`bench/launcher/min_launch.c`: posix_spawn × 4, "
+           f"waitpid × 4) **+{floor_rounds:.2f} ms**, the floor of any launcher: its own exec and exit"
+           if floor_rounds is not None else "; no C compiler for the minimal launcher's floor") + ".",
         f"Teardown spread (ddp-launch): min {min(td_ours) * 1e3:.1f} ms, max {max(td_ours) * 1e3:.1f} ms.",
     ]
     table = "\n".join(lines)
