@@ -47,10 +47,12 @@ class FakeTask : public TrainingTask {
   }
   void set_rank(int rank) { rank_ = rank; }
   // A replica for the batch's second half (make_replica); with `buffer`, a
-  // model that has a buffer, which the loop must not split.
-  void offer_replica(bool buffer = false) {
+  // model that has a buffer, which the loop must not split; with `outputs`,
+  // a replica of another shape (a task's mistake).
+  void offer_replica(bool buffer = false, std::int64_t outputs = 0) {
     replica_offered_ = true;
     buffer_ = buffer;
+    replica_outputs_ = outputs;
   }
   int replica_forwards() const { return replica_forwards_; }
 
@@ -63,7 +65,8 @@ class FakeTask : public TrainingTask {
   }
   std::shared_ptr<torch::nn::Module> make_replica() override {
     if (!replica_offered_) return nullptr;
-    replica_ = torch::nn::Linear(4, regression_ ? 1 : 3);  // its weights are the model's (the loop shares them)
+    // Its weights are the model's (the loop shares them).
+    replica_ = torch::nn::Linear(4, replica_outputs_ ? replica_outputs_ : regression_ ? 1 : 3);
     return replica_.ptr();
   }
   TaskOutput forward_train_replica(const at::Tensor& index, c10::Device) override {
@@ -116,6 +119,7 @@ class FakeTask : public TrainingTask {
   int rank_ = 0;
   std::int64_t steps_ = 0;
   bool replica_offered_ = false, buffer_ = false;
+  std::int64_t replica_outputs_ = 0;
   std::atomic<int> replica_forwards_{0};
   at::Tensor x_, y_;
   torch::nn::Linear model_{nullptr}, replica_{nullptr};
@@ -279,12 +283,13 @@ struct OneProcessRun {
 };
 
 // run_training in a world of one process with `threads` intra-op threads.
-OneProcessRun train_one_process(const TrainOptions& o, int threads, bool offer_replica, bool buffer = false) {
+OneProcessRun train_one_process(const TrainOptions& o, int threads, bool offer_replica, bool buffer = false,
+                                std::int64_t replica_outputs = 0) {
   OneProcessRun r;
   ddp::worker::run_ranks_in_process(1, [&](const std::shared_ptr<ProcessGroup>& pg) {
     at::set_num_threads(threads);
     FakeTask task(/*regression=*/false);
-    if (offer_replica) task.offer_replica(buffer);
+    if (offer_replica) task.offer_replica(buffer, replica_outputs);
     std::ostringstream out;
     try {
       r.run.result = run_training(o, pg, task, out, false);
@@ -345,4 +350,12 @@ TEST_CASE("in-process: the batch stays whole with one thread, with model buffers
     forwards += task.replica_forwards();
   });
   CHECK(forwards == 0);
+}
+
+TEST_CASE("in-process: a replica shaped unlike the model is refused before training, naming the parameter",
+          "[loop][in-process]") {
+  TempDir tmp;
+  const auto r = train_one_process(options(tmp.file("ck"), 1), 2, true, false, /*replica_outputs=*/5);
+  CHECK(r.run.error == "make_replica()'s parameter 0 is not shaped as make_model()'s");
+  CHECK(r.replica_forwards == 0);
 }
