@@ -34,6 +34,7 @@ layout is common/include/ddp/common/heartbeat.h's (version 2). Writes are
 offset); no lock and no system call on the hot path.
 """
 
+import collections
 import fcntl
 import mmap
 import os
@@ -166,6 +167,7 @@ def _wrap_collective(dist, name, kind, tensor_arg):
         else:
             p.add_wait(time.monotonic_ns() - t0)
             p.finished(seq)
+            _held.append((args, kwargs, time.monotonic()))
         return work
 
     wrapped._ddp_launch = True
@@ -173,6 +175,48 @@ def _wrap_collective(dist, name, kind, tensor_arg):
     wrapped.__name__ = fn.__name__
     wrapped.__doc__ = fn.__doc__
     setattr(dist, name, wrapped)
+
+
+# The arguments of the last blocking collectives, kept alive here. Gloo's
+# worker thread drops its reference to a collective's Work just after the
+# caller's wait returns; when the caller had already dropped the tensor (a
+# temporary: dist.all_reduce(torch.ones(1))), that thread is left the
+# tensor's last owner and must take the GIL to free its Python object. If it
+# asks while the interpreter is finalizing, CPython ends the thread with
+# pthread_exit and the unwinding through a noexcept destructor aborts the
+# rank ("terminate called without an active exception"; torch 2.11 here: 5
+# of 82 runs of a DDP script ending so, with and without this module;
+# pytorch/pytorch#190489). Held here, the tensors outlive Gloo's reference
+# and are freed on the main thread. Bounded: older entries go as new ones
+# come, long after their Work.
+_held = collections.deque(maxlen=8)  # (args, kwargs, monotonic time finished)
+
+
+def _settle_held(window_s=0.05):
+    """At exit, before the interpreter finalizes: while Gloo may still hold
+    a held tensor (torch >= 2 counts a tensor's owners: more than this
+    module's), sleeps in 1 ms steps, so that Gloo's thread drops it now, or
+    takes the GIL now if it needs it. At most window_s after the last
+    collective finished: Gloo drops its reference microseconds after, so
+    only a thread the scheduler kept off its core needs the wait, and a
+    tensor that has other owners (a parameter) costs an exit no more than
+    that. torch 1.x cannot count, and its held tensors stay held to the end."""
+    if not _held:
+        return
+    deadline = _held[-1][2] + window_s
+    tensors = [t for args, kwargs, _ in list(_held) for t in _tensors_in(args + tuple(kwargs.values()))
+               if hasattr(t, "_use_count")]
+    while time.monotonic() < deadline and any(t._use_count() > 1 for t in tensors):
+        time.sleep(0.001)
+
+
+def _tensors_in(values):
+    import torch
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            yield v
+        elif isinstance(v, (list, tuple)):
+            yield from _tensors_in(v)
 
 
 _exit_registered = [False]
@@ -325,4 +369,6 @@ def enable():
     # worker) must not take whatever has that number now for it.
     os.environ.pop("DDP_HEARTBEAT_FILE", None)
     _patch_torch()
+    import atexit
+    atexit.register(_settle_held)
     return p

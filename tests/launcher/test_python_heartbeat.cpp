@@ -123,6 +123,44 @@ TEST_CASE("python heartbeat: a rank spinning outside collectives is a stall, its
   CHECK_THAT(report_value(r.output, "  message   "), Catch::Contains("rank 1 last finished collective #"));
 }
 
+// A blocking collective's tensor outlives Gloo's reference to its Work. A
+// temporary's (dist.all_reduce(torch.ones(1))) was freed by Python first,
+// which left Gloo's thread its last owner, needing the GIL to free it: at
+// interpreter exit that thread was ended by CPython and the rank aborted
+// ("terminate called without an active exception", torch 2.11, ~6% of runs
+// of kSlowScript, with or without the module). One rank, one process.
+TEST_CASE("python heartbeat: a blocking collective's tensor is held past Gloo's reference, freed by the next ones",
+          "[torch]") {
+  DDP_REFERENCE_PYTHON_OR_SKIP(py);
+  TempDir out;
+  write_file(out.file("held.py"),
+             "import gc, os, sys, time, weakref, torch, torch.distributed as dist\n"
+             "with open(os.environ['DDP_HEARTBEAT_FILE'], 'wb') as f: f.write(b'DDPHB002'.ljust(4096, b'\\0'))\n"
+             "import ddp_launch.heartbeat as hb\n"
+             "assert hb.enable() is not None\n"
+             "dist.init_process_group('gloo', init_method='file://' + sys.argv[1], rank=0, world_size=1)\n"
+             "def freed_after(tensor_use):\n"
+             "    t = torch.ones(1); w = weakref.ref(t); tensor_use(t); del t\n"
+             "    time.sleep(0.05); gc.collect()\n"
+             "    return w() is None\n"
+             "print('all_reduce', 'freed' if freed_after(dist.all_reduce) else 'held')\n"
+             "print('all_gather', 'freed' if freed_after(lambda t: dist.all_gather([torch.empty(1)], t)) else 'held')\n"
+             "t = torch.ones(1); w = weakref.ref(t); dist.all_reduce(t); del t\n"
+             "for _ in range(8): dist.all_reduce(torch.zeros(1))\n"
+             "gc.collect()\n"
+             "print('after 8 more', 'freed' if w() is None else 'held')\n"
+             "dist.destroy_process_group()\n");
+  const auto r = run({py, out.file("held.py"), out.file("store")},
+                     {{"PYTHONPATH", source_path("python")}, {"DDP_HEARTBEAT_FILE", out.file("page")},
+                      {"OMP_NUM_THREADS", "1"}},
+                     120);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("all_reduce held"));
+  CHECK_THAT(r.output, Catch::Contains("all_gather held"));
+  CHECK_THAT(r.output, Catch::Contains("after 8 more freed"));
+}
+
 TEST_CASE("python heartbeat: the option is a one-line error when the module is not beside ddp-launch") {
   TempDir out;
   // A copy of ddp-launch in a folder with no share/ddp-launch/python beside it.
