@@ -34,13 +34,20 @@ torch::Tensor TextCnn::embed(const torch::Tensor& tokens) {
   // and the optimizers take dense gradients); the first backward finds this
   // one, on the parameter's device.
   auto& weight = embedding->weight;
-  if (options.sparse_gradient && torch::GradMode::is_enabled() && !weight.grad().defined())
+  if (options.sparse_gradient && options.dense_grad && torch::GradMode::is_enabled() && !weight.grad().defined())
     weight.mutable_grad() = torch::zeros_like(weight);
   return embedding->forward(tokens);
 }
 
+torch::Tensor TextCnn::drop(const torch::Tensor& features) {
+  if (!dropout_generator.defined() || !is_training() || options.dropout == 0) return dropout->forward(features);
+  // Inverted dropout as nn::Dropout's: kept features scaled by 1 / (1 - p).
+  const double keep = 1 - options.dropout;
+  return features * torch::empty_like(features).bernoulli_(keep, dropout_generator).div_(keep);
+}
+
 torch::Tensor TextCnn::classify(const std::vector<torch::Tensor>& pooled) {
-  auto z = dropout->forward(torch::cat(pooled, 1));
+  auto z = drop(torch::cat(pooled, 1));
   if (!z.device().is_cpu()) return fc->forward(z);
   // On the CPU the Linear layer as a 1x1 convolution (the same products and
   // sums): Debian's LibTorch does GEMM with reference BLAS, convolutions go

@@ -1,7 +1,10 @@
 #include "ddp/text/text_task.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
+#include <limits>
+#include <mutex>
 #include <numeric>
 
 namespace ddp::text {
@@ -16,24 +19,50 @@ std::shared_ptr<torch::nn::Module> TextTask::make_model() {
   return model_;
 }
 
-ddp::loop::TaskOutput TextTask::forward(const TextSplit& split, const std::int64_t* rows, std::int64_t count,
-                                         c10::Device device) {
+std::shared_ptr<torch::nn::Module> TextTask::make_replica() {
+  TextCnnOptions o = model_options_;
+  o.dense_grad = false;
+  replica_ = std::make_shared<TextCnn>(o);
+  return replica_;
+}
+
+void TextTask::before_halves() {
+  if (model_options_.dropout == 0) return;
+  if (!model_->dropout_generator.defined()) {
+    model_->dropout_generator = at::make_generator<at::CPUGeneratorImpl>();
+    replica_->dropout_generator = at::make_generator<at::CPUGeneratorImpl>();
+  }
+  const auto seeds = torch::randint(std::numeric_limits<std::int64_t>::max(), {2}, torch::kLong);
+  for (int i = 0; i < 2; ++i) {
+    at::Generator& g = (i == 0 ? model_ : replica_)->dropout_generator;
+    std::lock_guard<std::mutex> lock(g.mutex());
+    g.set_current_seed(static_cast<std::uint64_t>(seeds[i].item<std::int64_t>()));
+  }
+}
+
+ddp::loop::TaskOutput TextTask::forward(TextCnn& model, const TextSplit& split, const std::int64_t* rows,
+                                         std::int64_t count, c10::Device device) {
   const Packed batch = pack_sequences(split, rows, count);
   auto labels = torch::empty({count}, torch::kLong);
   auto* out = labels.data_ptr<std::int64_t>();
   for (std::int64_t b = 0; b < count; ++b) out[b] = split.labels[static_cast<std::size_t>(rows[b])];
-  return {model_->forward_packed(batch.packed.to(device), batch.lengths.to(device)), labels.to(device)};
+  return {model.forward_packed(batch.packed.to(device), batch.lengths.to(device)), labels.to(device)};
 }
 
 ddp::loop::TaskOutput TextTask::forward_train(const at::Tensor& index, c10::Device device) {
   const at::Tensor rows = index.contiguous();
-  return forward(data_.train, rows.data_ptr<std::int64_t>(), rows.size(0), device);
+  return forward(*model_, data_.train, rows.data_ptr<std::int64_t>(), rows.size(0), device);
+}
+
+ddp::loop::TaskOutput TextTask::forward_train_replica(const at::Tensor& index, c10::Device device) {
+  const at::Tensor rows = index.contiguous();
+  return forward(*replica_, data_.train, rows.data_ptr<std::int64_t>(), rows.size(0), device);
 }
 
 ddp::loop::TaskOutput TextTask::forward_test(std::int64_t begin, std::int64_t end, c10::Device device) {
   std::vector<std::int64_t> rows(static_cast<std::size_t>(end - begin));
   std::iota(rows.begin(), rows.end(), begin);
-  return forward(data_.test, rows.data(), end - begin, device);
+  return forward(*model_, data_.test, rows.data(), end - begin, device);
 }
 
 ddp::worker::DDPOptions TextTask::ddp_options() const {

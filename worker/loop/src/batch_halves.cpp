@@ -1,8 +1,10 @@
 #include "batch_halves.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -15,7 +17,21 @@ std::unique_ptr<BatchHalves> BatchHalves::make_if_useful(TrainingTask& task, con
   if (world != 1 || !device.is_cpu()) return nullptr;
   const int threads = at::get_num_threads();
   if (threads < 2 || !model.buffers().empty()) return nullptr;
+  // The replica's own initial weights are never used (its parameters are
+  // the model's). Building them must not move LibTorch's default generator:
+  // a resume has restored it from the checkpoint already, and a task's
+  // dropout seeds come from it (before_halves).
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  at::Tensor generator_state;
+  {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    generator_state = gen.get_state();
+  }
   std::shared_ptr<torch::nn::Module> replica = task.make_replica();
+  {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(generator_state);
+  }
   if (!replica) return nullptr;
   replica->to(device);
   std::vector<at::Tensor> own = replica->parameters();
@@ -99,12 +115,11 @@ void BatchHalves::both(const std::function<void()>& mine, std::function<void()> 
 }
 
 double BatchHalves::forward(const at::Tensor& index, c10::Device device) {
-  for (at::Tensor& p : replica_params_)
-    if (p.grad().defined()) {
-      p.mutable_grad().detach_();
-      p.mutable_grad().zero_();
-    }
+  // Undefined rather than zeroed: autograd then takes each new gradient as
+  // it is (no zeroing, no addition), a sparse one included.
+  for (at::Tensor& p : replica_params_) p.mutable_grad() = at::Tensor();
   loss_[0] = loss_[1] = at::Tensor();
+  task_.before_halves();
   const std::int64_t n = index.size(0);
   const std::int64_t first = (n + 1) / 2;
   if (first == n) {  // one sample: the model alone

@@ -17,6 +17,7 @@
 //     (pack_sequences), convolved as one stream: no work for the padding of
 //     the longest sequence. The CPU path of ddp-text's training.
 
+#include <ATen/core/Generator.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/dropout.h>
@@ -44,6 +45,10 @@ struct TextCnnOptions {
   // building a zero [V, E] tensor and adding all of it every step. Off: the
   // stock dense backward.
   bool sparse_gradient = true;
+  // Off for the replica of the batch halves (TextTask::make_replica): its
+  // sparse gradient stays sparse and the loop adds it into the model's
+  // dense one, so forward leaves its .grad alone.
+  bool dense_grad = true;
   // Test variant: a parameter `unused` (Linear(3F, C)) that forward never
   // touches, for DDP's find_unused_parameters.
   bool with_unused = false;
@@ -61,10 +66,15 @@ struct TextCnn : torch::nn::Module {
   torch::nn::Dropout dropout{nullptr};
   torch::nn::Linear fc{nullptr};
   torch::nn::Linear unused{nullptr};
+  // When defined, dropout draws its mask from this generator (the batch
+  // halves: one each for the model and its replica, TextTask::before_halves
+  // seeds both), else from LibTorch's default generator as nn::Dropout does.
+  at::Generator dropout_generator;
 
  private:
   torch::Tensor embed(const torch::Tensor& tokens);
   torch::Tensor classify(const std::vector<torch::Tensor>& pooled);
+  torch::Tensor drop(const torch::Tensor& features);
 };
 
 // The packed layout of forward_packed: the rows' tokens (a split as

@@ -97,12 +97,18 @@ class TrainingTask {
   // docs/worker-runtime.md). forward_train_replica runs while
   // forward_train does: it may read the task's data, never change what
   // forward_train uses; loss() too is then called from both threads. A
-  // model that draws random numbers in its forward (dropout) would draw
-  // them from two threads in an order that changes from run to run: give it
-  // no replica. Default: nullptr, and the whole batch goes through
-  // forward_train.
+  // model that draws random numbers in its forward (dropout) must not draw
+  // them from LibTorch's default generator there (two threads, in an order
+  // that changes from run to run): give the model and the replica a
+  // generator each and seed them in before_halves(). Default: nullptr, and
+  // the whole batch goes through forward_train.
   virtual std::shared_ptr<torch::nn::Module> make_replica() { return nullptr; }
   virtual TaskOutput forward_train_replica(const at::Tensor& index, c10::Device device);
+  // Called on the loop's thread before each batch it splits, before either
+  // half's forward. Seeds drawn here from LibTorch's default generator keep
+  // a run reproducible, and a resume (the checkpoint carries that
+  // generator's state) replays them. Default: nothing.
+  virtual void before_halves() {}
 
   // The optimizer over the model's parameters with learning rate `lr`.
   // Default: Adam (FusedAdam: Adam's steps in one pass over memory). The
