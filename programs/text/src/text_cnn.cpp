@@ -11,6 +11,7 @@ namespace {
 namespace nn = torch::nn;
 
 constexpr std::int64_t kWidths[] = {3, 4, 5};
+constexpr std::int64_t kStreamQuantum = 64;
 
 // Sequence lengths as the filters see them: at least the widest filter.
 torch::Tensor effective_lengths(const torch::Tensor& lengths) { return lengths.clamp_min(kMinSequence); }
@@ -81,9 +82,17 @@ torch::Tensor TextCnn::forward_packed(const torch::Tensor& packed, const torch::
   // [1, E, T]: the stream as one sequence. Windows that straddle two
   // sequences are computed and never looked at (w - 1 per sequence, against
   // the longest sequence's padding in a padded batch).
+  // The stream padded with zero columns to a multiple of kStreamQuantum:
+  // oneDNN builds (JIT-compiles) its convolution kernels per shape, and a
+  // stream's length differs from batch to batch. Windows that reach into the
+  // padding are never looked at, as the straddling ones.
+  auto rows = embed(packed);  // [T, E]
+  const auto T = rows.size(0);
+  const auto padded = (T + kStreamQuantum - 1) / kStreamQuantum * kStreamQuantum;
+  if (padded != T) rows = torch::constant_pad_nd(rows, {0, 0, 0, padded - T}, 0);
   // Contiguous: a transposed view looks channels-last to the convolution,
   // whose backward then leaves oneDNN for a path ~25x slower (measured).
-  auto e = embed(packed).t().contiguous().unsqueeze(0);
+  auto e = rows.t().contiguous().unsqueeze(0);
   std::vector<torch::Tensor> pooled;
   nn::Conv1d convs[] = {conv3, conv4, conv5};
   for (int i = 0; i < 3; ++i) {
