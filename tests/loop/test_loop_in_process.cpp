@@ -26,6 +26,7 @@
 #include "ddp/worker/in_process.h"
 #include "ddp/worker/process_group.h"
 #include "test_support.h"
+#include "training_runs.h"
 
 using namespace ddp::loop;
 using ddp::test::TempDir;
@@ -169,17 +170,6 @@ std::vector<std::string> lines_of(const std::string& path) {
   return out;
 }
 
-double max_rel_difference(const std::string& a_path, const std::string& b_path) {
-  const auto a = ddp::worker::load_weights(a_path), b = ddp::worker::load_weights(b_path);
-  REQUIRE(a.size() == b.size());
-  double worst = 0;
-  for (const auto& item : b) {
-    const at::Tensor* other = a.find(item.key());
-    REQUIRE(other != nullptr);
-    worst = std::max(worst, ((*other - item.value()).norm() / item.value().norm().clamp_min(1e-12)).item<double>());
-  }
-  return worst;
-}
 
 }  // namespace
 
@@ -247,7 +237,7 @@ TEST_CASE("in-process: a run stopped mid-epoch and resumed ends with the uninter
   const auto resumed = train(killed, false);
   REQUIRE(resumed[0].error.empty());
   CHECK_THAT(resumed[0].out, Catch::Contains("resumed from " + tmp.file("killed/epoch_2.pt") + " (epoch 2, step 12"));
-  CHECK(max_rel_difference(tmp.file("killed.pt"), tmp.file("plain.pt")) < 1e-6);
+  CHECK(ddp::test::max_relative_difference(tmp.file("killed.pt"), tmp.file("plain.pt")) < 1e-6);
   const auto a = lines_of(tmp.file("plain/metrics.jsonl")), b = lines_of(tmp.file("killed/metrics.jsonl"));
   REQUIRE(b.size() == 3);
   for (int i = 0; i < 3; ++i) CHECK(b[i].substr(0, b[i].find("\"train_seconds\"")) == a[i].substr(0, a[i].find("\"train_seconds\"")));
@@ -323,7 +313,7 @@ TEST_CASE("in-process: one process with 2 threads trains each batch in two halve
   CHECK(b.replica_forwards == 24);  // every step of 2 epochs: 96 samples / batch 8 = 12 a epoch
   CHECK_THAT(b.run.out, Catch::Contains("2 threads per process (each batch in two halves at once, on 1 + 1), device"));
   // The same sums in another order: float32 rounding apart, after 24 steps.
-  CHECK(max_rel_difference(tmp.file("halves.pt"), tmp.file("whole.pt")) < 1e-5);
+  CHECK(ddp::test::max_relative_difference(tmp.file("halves.pt"), tmp.file("whole.pt")) < 1e-5);
   const auto& ea = a.run.result.epochs, &eb = b.run.result.epochs;
   REQUIRE(ea.size() == 2);
   REQUIRE(eb.size() == 2);
@@ -332,7 +322,7 @@ TEST_CASE("in-process: one process with 2 threads trains each batch in two halve
   auto again = options(tmp.file("again"), 2);
   again.save_final = tmp.file("again.pt");
   REQUIRE(train_one_process(again, 2, true).run.error.empty());
-  CHECK(max_rel_difference(tmp.file("again.pt"), tmp.file("halves.pt")) == 0);
+  CHECK(ddp::test::max_relative_difference(tmp.file("again.pt"), tmp.file("halves.pt")) == 0);
 }
 
 TEST_CASE("in-process: the batch stays whole with one thread, with model buffers, or in a world of two",

@@ -18,6 +18,7 @@
 #include "ddp/worker/in_process.h"
 #include "ddp/worker/process_group.h"
 #include "test_support.h"
+#include "training_runs.h"
 
 using namespace ddp::text;
 using ddp::test::TempDir;
@@ -85,17 +86,6 @@ std::string train(const ddp::loop::TrainOptions& o, double dropout) {
   return out;
 }
 
-double max_rel_difference(const std::string& a_path, const std::string& b_path) {
-  const auto a = ddp::worker::load_weights(a_path), b = ddp::worker::load_weights(b_path);
-  REQUIRE(a.size() == b.size());
-  double worst = 0;
-  for (const auto& item : b) {
-    const at::Tensor* other = a.find(item.key());
-    REQUIRE(other != nullptr);
-    worst = std::max(worst, ((*other - item.value()).norm() / item.value().norm().clamp_min(1e-12)).item<double>());
-  }
-  return worst;
-}
 
 }  // namespace
 
@@ -108,7 +98,7 @@ TEST_CASE("TextTask at one process with 2 threads: each batch in two halves, the
   const auto whole = train(options(tmp.file("whole"), false), 0);
   INFO(whole);
   REQUIRE_THAT(whole, !Catch::Contains("each batch in two halves") && !Catch::Contains("error"));
-  CHECK(max_rel_difference(tmp.file("halves.pt"), tmp.file("whole.pt")) < 1e-5);
+  CHECK(ddp::test::max_relative_difference(tmp.file("halves.pt"), tmp.file("whole.pt")) < 1e-5);
 }
 
 TEST_CASE("TextTask's halves with dropout: the same weights on every run, and a resume replays the masks",
@@ -118,10 +108,10 @@ TEST_CASE("TextTask's halves with dropout: the same weights on every run, and a 
   INFO(first);
   REQUIRE_THAT(first, Catch::Contains("each batch in two halves") && !Catch::Contains("error"));
   REQUIRE(train(options(tmp.file("b"), true), 0.5).find("error") == std::string::npos);
-  CHECK(max_rel_difference(tmp.file("a.pt"), tmp.file("b.pt")) == 0);
+  CHECK(ddp::test::max_relative_difference(tmp.file("a.pt"), tmp.file("b.pt")) == 0);
   // The masks are drawn: without dropout the weights differ.
   REQUIRE(train(options(tmp.file("none"), true), 0).find("error") == std::string::npos);
-  CHECK(max_rel_difference(tmp.file("none.pt"), tmp.file("a.pt")) > 1e-3);
+  CHECK(ddp::test::max_relative_difference(tmp.file("none.pt"), tmp.file("a.pt")) > 1e-3);
 
   // One epoch, then a resume to the second: the checkpoint's generator state
   // seeds the same masks.
@@ -132,5 +122,5 @@ TEST_CASE("TextTask's halves with dropout: the same weights on every run, and a 
   const auto second = train(resumed, 0.5);
   INFO(second);
   REQUIRE_THAT(second, Catch::Contains("resumed from"));
-  CHECK(max_rel_difference(tmp.file("r.pt"), tmp.file("a.pt")) == 0);
+  CHECK(ddp::test::max_relative_difference(tmp.file("r.pt"), tmp.file("a.pt")) == 0);
 }
