@@ -188,7 +188,9 @@ def _wrap_collective(dist, name, kind, tensor_arg):
 # of 82 runs of a DDP script ending so, with and without this module;
 # pytorch/pytorch#190489). Held here, the tensors outlive Gloo's reference
 # and are freed on the main thread. Bounded: older entries go as new ones
-# come, long after their Work.
+# come, long after their Work. It makes the abort rarer, not impossible (a
+# CI run saw one more): a script that drops its DDP model before
+# destroy_process_group() joins Gloo's threads before exit and ends it.
 _held = collections.deque(maxlen=8)  # (args, kwargs, monotonic time finished)
 
 
