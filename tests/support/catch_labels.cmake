@@ -19,7 +19,7 @@ function(list_names out)  # list_names(<var> [catch test spec...])
   # Catch returns a count; a signal comes back as its name ("Segmentation
   # fault"), and a binary that crashes while listing must fail the build,
   # not lose its cases (catch_discover_tests then registers none).
-  if(NOT rc MATCHES "^[0-9]+$" OR rc LESS 0)
+  if(NOT rc MATCHES "^[0-9]+$")
     message(FATAL_ERROR "catch_labels: '${EXE} ${ARGN} --list-test-names-only' failed: ${rc}")
   endif()
   # Catch prints nothing but names, one a line. CTest's discovery splits a
