@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "ddp/fashion/conv3x3_single_channel.h"
+#include "ddp/fashion/linear_as_conv.h"
 #include "ddp/fashion/model.h"
 #include "ddp/fashion/relu_max_pool.h"
 #include "numerics.h"
@@ -84,6 +85,35 @@ TEST_CASE("relu_max_pool2x2 passes NaN in wide rows too: only the row holding it
     yb.backward(g);
     CHECK(torch::equal(a.grad(), b.grad()));
   }
+}
+
+TEST_CASE("linear_as_conv equals a float64 linear, values and the gradients asked for",
+          "[train][model][numerics]") {
+  if (auto why = ddp::test::forced_capability_unsupported()) DDP_SKIP(*why);
+  using ddp::test::float32_tolerance;
+  using ddp::test::relative_error;
+  torch::manual_seed(6);
+  const std::int64_t n = 5, c = 3, h = 4, w = 6, o = 7, k = c * h * w;
+  const auto x = torch::randn({n, c, h, w}), weight = torch::randn({o, k}), bias = torch::randn({o});
+  const auto g = torch::randn({n, o, 1, 1});
+  auto x64 = x.to(torch::kDouble).requires_grad_(true), w64 = weight.to(torch::kDouble).requires_grad_(true),
+       b64 = bias.to(torch::kDouble).requires_grad_(true);
+  const auto ref = torch::linear(x64.flatten(1), w64, b64);
+  ref.backward(g.view({n, o}).to(torch::kDouble));
+  for (const bool input_grad : {true, false}) {
+    INFO("input needs a gradient: " << input_grad);
+    auto xf = x.clone().requires_grad_(input_grad), wf = weight.clone().requires_grad_(true),
+         bf = bias.clone().requires_grad_(true);
+    const auto out = ddp::fashion::linear_as_conv(xf, wf, bf);
+    REQUIRE(out.sizes() == c10::IntArrayRef({n, o, 1, 1}));
+    out.backward(g);
+    CHECK(relative_error(out.detach().view({n, o}), ref.detach()) <= float32_tolerance(k));
+    CHECK(relative_error(wf.grad(), w64.grad()) <= float32_tolerance(n));
+    CHECK(relative_error(bf.grad(), b64.grad()) <= float32_tolerance(n));
+    if (input_grad) CHECK(relative_error(xf.grad(), x64.grad()) <= float32_tolerance(o));
+    else CHECK_FALSE(xf.grad().defined());
+  }
+  CHECK_THROWS(ddp::fashion::linear_as_conv(x, torch::zeros({o, k + 1}), bias));
 }
 
 namespace {
@@ -276,6 +306,12 @@ TEST_CASE("model step time, fast vs stock layers", "[.][bench]") {
   auto g = torch::randn({64, 32, 28, 28});
   bench("conv1 direct fwd+bwd", [&] { ddp::fashion::conv3x3_single_channel(x, w, b).backward(g); });
   bench("conv1 stock fwd+bwd", [&] { torch::conv2d(x, w, b, 1, 1).backward(g); });
+  auto f = torch::randn({64, 64, 7, 7}, torch::requires_grad());
+  auto fw = m.fc1->weight.detach().clone().requires_grad_(true);
+  auto fb = m.fc1->bias.detach().clone().requires_grad_(true);
+  auto gf = torch::randn({64, 128, 1, 1});
+  bench("fc1 linear_as_conv fwd+bwd", [&] { ddp::fashion::linear_as_conv(f, fw, fb).backward(gf); });
+  bench("fc1 stock conv2d fwd+bwd", [&] { torch::conv2d(f, fw.view({128, 64, 7, 7}), fb).backward(gf); });
   auto h = torch::randn({64, 32, 28, 28}, torch::requires_grad());
   auto gp = torch::randn({64, 32, 14, 14});
   bench("relu+pool fused fwd+bwd", [&] { ddp::fashion::relu_max_pool2x2(h).backward(gp); });

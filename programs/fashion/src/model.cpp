@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "ddp/fashion/conv3x3_single_channel.h"
+#include "ddp/fashion/linear_as_conv.h"
 #include "ddp/fashion/relu_max_pool.h"
 
 namespace ddp::fashion {
@@ -23,10 +24,10 @@ torch::Tensor FashionCnn::forward(const torch::Tensor& x) {
   auto h = relu_max_pool2x2(conv3x3_single_channel(x, conv1->weight, conv1->bias));
   h = relu_max_pool2x2(conv2->forward(h));
   // The Linear layers computed as convolutions over their whole input (the
-  // same products and sums): Debian's LibTorch does GEMM with reference
-  // BLAS, while convolutions go through oneDNN, which makes a training step
-  // ~1.5x faster. The parameters keep nn.Linear's names and shapes.
-  h = torch::relu(torch::conv2d(h, fc1->weight.view({128, 64, 7, 7}), fc1->bias));
+  // same products and sums; linear_as_conv.h says why). The parameters keep
+  // nn.Linear's names and shapes. fc2's stock convolution backward is fast
+  // (its weight is small).
+  h = torch::relu(linear_as_conv(h, fc1->weight, fc1->bias));
   return torch::conv2d(h, fc2->weight.view({10, 128, 1, 1}), fc2->bias).flatten(1);
 }
 
