@@ -2,7 +2,7 @@
 
 #include <torch/torch.h>
 
-#include "ddp/fashion/conv3x3_single_channel.h"
+#include "ddp/fashion/conv3x3_relu_max_pool.h"
 #include "ddp/fashion/linear_as_conv.h"
 #include "ddp/fashion/relu_max_pool.h"
 
@@ -21,7 +21,7 @@ torch::Tensor FashionCnn::forward(const torch::Tensor& x) {
   // The hand-written kernels below are CPU code; elsewhere the stock
   // layers are the fast path already.
   if (!x.device().is_cpu()) return reference_forward(x);
-  auto h = relu_max_pool2x2(conv3x3_single_channel(x, conv1->weight, conv1->bias));
+  auto h = conv3x3_relu_max_pool2x2(x, conv1->weight, conv1->bias);
   h = relu_max_pool2x2(conv2->forward(h));
   // The Linear layers computed as convolutions over their whole input (the
   // same products and sums; linear_as_conv.h says why). The parameters keep

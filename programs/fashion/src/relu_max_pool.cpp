@@ -2,140 +2,17 @@
 
 #include <torch/torch.h>
 
-#include <cmath>
 #include <cstdint>
-#include <cstring>
+
+#include "pool_windows.h"
 
 namespace ddp::fashion {
 namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
-
-// 4 lanes of GCC's vector extension: SSE2 on baseline x86-64, so every CPU
-// runs the same operations (a maximum and a select are exact anyway).
-using F4 = float __attribute__((vector_size(16)));
-using I4 = std::int32_t __attribute__((vector_size(16)));
-using B4 = std::uint8_t __attribute__((vector_size(4)));
-
-// Window position of the maximum: 0..3 in row-major order, kNone when the
-// maximum is <= 0 (relu's output and gradient are 0 there).
-constexpr std::uint8_t kNone = 4;
-
-F4 load(const float* p) {
-  F4 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-template <class V>
-void store(void* p, const V& v) {
-  std::memcpy(p, &v, sizeof v);
-}
-
-// One window, any values: max_pool2d's rule (strictly greater replaces; a
-// NaN replaces whatever came before it, so the last NaN wins) and relu's
-// (NaN passes, its gradient too).
-void pool_one(const float* r0, const float* r1, float& out, std::uint8_t& arg) {
-  const float v[4] = {r0[0], r0[1], r1[0], r1[1]};
-  float best = v[0];
-  std::uint8_t k = 0;
-  for (std::uint8_t q = 1; q < 4; ++q) {
-    if (std::isnan(best)) {
-      if (std::isnan(v[q])) best = v[q], k = q;
-    } else if (std::isnan(v[q]) || v[q] > best) {
-      best = v[q], k = q;
-    }
-  }
-  const bool pass = std::isnan(best) || best > 0.0f;
-  out = pass ? best : 0.0f;
-  arg = pass ? k : kNone;
-}
-
-// Four neighbouring windows (8 columns of rows r0, r1) at once, without
-// branches: which of 4 activations wins is unpredictable, so branches
-// mispredict. Returns a nonzero lane where a window holds a NaN (the
-// comparisons below do not follow max_pool2d's rule there).
-I4 pool_four(const float* r0, const float* r1, float* out, std::uint8_t* arg) {
-  const F4 a0 = load(r0), a1 = load(r0 + 4), b0 = load(r1), b1 = load(r1 + 4);
-  const F4 v[4] = {__builtin_shufflevector(a0, a1, 0, 2, 4, 6), __builtin_shufflevector(a0, a1, 1, 3, 5, 7),
-                   __builtin_shufflevector(b0, b1, 0, 2, 4, 6), __builtin_shufflevector(b0, b1, 1, 3, 5, 7)};
-  F4 best = v[0];
-  I4 k = {0, 0, 0, 0};
-  for (std::int32_t q = 1; q < 4; ++q) {
-    const I4 greater = v[q] > best;
-    best = greater ? v[q] : best;
-    k = greater ? I4{q, q, q, q} : k;
-  }
-  const F4 zero = {0, 0, 0, 0};
-  const I4 pass = best > zero;
-  store(out, pass ? best : zero);
-  store(arg, __builtin_convertvector(pass ? k : I4{kNone, kNone, kNone, kNone}, B4));
-  return (v[0] != v[0]) | (v[1] != v[1]) | (v[2] != v[2]) | (v[3] != v[3]);
-}
-
-// Output row i of a plane: windows 4 at a time, the last four overlapping
-// the ones before when the width is not a multiple of 4 (same values
-// written twice); one at a time only in rows narrower than 4, and in a row
-// with a NaN.
-void pool_row(const float* r0, const float* r1, std::int64_t ow, float* out, std::uint8_t* arg) {
-  I4 nan = {0, 0, 0, 0};
-  if (ow >= 4) {
-    for (std::int64_t j = 0;; j += 4) {
-      j = std::min(j, ow - 4);
-      nan |= pool_four(r0 + 2 * j, r1 + 2 * j, out + j, arg + j);
-      if (j + 4 == ow) break;
-    }
-  }
-  if (ow < 4 || (nan[0] | nan[1] | nan[2] | nan[3])) {
-    for (std::int64_t j = 0; j < ow; ++j) pool_one(r0 + 2 * j, r1 + 2 * j, out[j], arg[j]);
-  }
-}
-
-// Gradient of four windows: g where the window's maximum was, 0 at its other
-// three positions (and at all four of a window relu cut off).
-void unpool_four(const float* g, const std::uint8_t* arg, float* d0, float* d1) {
-  B4 a;
-  std::memcpy(&a, arg, sizeof a);
-  const I4 k = __builtin_convertvector(a, I4);
-  const F4 gv = load(g), zero = {0, 0, 0, 0};
-  F4 s[4];
-  for (std::int32_t q = 0; q < 4; ++q) s[q] = k == I4{q, q, q, q} ? gv : zero;
-  store(d0, __builtin_shufflevector(s[0], s[1], 0, 4, 1, 5));
-  store(d0 + 4, __builtin_shufflevector(s[0], s[1], 2, 6, 3, 7));
-  store(d1, __builtin_shufflevector(s[2], s[3], 0, 4, 1, 5));
-  store(d1 + 4, __builtin_shufflevector(s[2], s[3], 2, 6, 3, 7));
-}
-
-void unpool_one(float g, std::uint8_t k, float* d0, float* d1) {
-  d0[0] = k == 0 ? g : 0.0f;
-  d0[1] = k == 1 ? g : 0.0f;
-  d1[0] = k == 2 ? g : 0.0f;
-  d1[1] = k == 3 ? g : 0.0f;
-}
-
-// Writes every element of a plane's gradient: the windows' 2x2 blocks, and
-// zeros in the row / column an odd height / width leaves out of them.
-void unpool_plane(const float* g, const std::uint8_t* arg, std::int64_t oh, std::int64_t ow, std::int64_t h,
-                  std::int64_t w, float* dst) {
-  for (std::int64_t i = 0; i < oh; ++i) {
-    float* d0 = dst + 2 * i * w;
-    float* d1 = d0 + w;
-    const float* gi = g + i * ow;
-    const std::uint8_t* ai = arg + i * ow;
-    if (ow >= 4) {
-      for (std::int64_t j = 0;; j += 4) {
-        j = std::min(j, ow - 4);
-        unpool_four(gi + j, ai + j, d0 + 2 * j, d1 + 2 * j);
-        if (j + 4 == ow) break;
-      }
-    } else {
-      for (std::int64_t j = 0; j < ow; ++j) unpool_one(gi[j], ai[j], d0 + 2 * j, d1 + 2 * j);
-    }
-    if (w % 2) d0[w - 1] = d1[w - 1] = 0.0f;
-  }
-  if (h % 2) std::fill_n(dst + (h - 1) * w, w, 0.0f);
-}
+using pool_windows::pool_row;
+using pool_windows::unpool_plane;
 
 class ReluMaxPool2x2 : public torch::autograd::Function<ReluMaxPool2x2> {
  public:
