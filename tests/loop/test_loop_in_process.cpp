@@ -80,7 +80,13 @@ class FakeTask : public TrainingTask {
   int num_classes() const override { return regression_ ? 0 : 3; }
   TaskOutput forward_train(const at::Tensor& index, c10::Device) override {
     ++steps_;
+    if (steps_ == nan_step_) weights_at_nan_step_ = flat_weights();
     return out(x_.index_select(0, index), y_.index_select(0, index));
+  }
+  // Whether the model's weights are those it had when the step with the
+  // non-finite loss began (the loop must stop before that step's update).
+  bool weights_as_at_nan_step() const {
+    return weights_at_nan_step_.defined() && torch::equal(flat_weights(), weights_at_nan_step_);
   }
   TaskOutput forward_test(std::int64_t begin, std::int64_t end, c10::Device) override {
     return out(x_.slice(0, 96 + begin, 96 + end), y_.slice(0, 96 + begin, 96 + end));
@@ -110,6 +116,11 @@ class FakeTask : public TrainingTask {
   }
 
  private:
+  at::Tensor flat_weights() const {
+    std::vector<at::Tensor> flat;
+    for (const auto& p : model_->parameters()) flat.push_back(p.detach().flatten().clone());
+    return torch::cat(flat);
+  }
   TaskOutput out(const at::Tensor& x, const at::Tensor& y) {
     auto p = model_->forward(x);
     return {regression_ ? p.squeeze(1) : p, y};
@@ -122,7 +133,7 @@ class FakeTask : public TrainingTask {
   bool replica_offered_ = false, buffer_ = false;
   std::int64_t replica_outputs_ = 0;
   std::atomic<int> replica_forwards_{0};
-  at::Tensor x_, y_;
+  at::Tensor x_, y_, weights_at_nan_step_;
   torch::nn::Linear model_{nullptr}, replica_{nullptr};
 };
 
@@ -142,6 +153,7 @@ struct RankRun {
   std::string out;
   std::string error;
   TrainResult result;
+  bool weights_as_at_nan_step = false;  // FakeTask::weights_as_at_nan_step at the end
 };
 
 // run_training on 2 ranks as threads; each rank's output, result or error.
@@ -158,6 +170,7 @@ std::vector<RankRun> train(const TrainOptions& o, bool regression, const LoopHoo
     } catch (const std::exception& e) {
       run.error = e.what();
     }
+    run.weights_as_at_nan_step = task.weights_as_at_nan_step();
     run.out = out.str();
   });
   return runs;
@@ -263,6 +276,10 @@ TEST_CASE("in-process: a non-finite loss on one rank stops every rank at that st
                                             "(global step 4)"));
   CHECK_THAT(runs[0].error, Catch::Contains("the loss of rank 1 is not finite"));
   CHECK(lines_of(tmp.file("ck/metrics.jsonl")).empty());
+  // The check runs after backward (its all-reduce right after the
+  // gradients'), but before the optimizer's step: no rank applied the NaN.
+  CHECK(runs[0].weights_as_at_nan_step);
+  CHECK(runs[1].weights_as_at_nan_step);
 }
 
 namespace {
