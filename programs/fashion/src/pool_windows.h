@@ -72,19 +72,23 @@ inline I4 pool_four(const float* r0, const float* r1, float* out, std::uint8_t* 
   return (v[0] != v[0]) | (v[1] != v[1]) | (v[2] != v[2]) | (v[3] != v[3]);
 }
 
-// Output row i of a plane: windows 4 at a time, the last four overlapping
-// the ones before when the width is not a multiple of 4 (same values
-// written twice); one at a time only in rows narrower than 4, and in a row
-// with a NaN.
+// Calls f(j) for windows j..j+3 of a row of n >= 4 windows: j = 0, 4, 8,
+// ..., and, when n is not a multiple of 4, a last j = n - 4 that overlaps
+// the four before (they are computed and written twice, the same values).
+template <class F>
+inline void by_fours(std::int64_t n, F f) {
+  for (std::int64_t j = 0;; j += 4) {
+    j = std::min(j, n - 4);
+    f(j);
+    if (j + 4 == n) break;
+  }
+}
+
+// Output row i of a plane: windows 4 at a time (by_fours); one at a time
+// only in rows narrower than 4, and in a row with a NaN.
 inline void pool_row(const float* r0, const float* r1, std::int64_t ow, float* out, std::uint8_t* arg) {
   I4 nan = {0, 0, 0, 0};
-  if (ow >= 4) {
-    for (std::int64_t j = 0;; j += 4) {
-      j = std::min(j, ow - 4);
-      nan |= pool_four(r0 + 2 * j, r1 + 2 * j, out + j, arg + j);
-      if (j + 4 == ow) break;
-    }
-  }
+  if (ow >= 4) by_fours(ow, [&](std::int64_t j) { nan |= pool_four(r0 + 2 * j, r1 + 2 * j, out + j, arg + j); });
   if (ow < 4 || (nan[0] | nan[1] | nan[2] | nan[3])) {
     for (std::int64_t j = 0; j < ow; ++j) pool_one(r0 + 2 * j, r1 + 2 * j, out[j], arg[j]);
   }
@@ -115,18 +119,14 @@ inline void unpool_one(float g, std::uint8_t k, float* d0, float* d1) {
 // Writes every element of a plane's gradient: the windows' 2x2 blocks, and
 // zeros in the row / column an odd height / width leaves out of them.
 inline void unpool_plane(const float* g, const std::uint8_t* arg, std::int64_t oh, std::int64_t ow, std::int64_t h,
-                  std::int64_t w, float* dst) {
+                         std::int64_t w, float* dst) {
   for (std::int64_t i = 0; i < oh; ++i) {
     float* d0 = dst + 2 * i * w;
     float* d1 = d0 + w;
     const float* gi = g + i * ow;
     const std::uint8_t* ai = arg + i * ow;
     if (ow >= 4) {
-      for (std::int64_t j = 0;; j += 4) {
-        j = std::min(j, ow - 4);
-        unpool_four(gi + j, ai + j, d0 + 2 * j, d1 + 2 * j);
-        if (j + 4 == ow) break;
-      }
+      by_fours(ow, [&](std::int64_t j) { unpool_four(gi + j, ai + j, d0 + 2 * j, d1 + 2 * j); });
     } else {
       for (std::int64_t j = 0; j < ow; ++j) unpool_one(gi[j], ai[j], d0 + 2 * j, d1 + 2 * j);
     }
