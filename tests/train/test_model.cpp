@@ -7,6 +7,7 @@
 
 #include "ddp/fashion/conv3x3_relu_max_pool.h"
 #include "ddp/fashion/linear_as_conv.h"
+#include "ddp/fashion/linear_sgemm.h"
 #include "ddp/fashion/model.h"
 #include "ddp/fashion/relu_max_pool.h"
 #include "numerics.h"
@@ -87,9 +88,13 @@ TEST_CASE("relu_max_pool2x2 passes NaN in wide rows too: only the row holding it
   }
 }
 
-TEST_CASE("linear_as_conv equals a float64 linear, values and the gradients asked for",
-          "[train][model][numerics]") {
-  if (auto why = ddp::test::forced_capability_unsupported()) DDP_SKIP(*why);
+namespace {
+
+using LinearFn = at::Tensor (*)(const at::Tensor&, const at::Tensor&, const at::Tensor&);
+
+// linear(x, weight, bias) as [N, O, 1, 1] against a float64 linear:
+// values, and the gradients asked for (the input's, or not).
+void check_linear(LinearFn linear) {
   using ddp::test::float32_tolerance;
   using ddp::test::relative_error;
   torch::manual_seed(6);
@@ -104,16 +109,39 @@ TEST_CASE("linear_as_conv equals a float64 linear, values and the gradients aske
     INFO("input needs a gradient: " << input_grad);
     auto xf = x.clone().requires_grad_(input_grad), wf = weight.clone().requires_grad_(true),
          bf = bias.clone().requires_grad_(true);
-    const auto out = ddp::fashion::linear_as_conv(xf, wf, bf);
+    const auto out = linear(xf, wf, bf);
     REQUIRE(out.sizes() == c10::IntArrayRef({n, o, 1, 1}));
     out.backward(g);
     CHECK(relative_error(out.detach().view({n, o}), ref.detach()) <= float32_tolerance(k));
     CHECK(relative_error(wf.grad(), w64.grad()) <= float32_tolerance(n));
     CHECK(relative_error(bf.grad(), b64.grad()) <= float32_tolerance(n));
-    if (input_grad) CHECK(relative_error(xf.grad(), x64.grad()) <= float32_tolerance(o));
-    else CHECK_FALSE(xf.grad().defined());
+    if (input_grad) {
+      REQUIRE(xf.grad().sizes() == x.sizes());
+      CHECK(relative_error(xf.grad(), x64.grad()) <= float32_tolerance(o));
+    } else {
+      CHECK_FALSE(xf.grad().defined());
+    }
   }
-  CHECK_THROWS(ddp::fashion::linear_as_conv(x, torch::zeros({o, k + 1}), bias));
+  CHECK_THROWS(linear(x, torch::zeros({o, k + 1}), bias));
+}
+
+}  // namespace
+
+TEST_CASE("linear_as_conv equals a float64 linear, values and the gradients asked for",
+          "[train][model][numerics]") {
+  if (auto why = ddp::test::forced_capability_unsupported()) DDP_SKIP(*why);
+  check_linear(ddp::fashion::linear_as_conv);
+}
+
+TEST_CASE("linear_sgemm (oneDNN's GEMM) equals a float64 linear, values and the gradients asked for",
+          "[train][model][numerics]") {
+  if (auto why = ddp::test::forced_capability_unsupported()) DDP_SKIP(*why);
+  // Debian's LibTorch loads libdnnl.so.2; the PyPI wheels keep oneDNN's
+  // symbols inside (the model then runs fc1 as linear_as_conv).
+  if (!ddp::fashion::onednn_sgemm_available()) DDP_SKIP("this LibTorch exports no oneDNN dnnl_sgemm");
+  check_linear(ddp::fashion::linear_sgemm);
+  CHECK_THROWS(ddp::fashion::linear_sgemm(torch::zeros({2, 3}, torch::kDouble), torch::zeros({4, 3}, torch::kDouble),
+                                          torch::zeros({4}, torch::kDouble)));
 }
 
 namespace {
@@ -319,6 +347,8 @@ TEST_CASE("model step time, fast vs stock layers", "[.][bench]") {
   auto fb = m.fc1->bias.detach().clone().requires_grad_(true);
   auto gf = torch::randn({64, 128, 1, 1});
   bench("fc1 linear_as_conv fwd+bwd", [&] { ddp::fashion::linear_as_conv(f, fw, fb).backward(gf); });
+  if (ddp::fashion::onednn_sgemm_available())
+    bench("fc1 linear_sgemm fwd+bwd", [&] { ddp::fashion::linear_sgemm(f, fw, fb).backward(gf); });
   bench("fc1 stock conv2d fwd+bwd", [&] { torch::conv2d(f, fw.view({128, 64, 7, 7}), fb).backward(gf); });
   auto h = torch::randn({64, 32, 28, 28}, torch::requires_grad());
   auto gp = torch::randn({64, 32, 14, 14});

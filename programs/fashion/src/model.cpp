@@ -4,6 +4,7 @@
 
 #include "ddp/fashion/conv3x3_relu_max_pool.h"
 #include "ddp/fashion/linear_as_conv.h"
+#include "ddp/fashion/linear_sgemm.h"
 #include "ddp/fashion/relu_max_pool.h"
 
 namespace ddp::fashion {
@@ -23,11 +24,13 @@ torch::Tensor FashionCnn::forward(const torch::Tensor& x) {
   if (!x.device().is_cpu()) return reference_forward(x);
   auto h = conv3x3_relu_max_pool2x2(x, conv1->weight, conv1->bias);
   h = relu_max_pool2x2(conv2->forward(h));
-  // The Linear layers computed as convolutions over their whole input (the
-  // same products and sums; linear_as_conv.h says why). The parameters keep
-  // nn.Linear's names and shapes. fc2's stock convolution backward is fast
-  // (its weight is small).
-  h = torch::relu(linear_as_conv(h, fc1->weight, fc1->bias));
+  // fc1 through oneDNN's GEMM where LibTorch loaded it (linear_sgemm.h),
+  // else as a convolution over its whole input (linear_as_conv.h): the same
+  // products and sums, and LibTorch 1.13's own GEMM is reference BLAS. The
+  // parameters keep nn.Linear's names and shapes. fc2 is a stock
+  // convolution: its weight is small, and so is the work.
+  h = torch::relu(onednn_sgemm_available() ? linear_sgemm(h, fc1->weight, fc1->bias)
+                                           : linear_as_conv(h, fc1->weight, fc1->bias));
   return torch::conv2d(h, fc2->weight.view({10, 128, 1, 1}), fc2->bias).flatten(1);
 }
 
