@@ -201,3 +201,40 @@ TEST_CASE("FusedAdam takes Adam's steps, learning-rate changes and saved state",
   fused.step();
   for (std::size_t i = 0; i < c.size(); ++i) CHECK(torch::allclose(c[i], b[i], 1e-6, 2e-6));
 }
+
+TEST_CASE("FusedAdam::step_and_zero_grad takes step()'s steps and zeroes each gradient in place",
+          "[text][optimizer]") {
+  torch::manual_seed(10);
+  // The fused loop (large, small) and Adam's own operations (non-contiguous;
+  // weight decay sends the whole step to Adam::step).
+  const double decay = GENERATE(0.0, 0.1);
+  INFO("weight decay " << decay);
+  const std::vector<torch::Tensor> init = {torch::randn({300, 257}), torch::randn({7}), torch::randn({6, 4}).t()};
+  const auto params_like = [&] {
+    std::vector<torch::Tensor> ps;
+    for (const auto& t : init) ps.push_back(t.clone().set_requires_grad(true));
+    ps[2] = init[2].detach().clone().t().contiguous().t().set_requires_grad(true);
+    return ps;
+  };
+  auto a = params_like(), b = params_like();
+  ddp::worker::FusedAdam plain(a, torch::optim::AdamOptions(1e-2).weight_decay(decay));
+  ddp::worker::FusedAdam zeroing(b, torch::optim::AdamOptions(1e-2).weight_decay(decay));
+  for (std::size_t i = 0; i < b.size(); ++i) b[i].mutable_grad() = torch::zeros_like(b[i]);
+  std::vector<const void*> storage;
+  for (const auto& p : b) storage.push_back(p.grad().data_ptr());
+  for (int step = 0; step < 4; ++step) {
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      const auto g = torch::randn(a[i].sizes());
+      a[i].mutable_grad() = g.clone();
+      b[i].mutable_grad().add_(g);  // accumulated into the zeroed gradient, as backward does
+    }
+    plain.step();
+    zeroing.step_and_zero_grad();
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      INFO("step " << step << ", parameter " << i);
+      CHECK(torch::equal(a[i], b[i]));
+      CHECK(torch::count_nonzero(b[i].grad()).item<std::int64_t>() == 0);
+      CHECK(b[i].grad().data_ptr() == storage[i]);  // in place: a bucket view stays one
+    }
+  }
+}

@@ -24,9 +24,12 @@ namespace {
 #else
 #define DDP_ADAM_KERNEL
 #endif
-DDP_ADAM_KERNEL void adam_range(float* __restrict p, const float* __restrict g,
-                                                float* __restrict m, float* __restrict v, std::int64_t n, float b1,
-                                                float b2, float step_size, float inv_sqrt_bc2, float eps) {
+// With `zero`, g is zeroed behind the update, while its cache line is
+// still there (a template argument: each loop stays branch-free).
+template <bool zero>
+DDP_ADAM_KERNEL void adam_range(float* __restrict p, float* __restrict g, float* __restrict m,
+                                float* __restrict v, std::int64_t n, float b1, float b2, float step_size,
+                                float inv_sqrt_bc2, float eps) {
   const float c1 = 1.0f - b1, c2 = 1.0f - b2;
   for (std::int64_t i = 0; i < n; ++i) {
     const float gi = g[i];
@@ -35,6 +38,7 @@ DDP_ADAM_KERNEL void adam_range(float* __restrict p, const float* __restrict g,
     m[i] = mi;
     v[i] = vi;
     p[i] -= step_size * (mi / (std::sqrt(vi) * inv_sqrt_bc2 + eps));
+    if constexpr (zero) g[i] = 0.0f;
   }
 }
 
@@ -73,10 +77,23 @@ torch::optim::AdamParamState& FusedAdam::state_of(const torch::Tensor& p) {
   return static_cast<torch::optim::AdamParamState&>(*it->second);
 }
 
-torch::Tensor FusedAdam::step(LossClosure closure) {
+torch::Tensor FusedAdam::step(LossClosure closure) { return fused_step(closure, false); }
+
+torch::Tensor FusedAdam::step_and_zero_grad(LossClosure closure) { return fused_step(closure, true); }
+
+torch::Tensor FusedAdam::fused_step(LossClosure closure, bool zero_grad) {
   for (auto& group : param_groups_) {
     const auto& o = static_cast<const torch::optim::AdamOptions&>(group.options());
-    if (o.weight_decay() != 0 || o.amsgrad()) return torch::optim::Adam::step(closure);
+    if (o.weight_decay() != 0 || o.amsgrad()) {
+      torch::Tensor loss = torch::optim::Adam::step(closure);
+      if (zero_grad) {
+        torch::NoGradGuard no_grad;
+        for (auto& g : param_groups_)
+          for (auto& p : g.params())
+            if (p.grad().defined()) p.mutable_grad().zero_();
+      }
+      return loss;
+    }
   }
   torch::NoGradGuard no_grad;
   torch::Tensor loss = {};
@@ -100,17 +117,19 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
         s.exp_avg_sq().mul_(beta2).addcmul_(grad, grad, 1 - beta2);
         auto denom = (s.exp_avg_sq().sqrt() / std::sqrt(bc2)).add_(o.eps());
         p.addcdiv_(s.exp_avg(), denom, -step_size);
+        if (zero_grad) p.mutable_grad().zero_();
         continue;
       }
       float* pp = p.data_ptr<float>();
-      const float* gp = grad.data_ptr<float>();
+      float* gp = grad.data_ptr<float>();
       float* mp = s.exp_avg().data_ptr<float>();
       float* vp = s.exp_avg_sq().data_ptr<float>();
       const auto b1 = static_cast<float>(beta1), b2 = static_cast<float>(beta2);
       const auto ss = static_cast<float>(step_size), inv = static_cast<float>(1.0 / std::sqrt(bc2));
       const auto eps = static_cast<float>(o.eps());
       at::parallel_for(0, p.numel(), 1 << 15, [&](std::int64_t begin, std::int64_t end) {
-        adam_range(pp + begin, gp + begin, mp + begin, vp + begin, end - begin, b1, b2, ss, inv, eps);
+        if (zero_grad) adam_range<true>(pp + begin, gp + begin, mp + begin, vp + begin, end - begin, b1, b2, ss, inv, eps);
+        else adam_range<false>(pp + begin, gp + begin, mp + begin, vp + begin, end - begin, b1, b2, ss, inv, eps);
       });
     }
   }

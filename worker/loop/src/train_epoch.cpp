@@ -7,10 +7,12 @@
 #include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <unordered_set>
 
 #include "batch_halves.h"
 #include "format.h"
 #include "ddp/worker/ddp.h"
+#include "ddp/worker/fused_adam.h"
 #include "ddp/worker/peer_failure.h"
 #include "ddp/worker/process_group.h"
 #include "ddp/worker/training_step.h"
@@ -49,6 +51,19 @@ void stop_on_non_finite_loss(ddp::worker::ProcessGroup& pg, double loss, int epo
                                           " is not finite (see rank " + std::to_string(bad) + "'s error)");
 }
 
+// The FusedAdam that steps every one of `params` (so its step zeroes every
+// gradient the loop would), or nullptr.
+ddp::worker::FusedAdam* fused_adam_over(torch::optim::Optimizer& optimizer, const std::vector<at::Tensor>& params) {
+  auto* fused = dynamic_cast<ddp::worker::FusedAdam*>(&optimizer);
+  if (!fused) return nullptr;
+  std::unordered_set<const void*> stepped;
+  for (const auto& group : fused->param_groups())
+    for (const auto& p : group.params()) stepped.insert(p.unsafeGetTensorImpl());
+  for (const auto& p : params)
+    if (!stepped.count(p.unsafeGetTensorImpl())) return nullptr;
+  return fused;
+}
+
 }  // namespace
 
 EpochSteps train_epoch(EpochContext& ctx, int epoch, const std::vector<std::int64_t>& indices, TrainState& state) {
@@ -59,6 +74,10 @@ EpochSteps train_epoch(EpochContext& ctx, int epoch, const std::vector<std::int6
   const auto t0 = Clock::now();
   EpochSteps r;
   const BatchHalves::Steps threads(ctx.halves);
+  // FusedAdam zeroes the gradients in its own pass over them: then the
+  // next step has nothing to zero.
+  auto* const fused = fused_adam_over(ctx.optimizer, ctx.params);
+  bool grads_zero = false;
   for (std::int64_t step = 0; step < ctx.steps_per_epoch; ++step) {
     ddp::worker::training_step(pg, static_cast<std::uint64_t>(state.global_step + 1));  // the heartbeat's step
     if (ctx.hooks.before_step) ctx.hooks.before_step(rank, state.global_step, ctx.restart_count);
@@ -69,11 +88,12 @@ EpochSteps train_epoch(EpochContext& ctx, int epoch, const std::vector<std::int6
     // Zeroed in place, not set to none (LibTorch 2.x's zero_grad default):
     // the gradients stay DDP's bucket views, so backward accumulates into
     // the buckets and nothing is copied or allocated for them per step.
-    for (auto p : ctx.params)
-      if (p.grad().defined()) {
-        p.mutable_grad().detach_();
-        p.mutable_grad().zero_();
-      }
+    if (!grads_zero)
+      for (auto p : ctx.params)
+        if (p.grad().defined()) {
+          p.mutable_grad().detach_();
+          p.mutable_grad().zero_();
+        }
     ctx.ddp.prepare_forward();
     at::Tensor loss;
     double step_loss = 0;
@@ -92,7 +112,9 @@ EpochSteps train_epoch(EpochContext& ctx, int epoch, const std::vector<std::int6
     // slower one; 0.7 ms a step in a 2-process ddp-train run).
     stop_on_non_finite_loss(pg, step_loss, epoch, step + 1, ctx.steps_per_epoch, state.global_step + 1,
                             state.learning_rate);
-    ctx.optimizer.step();
+    if (fused) fused->step_and_zero_grad();
+    else ctx.optimizer.step();
+    grads_zero = fused != nullptr;
 
     r.loss_sum += step_loss;
     r.local_samples += n;

@@ -26,7 +26,15 @@ class FusedAdam : public torch::optim::Adam {
 
   torch::Tensor step(LossClosure closure = nullptr) override;
 
+  // step(), and every gradient it stepped with is zero afterwards, written
+  // in the same pass (in place: a gradient that is a view of DDP's bucket
+  // stays one). For a loop that zeroes the gradients before each step
+  // anyway: a separate zero_() pass over ddp-text's 17 MB embedding
+  // gradient took 0.7 ms a step on one thread.
+  torch::Tensor step_and_zero_grad(LossClosure closure = nullptr);
+
  private:
+  torch::Tensor fused_step(LossClosure closure, bool zero_grad);
   torch::optim::AdamParamState& state_of(const torch::Tensor& p);
 };
 
