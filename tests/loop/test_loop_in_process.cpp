@@ -23,6 +23,7 @@
 #include "ddp/loop/trainer.h"
 #include "ddp/loop/training_task.h"
 #include "ddp/worker/checkpoint.h"
+#include "ddp/worker/fused_adam.h"
 #include "ddp/worker/in_process.h"
 #include "ddp/worker/process_group.h"
 #include "test_support.h"
@@ -56,6 +57,19 @@ class FakeTask : public TrainingTask {
     replica_outputs_ = outputs;
   }
   int replica_forwards() const { return replica_forwards_; }
+  // An optimizer over the weight alone (the bias is not stepped), a
+  // FusedAdam or LibTorch's Adam.
+  enum class WeightOnly { No, FusedAdam, Adam };
+  void step_weight_only(WeightOnly which) { weight_only_ = which; }
+  at::Tensor bias_grad() const { return model_->bias.grad().defined() ? model_->bias.grad().clone() : at::Tensor(); }
+  std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<at::Tensor>& parameters,
+                                                          double lr) override {
+    if (weight_only_ == WeightOnly::FusedAdam)
+      return std::make_unique<ddp::worker::FusedAdam>(std::vector<at::Tensor>{model_->weight}, torch::optim::AdamOptions(lr));
+    if (weight_only_ == WeightOnly::Adam)
+      return std::make_unique<torch::optim::Adam>(std::vector<at::Tensor>{model_->weight}, torch::optim::AdamOptions(lr));
+    return TrainingTask::make_optimizer(parameters, lr);
+  }
 
   std::shared_ptr<torch::nn::Module> make_model() override {
     model_ = torch::nn::Linear(4, regression_ ? 1 : 3);
@@ -131,6 +145,7 @@ class FakeTask : public TrainingTask {
   int rank_ = 0;
   std::int64_t steps_ = 0;
   bool replica_offered_ = false, buffer_ = false;
+  WeightOnly weight_only_ = WeightOnly::No;
   std::int64_t replica_outputs_ = 0;
   std::atomic<int> replica_forwards_{0};
   at::Tensor x_, y_, weights_at_nan_step_;
@@ -365,4 +380,30 @@ TEST_CASE("in-process: a replica shaped unlike the model is refused before train
   const auto r = train_one_process(options(tmp.file("ck"), 1), 2, true, false, /*replica_outputs=*/5);
   CHECK(r.run.error == "make_replica()'s parameter 0 is not shaped as make_model()'s");
   CHECK(r.replica_forwards == 0);
+}
+
+TEST_CASE("in-process: a FusedAdam over some of the parameters leaves the loop's zeroing on for the others",
+          "[loop][in-process]") {
+  // FusedAdam zeroes the gradients it steps with, and the loop then skips
+  // its own zeroing; a parameter it does not step (the bias here) must still
+  // get one step's gradient, not the sum of all the steps'.
+  TempDir tmp;
+  at::Tensor bias_grad[2];
+  for (const auto which : {FakeTask::WeightOnly::FusedAdam, FakeTask::WeightOnly::Adam}) {
+    const int k = which == FakeTask::WeightOnly::Adam;
+    const auto o = options(tmp.file("run" + std::to_string(k)), 1);
+    ddp::worker::run_ranks_in_process(1, [&](const std::shared_ptr<ProcessGroup>& pg) {
+      FakeTask task(false);
+      task.step_weight_only(which);
+      std::ostringstream out;
+      run_training(o, pg, task, out, false);
+      bias_grad[k] = task.bias_grad();
+    });
+  }
+  REQUIRE(bias_grad[0].defined());
+  REQUIRE(bias_grad[1].defined());
+  // The weights differ by float rounding (FusedAdam sums in another order);
+  // the sum of 12 steps' gradients would differ by far more.
+  INFO("FusedAdam run: " << bias_grad[0] << "Adam run: " << bias_grad[1]);
+  CHECK(torch::allclose(bias_grad[0], bias_grad[1], 1e-4, 1e-6));
 }
