@@ -1,7 +1,8 @@
 // Where ddp-text's step time goes, on one process: per phase (batch
 // assembly, forward, backward, optimizer step) for the packed CPU path the
 // program uses and the padded stock formulation the Python twin uses, with
-// LibTorch's Adam and FusedAdam. Real data (a prepared --data_dir), the
+// LibTorch's Adam and FusedAdam (as the loop runs it: its step zeroes the
+// gradients, step_and_zero_grad, and the next step has none to zero). Real data (a prepared --data_dir), the
 // program's model; no DDP (bench_text.py measures whole DDP runs).
 //   build/bin/ddp-text-profile DATA_DIR [steps=50] [batch=64] [threads=2]
 // Prints one markdown table row per variant: mean milliseconds per phase.
@@ -46,6 +47,7 @@ void run(const ddp::text::TextData& data, bool packed, bool fused, int steps, in
   std::iota(order.begin(), order.end(), 0);
   std::shuffle(order.begin(), order.end(), std::mt19937_64(7));
   Phases sum;
+  bool zeroed = false;
   for (int s = -5; s < steps; ++s) {  // 5 warm-up steps
     Phases p;
     auto t = Clock::now();
@@ -55,15 +57,18 @@ void run(const ddp::text::TextData& data, bool packed, bool fused, int steps, in
     for (int b = 0; b < batch; ++b) labels[b] = data.train.labels[static_cast<std::size_t>(rows[b])];
     torch::Tensor padded = packed ? torch::Tensor() : ddp::text::pad_packed(pk);
     p.batch = ms_since(t);
-    for (auto& q : model->parameters())
-      if (q.grad().defined()) q.mutable_grad().zero_();
+    if (!zeroed)
+      for (auto& q : model->parameters())
+        if (q.grad().defined()) q.mutable_grad().zero_();
     p.zero = ms_since(t);
     auto logits = packed ? model->forward_packed(pk.packed, pk.lengths) : model->forward(padded, pk.lengths);
     auto loss = torch::nn::functional::cross_entropy(logits, labels);
     p.forward = ms_since(t);
     loss.backward();
     p.backward = ms_since(t);
-    opt->step();
+    if (fused) static_cast<ddp::worker::FusedAdam&>(*opt).step_and_zero_grad();
+    else opt->step();
+    zeroed = fused;
     p.step = ms_since(t);
     if (s >= 0) {
       sum.batch += p.batch, sum.zero += p.zero, sum.forward += p.forward, sum.backward += p.backward;
