@@ -45,11 +45,13 @@ struct Heartbeat::Record {
   Field step;
   Field wait_ns;
   Field steps_marked;
-  Field reserved[7];
+  Field exiting_ns;
+  Field reserved[6];
   StepEntry steps[kStepRing];
   CollectiveEntry collectives[kCollectiveRing];
 };
 static_assert(offsetof(Heartbeat::Record, wait_ns) == 56, "the layout heartbeat.h documents");
+static_assert(offsetof(Heartbeat::Record, exiting_ns) == 72, "the layout heartbeat.h documents");
 static_assert(offsetof(Heartbeat::Record, steps) == 128, "the layout heartbeat.h documents");
 static_assert(offsetof(Heartbeat::Record, collectives) == 1664, "the layout heartbeat.h documents");
 static_assert(sizeof(Heartbeat::Record) == 4096, "the record fills its page");
@@ -232,6 +234,11 @@ void Heartbeat::set_step(uint64_t step) {
 
 void Heartbeat::add_wait_ns(uint64_t ns) { rec_->wait_ns.fetch_add(ns, std::memory_order_relaxed); }
 
+void Heartbeat::mark_exiting() {
+  uint64_t none = 0;  // the first mark stays: a second exit path changes nothing
+  rec_->exiting_ns.compare_exchange_strong(none, monotonic_ns(), std::memory_order_release);
+}
+
 HeartbeatSnapshot Heartbeat::read() const {
   HeartbeatSnapshot s;
   s.pid = rec_->pid.load(std::memory_order_acquire);
@@ -242,6 +249,7 @@ HeartbeatSnapshot Heartbeat::read() const {
   s.step = rec_->step.load(std::memory_order_acquire);
   s.wait_ns = rec_->wait_ns.load(std::memory_order_relaxed);
   s.steps_marked = rec_->steps_marked.load(std::memory_order_acquire);
+  s.exiting_ns = rec_->exiting_ns.load(std::memory_order_acquire);
   return s;
 }
 

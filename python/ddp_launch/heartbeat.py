@@ -16,7 +16,10 @@ page for a Python rank, with no dependency beyond torch:
     each optimizer's step on torch 1.x), the Lightning or Hugging Face loop
     included, since both step an optimizer;
   - waits: a blocking collective's whole call; for DDP, from the last
-    bucket's hook (backward's end) to the last bucket's completion.
+    bucket's hook (backward's end) to the last bucket's completion;
+  - the exit: once the script has ended, the page's exiting mark, so a
+    rank that then dies of a signal (torch 2.x's Gloo threads at interpreter
+    exit) is reported as dying in its exit.
 
 Enable it with one line in the script::
 
@@ -45,7 +48,7 @@ import time
 
 MAGIC = b"DDPHB002"
 PAGE = 4096
-_PID, _STARTED, _FINISHED, _KIND, _BYTES, _STEP, _WAIT, _STEPS_MARKED = 8, 16, 24, 32, 40, 48, 56, 64
+_PID, _STARTED, _FINISHED, _KIND, _BYTES, _STEP, _WAIT, _STEPS_MARKED, _EXITING = 8, 16, 24, 32, 40, 48, 56, 64, 72
 _STEP_RING, _STEP_N, _STEP_SIZE = 128, 48, 32
 _COLL_RING, _COLL_N, _COLL_SIZE = 1664, 76, 32
 _KIND_SHIFT = 56
@@ -121,6 +124,12 @@ class Page:
     def add_wait(self, ns):
         with self._lock:
             self._put(_WAIT, self._get(_WAIT) + max(0, int(ns)))
+
+    def mark_exiting(self):
+        """The script has ended: from now on the process only exits, and a
+        signal is a library's teardown (the launcher names it so)."""
+        if self._get(_EXITING) == 0:
+            self._put(_EXITING, time.monotonic_ns())
 
 
 _page = None
@@ -373,4 +382,9 @@ def enable():
     _patch_torch()
     import atexit
     atexit.register(_settle_held)
+    # The exit mark as early as the interpreter's exit allows: threading's
+    # own exit callbacks run when the script has ended, before any atexit
+    # function (Python 3.9+; atexit before that).
+    register_early = getattr(threading, "_register_atexit", None)
+    (register_early or atexit.register)(p.mark_exiting)
     return p

@@ -193,3 +193,16 @@ TEST_CASE("heartbeat: the collective ring gives finished collectives in order an
   CHECK(done.back().seq == last);
   CHECK(done.back().bytes == last);
 }
+
+TEST_CASE("heartbeat: the exiting mark reads back, and the first one stays") {
+  ddp::test::TempDir dir;
+  auto page = Heartbeat::create(dir.file("hb"));
+  CHECK(page->read().exiting_ns == 0);
+  const uint64_t before = ddp::monotonic_ns();
+  page->mark_exiting();
+  const uint64_t first = page->read().exiting_ns;
+  CHECK(first >= before);
+  CHECK(first <= ddp::monotonic_ns());
+  page->mark_exiting();
+  CHECK(page->read().exiting_ns == first);
+}

@@ -168,6 +168,35 @@ TEST_CASE("python heartbeat: a blocking collective's tensor is held past Gloo's 
   CHECK_THAT(r.output, Catch::Contains("after 8 more freed"));
 }
 
+TEST_CASE("python heartbeat: a rank that aborts after its script ended is reported as dying in its exit", "[torch]") {
+  // As torch 2.x's Gloo threads abort a rank at interpreter exit now and
+  // then: here an atexit function (registered before the module's exit
+  // mark, so it runs after it) aborts rank 1 once the script has ended; a
+  // sys.exit(3) there is the script's own code, not a death in its exit.
+  DDP_REFERENCE_PYTHON_OR_SKIP(py);
+  TempDir out;
+  write_file(out.file("ends.py"),
+             "import atexit, os, sys\n"
+             "if os.environ['RANK'] == '1' and os.environ['HOW'] == 'abort': atexit.register(os.abort)\n"
+             "import torch.distributed\n"
+             "if os.environ['RANK'] == '1' and os.environ['HOW'] == 'exit': sys.exit(3)\n");
+  for (const std::string how : {"abort", "exit"}) {
+    INFO("rank 1: " << how);
+    const auto r = run({launcher(), "--standalone", "--nproc_per_node", "2", "--python_heartbeat", out.file("ends.py")},
+                       {{"PYTHON_EXEC", py}, {"OMP_NUM_THREADS", "1"}, {"TMPDIR", out.path()}, {"HOW", how}}, 120);
+    INFO(r.output);
+    CHECK(report_value(r.output, "  rank      ") == "1 (local_rank: 1)");
+    if (how == "abort") {
+      CHECK(r.exit_code == 134);
+      CHECK_THAT(report_value(r.output, "  in exit   "),
+                 Catch::StartsWith("its program had finished ") && Catch::Contains("it died in its exit"));
+    } else {
+      CHECK(r.exit_code == 3);
+      CHECK_THAT(r.output, !Catch::Contains("in exit"));
+    }
+  }
+}
+
 TEST_CASE("python heartbeat: the option is a one-line error when the module is not beside ddp-launch") {
   TempDir out;
   // A copy of ddp-launch in a folder with no share/ddp-launch/python beside it.

@@ -79,3 +79,18 @@ TEST_CASE("run_main: ddp-launch's failure report shows the worker's error messag
   CHECK_THAT(r.output, Catch::Contains("DeliberateFailure: deliberate failure from rank"));
   CHECK_THAT(r.output, Catch::Contains("error_file"));
 }
+
+TEST_CASE("run_main: a rank that aborts in its exit, after its program returned, is named so by ddp-launch") {
+  const std::string launcher = bin_path("ddp-launch");
+  if (read_file(launcher).empty()) DDP_SKIP(std::string(launcher + " is not built"));
+  TempDir tmp;
+  // The process group is gone before the program returns: the heartbeat
+  // page stays mapped for run_main's exiting mark.
+  auto r = run({launcher, "--nproc_per_node=2", "--use_env", "--master_port=" + std::to_string(free_port()),
+                helper_path(), "abort-at-exit"},
+               {{"DDP_TIMEOUT_S", "60"}, {"TMPDIR", tmp.path()}}, 90);
+  INFO(r.output);
+  CHECK(r.exit_code == 134);
+  CHECK_THAT(r.output, Catch::Contains("  rank       : 1 (local_rank: 1)"));
+  CHECK_THAT(r.output, Catch::Contains("  in exit    : its program had finished "));
+}

@@ -919,6 +919,21 @@ int heartbeat(int argc, char** argv) {
   return 0;
 }
 
+// abort-at-exit: one allreduce, the group destroyed, and rank 1 aborts in
+// its exit (an atexit function), after run_main's body returned: a library
+// whose teardown crashes.
+int abort_at_exit(int argc, char** argv) {
+  int rank = 0;
+  {
+    auto pg = init_process_group({}, argc, argv);
+    auto t = torch::ones({4});
+    pg->allreduce(t);
+    rank = pg->rank();
+  }
+  if (rank == 1) std::atexit([] { std::abort(); });
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -951,6 +966,7 @@ int main(int argc, char** argv) {
     if (mode == "rank0-decides") return rank0_decides_mode(argc, argv);
     if (mode == "alloc-faults") return alloc_faults(argc, argv);
     if (mode == "heartbeat") return heartbeat(argc, argv);
+    if (mode == "abort-at-exit") return abort_at_exit(argc, argv);
     throw std::invalid_argument("unknown mode '" + mode + "'");
   });
 }

@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "ddp/common/heartbeat.h"
@@ -29,11 +30,15 @@ namespace ddp::worker {
 
 class CollectiveRecorder {
  public:
-  // The process's recorder for `path`, attached on first use (and again
-  // after every group that used it is gone). `rank` names the rank in the
-  // warning. Null when the file cannot be attached, or when this process
-  // already records into a different file (also a warning).
+  // The process's recorder for `path`, attached on first use and kept until
+  // the process ends (a later group finds it again). `rank` names the rank
+  // in the warning. Null when the file cannot be attached, or when a live
+  // group of this process records into a different file (also a warning).
   static std::shared_ptr<CollectiveRecorder> attach(const std::string& path, int rank);
+  // The program has finished (run_main's body returned): the page's exiting
+  // mark, so a signal during the process's exit is named as such by the
+  // launcher. Nothing when no page was attached.
+  static void mark_exiting();
 
   explicit CollectiveRecorder(std::unique_ptr<Heartbeat> hb) : hb_(std::move(hb)) {}
 
@@ -55,6 +60,9 @@ class CollectiveRecorder {
   const std::string& path() const { return hb_->path(); }
 
  private:
+  static std::mutex& process_mutex();
+  static std::shared_ptr<CollectiveRecorder>& process_recorder();
+
   std::unique_ptr<Heartbeat> hb_;
   std::atomic<uint64_t> next_{0};
 };

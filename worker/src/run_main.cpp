@@ -14,6 +14,7 @@
 #include "ddp/common/error_file.h"
 #include "ddp/common/parse.h"
 #include "ddp/worker/peer_failure.h"
+#include "heartbeat_recorder.h"
 
 namespace ddp::worker {
 namespace {
@@ -53,7 +54,11 @@ std::string describe_exception(const std::exception_ptr& e) { return describe(e)
 
 int run_main(int argc, char** argv, const std::function<int(int, char**)>& body) {
   try {
-    return body(argc, argv);
+    const int code = body(argc, argv);
+    // From here on the process only exits: a signal now is a library's
+    // teardown, which the launcher names as such (exit_verdict.cpp).
+    CollectiveRecorder::mark_exiting();
+    return code;
   } catch (...) {
     Described d = describe(std::current_exception());
     std::string context = d.context;

@@ -2,6 +2,7 @@
 
 #include "ddp/common/untrusted_text.h"
 #include "ddp/launcher/diagnose/flight_recorder.h"
+#include "ddp/launcher/base/number_text.h"
 #include "ddp/launcher/base/signal_names.h"
 #include "ddp/launcher/base/time_text.h"
 
@@ -86,6 +87,13 @@ std::string message_of(const WorkerExit& w) {
   return "(no error file written; see the worker's own output above)";
 }
 
+// "its program had finished 12 ms before: it died in its exit (...)".
+std::string exiting_text(double s) {
+  return "its program had finished " + fixed_text(s * 1000, 0) + " ms" +
+         " before: it died in its exit, in a library's teardown (a Python rank on torch 2.x with Gloo: call "
+         "torch.distributed.destroy_process_group() before the script ends)";
+}
+
 std::string rss_text(long kb) {
   if (kb >= 10 * 1024) return std::to_string(kb / 1024) + " MiB";
   return std::to_string(kb) + " KiB";
@@ -107,6 +115,7 @@ void root_cause_block(std::ostringstream& s, const WorkerExit& w, const std::str
   s
     << "  error_file : " << (w.error ? w.error_file : "<none>") << "\n"
     << "  message    : " << shown(message_of(w)) << "\n";
+  if (w.died_exiting_s) s << "  in exit    : " << exiting_text(*w.died_exiting_s) << "\n";
   if (!w.stdout_log.empty()) s << "  stdout_log : " << w.stdout_log << "\n";
   if (!w.stderr_log.empty()) s << "  stderr_log : " << w.stderr_log << "\n";
   if (w.error && !w.error->callstack.empty())
@@ -123,6 +132,7 @@ std::string format_restart_line(const AttemptResult& a, int max_restarts) {
     << (a.root_cause->expired_scope ? "timer scope '" + a.root_cause->expired_scope->scope_id + "' expired"
                                     : a.root_cause->status_text())
     << (a.root_cause->oom.empty() ? "" : ", " + a.root_cause->oom)
+    << (a.root_cause->died_exiting_s ? ", in its exit after its program had finished" : "")
     << "; restarting the group (restart " << a.attempt + 1 << " of "
     << max_restarts << ")";
   return s.str();
@@ -174,6 +184,7 @@ std::string format_failure_report(const std::vector<AttemptResult>& attempts, co
       << (w.after_teardown ? ", after the launcher stopped the group" : "");
     if (w.max_rss_kb > 0) s << ", max_rss " << rss_text(w.max_rss_kb);
     if (!w.oom.empty()) s << "; " << w.oom;
+    if (w.died_exiting_s) s << "; " << exiting_text(*w.died_exiting_s);
     s << "\n";
     // A later failure's own words help too (e.g. the peer's "Connection reset").
     if (has_message)

@@ -12,6 +12,9 @@
 // reaches --shutdown_timeout. WAIT_AFTER=K: every rank finishes #K, enters
 // #K+1 and waits in it forever (writes $OUT/waiting.<rank> holding its pid),
 // as ranks do in an allreduce whose peer a signal stopped inside it.
+// ABORT_AT_END=1: rank 1 aborts (SIGABRT) after its collectives, having
+// first marked its page as exiting, as a rank whose library crashes in its
+// teardown; ABORT_AT_END=2: the same abort without the mark.
 #include "ddp/common/heartbeat.h"
 
 #include <cstdio>
@@ -90,6 +93,11 @@ int main() {
     pause_ms(5);
     hb->collective_finished(static_cast<uint64_t>(seq));
     hb->set_step(static_cast<uint64_t>(seq));
+  }
+  const std::string abort_at_end = env_or("ABORT_AT_END", "0");
+  if (rank == 1 && abort_at_end != "0") {
+    if (abort_at_end == "1") hb->mark_exiting();
+    std::abort();
   }
   return 0;
 }

@@ -25,6 +25,9 @@
 //    48 step (the training step the rank is in, 0 before the first)
 //    56 wait_ns: total ns the rank was blocked waiting for collectives
 //    64 steps_marked: how many step marks were written
+//    72 exiting_ns: when the worker's program had finished and it began to
+//       exit (main returned, or the Python script ended), 0 before: a rank
+//       that then dies of a signal died in its exit (a library's teardown)
 //   128 step ring, kStepRing entries of {n + 1, step, start_ns, wait_ns at
 //       start}: mark n (0-based) at entry n % kStepRing, n + 1 stored last
 //       (release) and 0 while the entry is written
@@ -68,6 +71,7 @@ struct HeartbeatSnapshot {
   uint64_t step = 0;
   uint64_t wait_ns = 0;       // total time blocked waiting for collectives
   uint64_t steps_marked = 0;  // step marks written
+  uint64_t exiting_ns = 0;    // its program had finished then (CLOCK_MONOTONIC), 0: not (yet)
 
   // In a collective it entered and has not finished.
   bool in_collective() const { return collective_started > collective_finished; }
@@ -138,6 +142,9 @@ class Heartbeat {
   void set_step(uint64_t step);
   // The rank was blocked `ns` waiting for a collective (any thread).
   void add_wait_ns(uint64_t ns);
+  // The worker's program has finished and the process begins to exit (the
+  // first call's time stays).
+  void mark_exiting();
 
   // Reader: a consistent-enough copy (each field is read atomically; kind
   // and bytes may belong to a newer collective than collective_started).

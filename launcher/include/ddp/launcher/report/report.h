@@ -63,6 +63,10 @@ struct WorkerExit {
   // Its steps, from its heartbeat page (a C++ runtime worker that marked
   // steps; step_stats.cpp): steps/s, time a step, wait share, scores.
   std::optional<RankStepStats> steps;
+  // It died of a signal after its program had finished (its heartbeat page's
+  // exiting mark: main returned, or the Python script ended): how long it
+  // had been exiting, in seconds (exit_verdict.cpp). A library's teardown.
+  std::optional<double> died_exiting_s;
 
   bool failed() const { return signaled || code != 0 || expired_scope; }
   // Its error file says it failed because another rank did (follows_rank).

@@ -30,6 +30,8 @@ std::unique_ptr<Feature> make_rendezvous(AttemptControl& ctl);
 std::unique_ptr<Feature> make_flight_recorder(AttemptControl& ctl);
 // A SIGKILL the launcher did not send, checked against the OOM killer.
 std::unique_ptr<Feature> make_oom_verdict(AttemptControl& ctl);
+// A signal after the worker's program had finished: it died in its exit.
+std::unique_ptr<Feature> make_exit_verdict(AttemptControl& ctl);
 // --event_log_handler console: START for each worker.
 std::unique_ptr<Feature> make_start_events(AttemptControl& ctl);
 

@@ -1,0 +1,43 @@
+#include "ddp/launcher/supervise/features/features.h"
+
+#include "ddp/common/heartbeat.h"
+
+#include <map>
+
+namespace ddp::launcher {
+
+namespace {
+
+// A worker that dies of a signal the launcher did not send, after its
+// heartbeat page says its program had finished (the C++ runtime's run_main
+// returned; the Python module's exit mark once the script ended): it died
+// in its exit, in some library's teardown. torch 2.x with Gloo does that to
+// Python ranks now and then (a Gloo thread frees a tensor that needs the GIL
+// while the interpreter finalizes: std::terminate, SIGABRT). A non-zero exit
+// code after the mark is the program's own choice (sys.exit(3)), not this.
+class ExitVerdict final : public Feature {
+ public:
+  explicit ExitVerdict(AttemptControl& ctl) : ctl_(ctl) {}
+  void before_spawn(WorkerSlot& slot) override {
+    if (slot.heartbeat) pages_[slot.local_rank] = slot.heartbeat;
+  }
+  void exited(WorkerExit& w) override {
+    if (!w.signaled || ctl_.killed() || w.after_teardown) return;
+    const auto it = pages_.find(w.local_rank);
+    if (it == pages_.end()) return;
+    const HeartbeatSnapshot s = it->second->read();
+    if (s.exiting_ns == 0 || s.pid != static_cast<uint64_t>(w.pid)) return;
+    const uint64_t now = monotonic_ns();
+    w.died_exiting_s = now > s.exiting_ns ? static_cast<double>(now - s.exiting_ns) / 1e9 : 0.0;
+  }
+
+ private:
+  AttemptControl& ctl_;
+  std::map<int, std::shared_ptr<const Heartbeat>> pages_;
+};
+
+}  // namespace
+
+std::unique_ptr<Feature> make_exit_verdict(AttemptControl& ctl) { return std::make_unique<ExitVerdict>(ctl); }
+
+}  // namespace ddp::launcher
