@@ -22,6 +22,7 @@ std::vector<const WorkerExit*> by_rank(const AttemptResult& a) {
 std::string status_of(const WorkerExit& w) {
   if (w.pid <= 0) return "not started";
   if (w.signaled && !w.oom.empty()) return "OOM-killed";
+  if (w.signaled && w.died_exiting_s) return std::string(signal_name(w.code)) + " in exit";
   if (w.signaled) return signal_name(w.code);
   return "exit " + std::to_string(w.code);
 }
@@ -99,8 +100,9 @@ std::string format_run_summary(const std::vector<AttemptResult>& attempts, const
     while (!line.empty() && line.back() == ' ') line.pop_back();
     s << line << "\n";
   };
-  row(head);
   const auto workers = by_rank(last);
+  for (const WorkerExit* w : workers) width[3] = std::max(width[3], status_of(*w).size());  // "SIGSEGV in exit"
+  row(head);
   int shown = 0;
   for (const WorkerExit* w : workers) {
     if (shown++ >= kSummaryRows) break;
