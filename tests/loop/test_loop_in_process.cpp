@@ -16,9 +16,12 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "batch_halves.h"
 #include "ddp/loop/checkpoint_dir_lock.h"
 #include "ddp/loop/trainer.h"
 #include "ddp/loop/training_task.h"
@@ -406,4 +409,28 @@ TEST_CASE("in-process: a FusedAdam over some of the parameters leaves the loop's
   // the sum of 12 steps' gradients would differ by far more.
   INFO("FusedAdam run: " << bias_grad[0] << "Adam run: " << bias_grad[1]);
   CHECK(torch::allclose(bias_grad[0], bias_grad[1], 1e-4, 1e-6));
+}
+
+TEST_CASE("batch halves: parallel_for covers a range once, large ones on both threads", "[loop][in-process]") {
+  const int saved = at::get_num_threads();
+  at::set_num_threads(2);
+  FakeTask task(false);
+  task.offer_replica();
+  const auto model = task.make_model();
+  const auto halves = BatchHalves::make_if_useful(task, *model, model->parameters(), 1, torch::kCPU);
+  at::set_num_threads(saved);
+  REQUIRE(halves);
+  for (const std::int64_t n : {0, 1, 65535, 65536, 100001}) {
+    INFO("n " << n);
+    std::vector<int> hits(static_cast<std::size_t>(n), 0);
+    std::mutex mu;
+    std::set<std::thread::id> threads;
+    halves->parallel_for(n, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) ++hits[static_cast<std::size_t>(i)];
+      std::lock_guard<std::mutex> lock(mu);
+      threads.insert(std::this_thread::get_id());
+    });
+    CHECK(std::count(hits.begin(), hits.end(), 1) == n);
+    CHECK(threads.size() == (n >= 65536 ? 2u : n > 0 ? 1u : 0u));
+  }
 }

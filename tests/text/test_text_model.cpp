@@ -219,6 +219,15 @@ TEST_CASE("FusedAdam::step_and_zero_grad takes step()'s steps and zeroes each gr
   auto a = params_like(), b = params_like();
   ddp::worker::FusedAdam plain(a, torch::optim::AdamOptions(1e-2).weight_decay(decay));
   ddp::worker::FusedAdam zeroing(b, torch::optim::AdamOptions(1e-2).weight_decay(decay));
+  // Its elements split as the loop's batch halves split them (set_parallel_for):
+  // here in three uneven ranges, each counted.
+  std::int64_t covered = 0;
+  zeroing.set_parallel_for([&](std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body) {
+    body(0, n / 3);
+    body(n / 3, n / 2);
+    body(n / 2, n);
+    covered += n;
+  });
   for (std::size_t i = 0; i < b.size(); ++i) b[i].mutable_grad() = torch::zeros_like(b[i]);
   std::vector<const void*> storage;
   for (const auto& p : b) storage.push_back(p.grad().data_ptr());
@@ -229,7 +238,9 @@ TEST_CASE("FusedAdam::step_and_zero_grad takes step()'s steps and zeroes each gr
       b[i].mutable_grad().add_(g);  // accumulated into the zeroed gradient, as backward does
     }
     plain.step();
+    covered = 0;
     zeroing.step_and_zero_grad();
+    CHECK(covered == (decay == 0 ? init[0].numel() + init[1].numel() : 0));  // the fused tensors (not the strided one)
     for (std::size_t i = 0; i < b.size(); ++i) {
       INFO("step " << step << ", parameter " << i);
       CHECK(torch::equal(a[i], b[i]));

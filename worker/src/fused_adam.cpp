@@ -127,10 +127,12 @@ torch::Tensor FusedAdam::fused_step(LossClosure closure, bool zero_grad) {
       const auto b1 = static_cast<float>(beta1), b2 = static_cast<float>(beta2);
       const auto ss = static_cast<float>(step_size), inv = static_cast<float>(1.0 / std::sqrt(bc2));
       const auto eps = static_cast<float>(o.eps());
-      at::parallel_for(0, p.numel(), 1 << 15, [&](std::int64_t begin, std::int64_t end) {
+      const auto body = [&](std::int64_t begin, std::int64_t end) {
         if (zero_grad) adam_range<true>(pp + begin, gp + begin, mp + begin, vp + begin, end - begin, b1, b2, ss, inv, eps);
         else adam_range<false>(pp + begin, gp + begin, mp + begin, vp + begin, end - begin, b1, b2, ss, inv, eps);
-      });
+      };
+      if (parallel_for_) parallel_for_(p.numel(), body);
+      else at::parallel_for(0, p.numel(), 1 << 15, body);
     }
   }
   return loss;

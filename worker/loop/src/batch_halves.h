@@ -55,6 +55,13 @@ class BatchHalves {
   // model's (whose gradient tensors the caller has zeroed).
   void backward();
 
+  // body(begin, end) over [0, n): the two halves of the range at once, on
+  // this thread and the helper, or all of it here when n is small (a
+  // hand-over to the helper costs tens of microseconds). For the
+  // optimizer's step, which runs between the halves' backward and the next
+  // forward, while the helper idles.
+  void parallel_for(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body);
+
   // For the training steps of an epoch: the calling thread runs with half
   // the threads, and with all of them again afterwards (evaluation). Not
   // per phase: a team size that changes each step costs more than the

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
+#include <functional>
 #include <string>
 #include <unordered_set>
 
@@ -64,6 +65,28 @@ ddp::worker::FusedAdam* fused_adam_over(torch::optim::Optimizer& optimizer, cons
   return fused;
 }
 
+// For an epoch of batch halves: FusedAdam's loop on both of their threads
+// (the calling thread has one intra-op thread then, and the helper idles
+// between backward and the next forward); as before once the epoch ends.
+class AdamOnHalves {
+ public:
+  AdamOnHalves(torch::optim::Optimizer& optimizer, BatchHalves* halves)
+      : adam_(halves ? dynamic_cast<ddp::worker::FusedAdam*>(&optimizer) : nullptr) {
+    if (adam_)
+      adam_->set_parallel_for([halves](std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body) {
+        halves->parallel_for(n, body);
+      });
+  }
+  ~AdamOnHalves() {
+    if (adam_) adam_->set_parallel_for({});
+  }
+  AdamOnHalves(const AdamOnHalves&) = delete;
+  AdamOnHalves& operator=(const AdamOnHalves&) = delete;
+
+ private:
+  ddp::worker::FusedAdam* adam_;
+};
+
 }  // namespace
 
 EpochSteps train_epoch(EpochContext& ctx, int epoch, const std::vector<std::int64_t>& indices, TrainState& state) {
@@ -74,6 +97,7 @@ EpochSteps train_epoch(EpochContext& ctx, int epoch, const std::vector<std::int6
   const auto t0 = Clock::now();
   EpochSteps r;
   const BatchHalves::Steps threads(ctx.halves);
+  const AdamOnHalves adam_threads(ctx.optimizer, ctx.halves);
   // FusedAdam zeroes the gradients in its own pass over them: then the
   // next step has nothing to zero.
   auto* const fused = fused_adam_over(ctx.optimizer, ctx.params);

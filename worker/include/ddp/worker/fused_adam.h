@@ -15,6 +15,8 @@
 
 #include <torch/optim/adam.h>
 
+#include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace ddp::worker {
@@ -33,7 +35,16 @@ class FusedAdam : public torch::optim::Adam {
   // gradient took 0.7 ms a step on one thread.
   torch::Tensor step_and_zero_grad(LossClosure closure = nullptr);
 
+  // How the fused loop splits a tensor's elements among threads: calls
+  // body(begin, end) over ranges that cover [0, n) once. Default (empty):
+  // at::parallel_for with the calling thread's intra-op threads. The loop's
+  // batch halves give their two threads (batch_halves.h), where the calling
+  // thread alone has one.
+  using ParallelFor = std::function<void(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body)>;
+  void set_parallel_for(ParallelFor f) { parallel_for_ = std::move(f); }
+
  private:
+  ParallelFor parallel_for_;
   torch::Tensor fused_step(LossClosure closure, bool zero_grad);
   torch::optim::AdamParamState& state_of(const torch::Tensor& p);
 };
