@@ -144,19 +144,28 @@ TEST_CASE("TextCnn with an unused parameter: DDP with find_unused_parameters tra
       Catch::Contains("unused.weight"));
 }
 
+namespace {
+
+// The optimizer tests' parameters: a large contiguous tensor (the fused
+// loop, in parallel chunks), a small one, and a non-contiguous one (Adam's
+// own operations). params_like(init) makes a fresh copy of them.
+std::vector<torch::Tensor> adam_test_values() {
+  return {torch::randn({300, 257}), torch::randn({7}), torch::randn({6, 4}).t()};
+}
+
+std::vector<torch::Tensor> params_like(const std::vector<torch::Tensor>& init) {
+  std::vector<torch::Tensor> ps;
+  for (const auto& t : init) ps.push_back(t.clone().set_requires_grad(true));
+  ps[2] = init[2].detach().clone().t().contiguous().t().set_requires_grad(true);
+  return ps;
+}
+
+}  // namespace
+
 TEST_CASE("FusedAdam takes Adam's steps, learning-rate changes and saved state", "[text][optimizer]") {
   torch::manual_seed(9);
-  // A large contiguous tensor (the fused loop, in parallel chunks), a small
-  // one, and a non-contiguous one (Adam's own operations).
-  const std::vector<torch::Tensor> init = {torch::randn({300, 257}), torch::randn({7}),
-                                           torch::randn({6, 4}).t()};
-  const auto params_like = [&] {
-    std::vector<torch::Tensor> ps;
-    for (const auto& t : init) ps.push_back(t.clone().set_requires_grad(true));
-    ps[2] = init[2].detach().clone().t().contiguous().t().set_requires_grad(true);
-    return ps;
-  };
-  auto a = params_like(), b = params_like();
+  const std::vector<torch::Tensor> init = adam_test_values();
+  auto a = params_like(init), b = params_like(init);
   REQUIRE_FALSE(b[2].is_contiguous());
   torch::optim::Adam adam(a, torch::optim::AdamOptions(1e-2));
   ddp::worker::FusedAdam fused(b, torch::optim::AdamOptions(1e-2));
@@ -185,7 +194,7 @@ TEST_CASE("FusedAdam takes Adam's steps, learning-rate changes and saved state",
     fused.save(ar);
     ar.save_to(saved);
   }
-  auto c = params_like();
+  auto c = params_like(init);
   torch::optim::Adam reloaded(c, torch::optim::AdamOptions(3e-3));
   std::istringstream in(saved.str());
   torch::serialize::InputArchive ar;
@@ -205,18 +214,11 @@ TEST_CASE("FusedAdam takes Adam's steps, learning-rate changes and saved state",
 TEST_CASE("FusedAdam::step_and_zero_grad takes step()'s steps and zeroes each gradient in place",
           "[text][optimizer]") {
   torch::manual_seed(10);
-  // The fused loop (large, small) and Adam's own operations (non-contiguous;
-  // weight decay sends the whole step to Adam::step).
+  // Weight decay sends the whole step to Adam::step.
   const double decay = GENERATE(0.0, 0.1);
   INFO("weight decay " << decay);
-  const std::vector<torch::Tensor> init = {torch::randn({300, 257}), torch::randn({7}), torch::randn({6, 4}).t()};
-  const auto params_like = [&] {
-    std::vector<torch::Tensor> ps;
-    for (const auto& t : init) ps.push_back(t.clone().set_requires_grad(true));
-    ps[2] = init[2].detach().clone().t().contiguous().t().set_requires_grad(true);
-    return ps;
-  };
-  auto a = params_like(), b = params_like();
+  const std::vector<torch::Tensor> init = adam_test_values();
+  auto a = params_like(init), b = params_like(init);
   ddp::worker::FusedAdam plain(a, torch::optim::AdamOptions(1e-2).weight_decay(decay));
   ddp::worker::FusedAdam zeroing(b, torch::optim::AdamOptions(1e-2).weight_decay(decay));
   // Its elements split as the loop's batch halves split them (set_parallel_for):
