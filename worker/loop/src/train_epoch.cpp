@@ -5,8 +5,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <stdexcept>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <unordered_set>
 
