@@ -342,6 +342,11 @@ TEST_CASE("model step time, fast vs stock layers", "[.][bench]") {
   bench("conv1+relu+pool stock fwd+bwd",
         [&] { torch::max_pool2d(torch::relu(torch::conv2d(x, w, b, 1, 1)), 2).backward(gp1); });
   bench("conv1 stock fwd+bwd", [&] { torch::conv2d(x, w, b, 1, 1).backward(g); });
+  auto c2 = torch::randn({64, 32, 14, 14}, torch::requires_grad());
+  auto w2 = m.conv2->weight.detach().clone().requires_grad_(true);
+  auto b2 = m.conv2->bias.detach().clone().requires_grad_(true);
+  auto g2 = torch::randn({64, 64, 14, 14});
+  bench("conv2 stock fwd+bwd", [&] { torch::conv2d(c2, w2, b2, 1, 1).backward(g2); });
   auto f = torch::randn({64, 64, 7, 7}, torch::requires_grad());
   auto fw = m.fc1->weight.detach().clone().requires_grad_(true);
   auto fb = m.fc1->bias.detach().clone().requires_grad_(true);
