@@ -65,15 +65,25 @@ TEST_CASE("run_main: normal return codes pass through, no error file") {
   CHECK(ddp::worker::describe_exception(std::make_exception_ptr(std::out_of_range("x"))) == "std::out_of_range: x");
 }
 
+namespace {
+
+// The helper's `mode` on 2 ranks under `launcher`, on a free port; the run
+// directory in `tmp` (the launcher keeps the one its report names).
+ddp::test::ProcResult launched(const std::string& launcher, const std::string& mode, const TempDir& tmp) {
+  return run({launcher, "--nproc_per_node=2", "--use_env", "--master_port=" + std::to_string(free_port()),
+              helper_path(), mode},
+             {{"DDP_TIMEOUT_S", "60"}, {"TMPDIR", tmp.path()}}, 90);
+}
+
+}  // namespace
+
 TEST_CASE("run_main: ddp-launch's failure report shows the worker's error message") {
   const std::string launcher = bin_path("ddp-launch");
   if (read_file(launcher).empty()) {
     DDP_SKIP(std::string(launcher + " is not built"));
   }
-  TempDir tmp;  // the launcher keeps the run directory its report names: in here, removed with it
-  auto r = run({launcher, "--nproc_per_node=2", "--use_env", "--master_port=" + std::to_string(free_port()),
-                helper_path(), "throw"},
-               {{"DDP_TIMEOUT_S", "60"}, {"TMPDIR", tmp.path()}}, 90);
+  TempDir tmp;
+  auto r = launched(launcher, "throw", tmp);
   INFO(r.output);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.output, Catch::Contains("DeliberateFailure: deliberate failure from rank"));
@@ -86,9 +96,7 @@ TEST_CASE("run_main: a rank that aborts in its exit, after its program returned,
   TempDir tmp;
   // The process group is gone before the program returns: the heartbeat
   // page stays mapped for run_main's exiting mark.
-  auto r = run({launcher, "--nproc_per_node=2", "--use_env", "--master_port=" + std::to_string(free_port()),
-                helper_path(), "abort-at-exit"},
-               {{"DDP_TIMEOUT_S", "60"}, {"TMPDIR", tmp.path()}}, 90);
+  auto r = launched(launcher, "abort-at-exit", tmp);
   INFO(r.output);
   CHECK(r.exit_code == 134);
   CHECK_THAT(r.output, Catch::Contains("  rank       : 1 (local_rank: 1)"));
