@@ -89,8 +89,8 @@ std::string message_of(const WorkerExit& w) {
 
 // "its program had finished 12 ms before: it died in its exit (...)".
 std::string exiting_text(double s) {
-  return "its program had finished " + fixed_text(s * 1000, 0) + " ms" +
-         " before: it died in its exit, in a library's teardown (a Python rank on torch 2.x with Gloo: call "
+  return "its program had finished " + fixed_text(s * 1000, 0) +
+         " ms before: it died in its exit, in a library's teardown (a Python rank on torch 2.x with Gloo: call "
          "torch.distributed.destroy_process_group() before the script ends)";
 }
 
