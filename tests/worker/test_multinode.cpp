@@ -4,6 +4,8 @@
 // where namespaces cannot be made.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -126,6 +128,33 @@ std::vector<std::string> lines_of(const std::string& path) {
   return out;
 }
 
+// Waits for every one of `procs` within one deadline of total_s, below the
+// case's CTest timeout (300 s), so that a hang fails the case with every
+// node's output instead of CTest killing it before anything is printed.
+// Returns each exit code (nullopt: still running at the deadline). On a
+// timeout every launcher still running is asked for a live stack dump of
+// its ranks (SIGUSR2, in its output), and the process list, taken before
+// the Procs are killed, is in `processes`.
+std::vector<std::optional<int>> wait_all(std::vector<std::unique_ptr<Proc>>& procs, double total_s,
+                                         std::string& processes) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(total_s);
+  std::vector<std::optional<int>> codes;
+  for (auto& p : procs) {
+    const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
+    codes.push_back(p->wait(std::max(left, 0.1)));
+  }
+  if (std::find(codes.begin(), codes.end(), std::nullopt) == codes.end()) return codes;
+  // Every process but the kernel's threads (pid 2 and its children).
+  processes =
+      run({"ps", "--ppid", "2", "-p", "2", "--deselect", "-o", "pid,ppid,pgid,stat,etime,wchan:24,args"}, {}, 10)
+          .output;
+  for (std::size_t i = 0; i < procs.size(); ++i)
+    if (!codes[i]) procs[i]->signal(SIGUSR2);
+  for (std::size_t i = 0; i < procs.size(); ++i)
+    if (!codes[i]) wait_until([&] { return procs[i]->output().find("ddp-launch: stacks of") != std::string::npos; }, 15);
+  return codes;
+}
+
 // Starts node 0 (the endpoint's host, so node rank 0 of the first round), then node 1.
 std::vector<std::unique_ptr<Proc>> start_two(const NetNodes& nodes, const std::string& nnodes,
                                              const std::vector<std::string>& extra,
@@ -165,9 +194,11 @@ TEST_CASE("multi-node c10d: ddp-train, 2 nodes x 2 processes, meets at node 0's 
                          {bin_path("ddp-train"), "--epochs=1", "--max_steps=5", "--batch_size=32",
                           "--data_dir=" + small_fashion_dir(), "--checkpoint_dir=" + tmp.file("ck")},
                          node_env());
+  std::string processes;
+  const auto codes = wait_all(procs, 220, processes);
   for (int i = 0; i < 2; ++i) {
-    INFO("node " << i << ":\n" << procs[i]->output());
-    CHECK(procs[i]->wait(180) == std::optional<int>(0));
+    INFO("node " << i << ":\n" << procs[i]->output() << (processes.empty() ? "" : "\nprocesses:\n" + processes));
+    CHECK(codes[i] == std::optional<int>(0));
   }
   CHECK_THAT(procs[0]->output(), Catch::Contains("round 0: this is node 0 of 2, ranks 0..1 of 4") &&
                                      Catch::Contains("ddp-train: world size 4"));
@@ -208,9 +239,11 @@ TEST_CASE("multi-node c10d: the seeds-style Python DDP script runs unchanged, 2 
                          {source_path("bench/train/python_ddp.py"), "--epochs=1", "--max_steps=5",
                           "--batch_size=32", "--data_dir=" + small_fashion_dir(), "--checkpoint_dir=" + tmp.file("ck")},
                          node_env({{"PYTHON_EXEC", python}}));
+  std::string processes;
+  const auto codes = wait_all(procs, 220, processes);
   for (int i = 0; i < 2; ++i) {
-    INFO("node " << i << ":\n" << procs[i]->output());
-    CHECK(procs[i]->wait(240) == std::optional<int>(0));
+    INFO("node " << i << ":\n" << procs[i]->output() << (processes.empty() ? "" : "\nprocesses:\n" + processes));
+    CHECK(codes[i] == std::optional<int>(0));
   }
   const auto metrics = lines_of(tmp.file("ck/metrics.jsonl"));
   REQUIRE(metrics.size() == 1);
@@ -246,9 +279,11 @@ TEST_CASE("multi-node c10d: a worker failure on one node restarts the workers on
   TempDir tmp;
   // Rank 3 (node 1) SIGKILLs itself before global step 14 on the first attempt.
   auto procs = train_three_epochs(nodes, "2", 6, tmp, {{"DDP_TEST_DIE_AT", "3:14"}});
+  std::string processes;
+  const auto codes = wait_all(procs, 220, processes);
   for (int i = 0; i < 2; ++i) {
-    INFO("node " << i << ":\n" << procs[i]->output());
-    CHECK(procs[i]->wait(240) == std::optional<int>(0));
+    INFO("node " << i << ":\n" << procs[i]->output() << (processes.empty() ? "" : "\nprocesses:\n" + processes));
+    CHECK(codes[i] == std::optional<int>(0));
     // Node ranks are kept across rounds: rank 0 stays with its checkpoints.
     CHECK_THAT(procs[i]->output(), Catch::Contains("round 1: this is node " + std::to_string(i) + " of 2") &&
                                        Catch::Contains("restart count 1"));
