@@ -3,9 +3,14 @@ machine's noise, in one process: (1) the page writes of a step (a step mark,
 a collective started and finished, a wait added) in a hot loop; (2) the same
 DDP model's step with DDP's built-in allreduce, with torch's own Python
 allreduce hook (default_hooks.allreduce_hook: what any Python hook costs)
-and with the module's hook, a group of one process (Gloo, a FileStore),
-steps interleaved, medians. Prints "PAGE_NS <ns per step's writes>" and
-"DDP_MS <built-in ms> <torch's Python hook ms> <the module's hook ms>". Run by bench_python_heartbeat.py.
+and with the module recording it (DDP's built-in allreduce, its sync seen
+from autograd's final callbacks, the step marked), a group of one process
+(Gloo, a FileStore), steps interleaved, medians. Prints "PAGE_NS <ns per
+step's writes>" and "DDP_MS <built-in ms> <torch's Python hook ms> <with
+the module ms>"; then (3) what the module adds to a step in absolute terms,
+on a DDP model so small (Linear(8, 8)) that the step is mostly DDP's and
+the module's own Python: "SYNC_US <without us> <with the module us>".
+Run by bench_python_heartbeat.py.
 
     python3 python_heartbeat_cost.py ROOT MODEL STEPS BATCH
 """
@@ -45,19 +50,40 @@ with tempfile.TemporaryDirectory() as tmp:
     shape = (batch, 256) if model_name == "mlp" else (batch, 1, 28, 28)
     x, y = torch.randn(*shape), torch.randint(0, 10, (batch,))
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    heartbeat._patch_ddp()  # DDP.forward watched, for every model; only model 2 runs with the page
     models = [DDP(make()), DDP(make()), DDP(make())]
     models[1].register_comm_hook(dist.group.WORLD, default_hooks.allreduce_hook)
-    models[2].register_comm_hook(dist.group.WORLD, heartbeat._buckets.hook)
-    heartbeat._page = page
     opts = [torch.optim.SGD(m.parameters(), lr=0.01) for m in models]
     times = ([], [], [])
     for i in range(steps + 3):
         for k in [(i + j) % 3 for j in range(3)]:  # the order rotates
+            heartbeat._page = page if k == 2 else None
             t0 = time.perf_counter()
             opts[k].zero_grad()
             torch.nn.functional.cross_entropy(models[k](x), y).backward()
             opts[k].step()
+            if k == 2:
+                heartbeat._next_step()  # the optimizer step hook's mark
             if i >= 3:
                 times[k].append((time.perf_counter() - t0) * 1e3)
+    heartbeat._page = None
+    collectives = page._get(heartbeat._FINISHED)
+    if collectives < steps + 3:
+        sys.exit(f"python_heartbeat_cost.py: the module recorded {collectives} DDP syncs in {steps + 3} steps")
     print("DDP_MS " + " ".join(f"{statistics.median(t):.3f}" for t in times))
+
+    tiny = [DDP(torch.nn.Linear(8, 8)), DDP(torch.nn.Linear(8, 8))]
+    xt = torch.randn(4, 8)
+    times = ([], [])
+    for i in range(2100):
+        for k in ((0, 1) if i % 2 else (1, 0)):
+            heartbeat._page = page if k == 1 else None
+            t0 = time.perf_counter_ns()
+            tiny[k](xt).sum().backward()
+            if k == 1:
+                heartbeat._next_step()
+            if i >= 100:
+                times[k].append((time.perf_counter_ns() - t0) / 1e3)
+    heartbeat._page = None
+    print("SYNC_US " + " ".join(f"{statistics.median(t):.1f}" for t in times))
     dist.destroy_process_group()

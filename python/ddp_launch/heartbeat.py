@@ -9,14 +9,14 @@ page for a Python rank, with no dependency beyond torch:
 
   - collectives: torch.distributed's all_reduce, broadcast, all_gather,
     all_gather_into_tensor, reduce_scatter_tensor, reduce, barrier (and their
-    async forms: the end from the Work's future), and DDP's gradient buckets
-    through a communication hook registered at the model's first forward
-    (unless the script registered its own);
+    async forms: the end from the Work's future), and DDP's gradient sync,
+    one allreduce a synced backward from the end of its computation to
+    DDP's last bucket summed (two autograd final callbacks, _DdpSync: DDP
+    keeps its built-in allreduce, or the script's own communication hook);
   - steps: every optimizer step (torch's global optimizer step hooks, or
     each optimizer's step on torch 1.x), the Lightning or Hugging Face loop
     included, since both step an optimizer;
-  - waits: a blocking collective's whole call; for DDP, from the last
-    bucket's hook (backward's end) to the last bucket's completion;
+  - waits: a blocking collective's whole call; for DDP, the sync's;
   - the exit: once the script has ended, the page's exiting mark, so a
     rank that then dies of a signal (torch 2.x's Gloo threads at interpreter
     exit) is reported as dying in its exit.
@@ -238,7 +238,9 @@ def _destroy_group_at_exit():
     exits with the process group alive (Lightning's Trainer leaves it so)
     made torch 2.11 abort ("terminate called without an active exception")
     in 2 of 6 runs here; destroying the group first, as torch asks scripts
-    to, ended it (0 of 10). Local to the process: no collective."""
+    to, ended it (0 of 10). The module registers no hook now, but a script
+    may, and Gloo's threads at exit are the same: kept for every DDP job
+    the module watches. Local to the process: no collective."""
     if _exit_registered[0]:
         return
     _exit_registered[0] = True
@@ -252,74 +254,107 @@ def _destroy_group_at_exit():
     atexit.register(destroy)
 
 
-class _DdpBuckets:
-    """DDP's gradient buckets through a communication hook: each bucket's
-    allreduce recorded; the step's wait is from the last bucket's hook call
-    (backward's end) to the last bucket's completion."""
+class _DdpSync:
+    """DDP's gradient sync, seen from autograd, without a communication hook
+    (a Python hook costs 0.2-0.5 ms a step over DDP's built-in C++
+    allreduce, which stays). A synced forward's outputs get a gradient hook;
+    the first to run (backward has begun) queues an autograd final
+    callback, which runs once the backward's computation is done: the sync
+    starts there (one collective: the gradients' bytes). It queues a second
+    one, which runs after DDP's own final callback (queued later, when its
+    last bucket was ready) has waited for every bucket's sum: the sync
+    ends there, and the time between is the step's wait."""
+
+    _MAX_HOOKED = 8  # output tensors hooked per forward
 
     def __init__(self):
-        self.last_call = 0
-        self.last_end = 0
+        from torch.autograd import Variable
+        self._queue = Variable._execution_engine.queue_callback
 
-    def hook(self, state, bucket):
-        import torch.distributed as dist
+    def watch(self, ddp, output):
+        """Called after a forward of `ddp` (a DistributedDataParallel) that
+        returned `output`, when this rank has a page."""
+        import torch
+        if not (torch.is_grad_enabled() and getattr(ddp, "require_backward_grad_sync", True)):
+            return  # no_sync() or evaluation: DDP sums nothing after this forward
+        nbytes = getattr(ddp, "_ddp_launch_grad_bytes", None)
+        if nbytes is None:
+            nbytes = sum(p.numel() * p.element_size() for p in ddp.parameters() if p.requires_grad)
+            ddp._ddp_launch_grad_bytes = nbytes
+        fired = [False]
+
+        def backward_began(_grad):
+            if not fired[0]:
+                fired[0] = True
+                try:
+                    self._queue(lambda: self._computed(nbytes))
+                except RuntimeError:  # not inside autograd's backward after all: nothing to see
+                    pass
+
+        for t in _grad_tensors(output, self._MAX_HOOKED):
+            t.register_hook(backward_began)
+
+    def _computed(self, nbytes):
         p = _page
-        buf = bucket.buffer()
-        group = state if state is not None else dist.group.WORLD
-        seq = p.started("allreduce", buf.numel() * buf.element_size()) if p else 0
-        self.last_call = time.monotonic_ns()
-        world = dist.get_world_size(group)
-        all_reduce = getattr(dist.all_reduce, "__wrapped__", dist.all_reduce)  # recorded here, not twice
-        fut = all_reduce(buf.div_(world), group=group, async_op=True).get_future()
+        if p is None:
+            return
+        began = time.monotonic_ns()
+        seq = p.started("allreduce", nbytes)
+        self._queue(lambda: self._summed(p, seq, began))
 
-        def done(f):
-            end = time.monotonic_ns()
-            self.last_end = max(self.last_end, end)
-            if p:
-                p.finished(seq, end)
-            return f.value()[0]
-
-        return fut.then(done)
-
-    def step_done(self):
-        if _page and self.last_call and self.last_end > self.last_call:
-            _page.add_wait(self.last_end - self.last_call)
-        self.last_call = self.last_end = 0
+    @staticmethod
+    def _summed(p, seq, began):
+        end = time.monotonic_ns()
+        p.finished(seq, end)
+        p.add_wait(end - began)
 
 
-_buckets = _DdpBuckets()
+def _grad_tensors(value, limit):
+    """Up to `limit` tensors that require grad in a forward's output
+    (a tensor, or tuples, lists and dicts of them: a Hugging Face output)."""
+    import torch
+    found, todo = [], [value]
+    while todo and len(found) < limit:
+        v = todo.pop(0)
+        if isinstance(v, torch.Tensor):
+            if v.requires_grad:
+                found.append(v)
+        elif isinstance(v, (list, tuple)):
+            todo.extend(v)
+        elif isinstance(v, dict):
+            todo.extend(v.values())
+    return found
+
+
+_sync = None  # the _DdpSync, made with the DDP patch
 
 
 def _patch_ddp():
+    global _sync
     from torch.nn.parallel import DistributedDataParallel as DDP
     if getattr(DDP, "_ddp_launch", False):
         return
-    register = DDP.register_comm_hook
+    _sync = _DdpSync()
     forward = DDP.forward
 
-    def register_comm_hook(self, state, hook):
-        self._ddp_launch_user_hook = True  # the script's own hook stays the only one
-        return register(self, state, hook)
-
-    def first_forward(self, *args, **kwargs):
+    def watched_forward(self, *args, **kwargs):
         if _page is not None and _step == 0 and not _page_marked[0]:
             _page_marked[0] = True  # the first step starts at the first forward, not at import
             _page.set_step(1)
-        if not getattr(self, "_ddp_launch_hooked", False):
-            self._ddp_launch_hooked = True
-            if _page is not None and not getattr(self, "_ddp_launch_user_hook", False):
-                register(self, self.process_group, _buckets.hook)
-                _destroy_group_at_exit()
-        return forward(self, *args, **kwargs)
+        if _page is not None and not getattr(self, "_ddp_launch_seen", False):
+            self._ddp_launch_seen = True
+            _destroy_group_at_exit()
+        output = forward(self, *args, **kwargs)
+        if _page is not None:
+            _sync.watch(self, output)
+        return output
 
-    DDP.register_comm_hook = register_comm_hook
-    DDP.forward = first_forward
+    DDP.forward = watched_forward
     DDP._ddp_launch = True
 
 
 def _next_step(*_args, **_kwargs):
     global _step
-    _buckets.step_done()
     _step += 1
     if _page is not None:
         _page_marked[0] = True
