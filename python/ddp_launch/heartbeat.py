@@ -263,7 +263,11 @@ class _DdpSync:
     starts there (one collective: the gradients' bytes). It queues a second
     one, which runs after DDP's own final callback (queued later, when its
     last bucket was ready) has waited for every bucket's sum: the sync
-    ends there, and the time between is the step's wait."""
+    ends there, and the time between is the step's wait. On CUDA both
+    callbacks run when the CPU has queued the kernels, not when the GPU
+    has run them: the wait seen there is the CPU's (NCCL's sums are
+    awaited on the stream). Two synced forwards before one backward are
+    two syncs."""
 
     _MAX_HOOKED = 8  # output tensors hooked per forward
 
