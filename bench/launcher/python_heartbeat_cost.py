@@ -54,36 +54,36 @@ with tempfile.TemporaryDirectory() as tmp:
     models = [DDP(make()), DDP(make()), DDP(make())]
     models[1].register_comm_hook(dist.group.WORLD, default_hooks.allreduce_hook)
     opts = [torch.optim.SGD(m.parameters(), lr=0.01) for m in models]
-    times = ([], [], [])
-    for i in range(steps + 3):
-        for k in [(i + j) % 3 for j in range(3)]:  # the order rotates
-            heartbeat._page = page if k == 2 else None
-            t0 = time.perf_counter()
-            opts[k].zero_grad()
-            torch.nn.functional.cross_entropy(models[k](x), y).backward()
-            opts[k].step()
-            if k == 2:
-                heartbeat._next_step()  # the optimizer step hook's mark
-            if i >= 3:
-                times[k].append((time.perf_counter() - t0) * 1e3)
-    heartbeat._page = None
+
+    def interleaved(step_fns, warm, steps):
+        """Median µs of each of step_fns, run in a rotating order, the last
+        with the page (and the optimizer step hook's mark)."""
+        last, times = len(step_fns) - 1, [[] for _ in step_fns]
+        for i in range(warm + steps):
+            for k in [(i + j) % len(step_fns) for j in range(len(step_fns))]:
+                heartbeat._page = page if k == last else None
+                t0 = time.perf_counter_ns()
+                step_fns[k]()
+                if k == last:
+                    heartbeat._next_step()
+                if i >= warm:
+                    times[k].append((time.perf_counter_ns() - t0) / 1e3)
+        heartbeat._page = None
+        return [statistics.median(t) for t in times]
+
+    def train_step(k):
+        opts[k].zero_grad()
+        torch.nn.functional.cross_entropy(models[k](x), y).backward()
+        opts[k].step()
+
+    medians = interleaved([lambda k=k: train_step(k) for k in range(3)], 3, steps)
     collectives = page._get(heartbeat._FINISHED)
     if collectives < steps + 3:
         sys.exit(f"python_heartbeat_cost.py: the module recorded {collectives} DDP syncs in {steps + 3} steps")
-    print("DDP_MS " + " ".join(f"{statistics.median(t):.3f}" for t in times))
+    print("DDP_MS " + " ".join(f"{us / 1e3:.3f}" for us in medians))
 
     tiny = [DDP(torch.nn.Linear(8, 8)), DDP(torch.nn.Linear(8, 8))]
     xt = torch.randn(4, 8)
-    times = ([], [])
-    for i in range(2100):
-        for k in ((0, 1) if i % 2 else (1, 0)):
-            heartbeat._page = page if k == 1 else None
-            t0 = time.perf_counter_ns()
-            tiny[k](xt).sum().backward()
-            if k == 1:
-                heartbeat._next_step()
-            if i >= 100:
-                times[k].append((time.perf_counter_ns() - t0) / 1e3)
-    heartbeat._page = None
-    print("SYNC_US " + " ".join(f"{statistics.median(t):.1f}" for t in times))
+    medians = interleaved([lambda m=m: m(xt).sum().backward() for m in tiny], 100, 2000)
+    print("SYNC_US " + " ".join(f"{us:.1f}" for us in medians))
     dist.destroy_process_group()
