@@ -299,6 +299,71 @@ TEST_CASE("conv3x3_relu_max_pool2x2 equals the stock conv2d, relu and max_pool2d
                                                      torch::zeros({6})));
 }
 
+namespace {
+
+// The convolution as conv3x3_pool_rows.h sums it, one output at a time in
+// float32: the bias, then the 9 products row by row (this file is built for
+// baseline x86-64, which has no fused multiply-add to contract them into).
+at::Tensor conv3x3_in_kernel_order(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  const std::int64_t n = x.size(0), c_out = weight.size(0), h = x.size(2), w = x.size(3);
+  const auto xp = torch::constant_pad_nd(x, {1, 1, 1, 1}, 0).contiguous();
+  auto out = torch::empty({n, c_out, h, w});
+  const auto xa = xp.accessor<float, 4>();
+  const auto wc = weight.contiguous();
+  const auto wa = wc.accessor<float, 4>();
+  const auto ba = bias.accessor<float, 1>();
+  auto oa = out.accessor<float, 4>();
+  for (std::int64_t img = 0; img < n; ++img)
+    for (std::int64_t c = 0; c < c_out; ++c)
+      for (std::int64_t i = 0; i < h; ++i)
+        for (std::int64_t j = 0; j < w; ++j) {
+          float sum = ba[c];
+          for (int r = 0; r < 3; ++r)
+            for (int t = 0; t < 3; ++t) sum = sum + wa[c][0][r][t] * xa[img][0][i + r][j + t];
+          oa[img][c][i][j] = sum;
+        }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("conv3x3_relu_max_pool2x2 gives the same bits on every CPU: each output summed in one order",
+          "[train][model][numerics]") {
+  if (auto why = ddp::test::forced_capability_unsupported()) DDP_SKIP(*why);
+  // Real-valued inputs, so another order of the sums (or a fused
+  // multiply-add) changes the last bits; CTest runs this under each CPU
+  // capability, which picks the kernel's 4 or 8 lanes.
+  torch::manual_seed(7);
+  for (const auto& hw : {std::pair<std::int64_t, std::int64_t>{28, 28}, {9, 19}, {6, 11}, {5, 6}, {4, 3}}) {
+    INFO("h " << hw.first << " w " << hw.second);
+    const auto x = torch::randn({2, 1, hw.first, hw.second});
+    const auto weight = torch::randn({6, 1, 3, 3}), bias = torch::randn({6});
+    const auto out = ddp::fashion::conv3x3_relu_max_pool2x2(x, weight, bias);
+    CHECK(torch::equal(out, torch::max_pool2d(torch::relu(conv3x3_in_kernel_order(x, weight, bias)), 2)));
+  }
+}
+
+TEST_CASE("conv3x3_relu_max_pool2x2 passes NaN as the stock conv2d, relu and max_pool2d do", "[train][model][numerics]") {
+  if (auto why = ddp::test::forced_capability_unsupported()) DDP_SKIP(*why);
+  torch::manual_seed(8);
+  // Small integers (exact sums, as in the test above) and a few NaN pixels:
+  // each spreads to the 3x3 outputs around it, and a window holding one
+  // follows max_pool2d's rule; the rows without keep the vector path.
+  for (std::int64_t w : {6, 28}) {
+    INFO("w " << w);
+    auto x = torch::randint(-3, 4, {2, 1, 8, w}).to(torch::kFloat);
+    x.view({-1})[5] = NAN;
+    x.view({-1})[8 * w + 3 * w + 1] = NAN;
+    const auto weight = torch::randint(-2, 3, {4, 1, 3, 3}).to(torch::kFloat);
+    const auto bias = torch::randint(-2, 3, {4}).to(torch::kFloat);
+    const auto out = ddp::fashion::conv3x3_relu_max_pool2x2(x, weight, bias);
+    const auto ref = torch::max_pool2d(torch::relu(torch::conv2d(x, weight, bias, 1, 1)), 2);
+    CHECK(out.isnan().any().item<bool>());
+    CHECK(torch::equal(out.isnan(), ref.isnan()));
+    CHECK(torch::equal(torch::nan_to_num(out, 0.0), torch::nan_to_num(ref, 0.0)));
+  }
+}
+
 // Not run by default (hidden tag): prints the time per training step of the
 // fast forward vs the stock layers, 1 and 2 threads, batch 64.
 TEST_CASE("model step time, fast vs stock layers", "[.][bench]") {

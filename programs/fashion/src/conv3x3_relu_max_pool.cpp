@@ -3,8 +3,8 @@
 #include <torch/torch.h>
 
 #include <cstdint>
-#include <vector>
 
+#include "conv3x3_pool_rows.h"
 #include "pool_windows.h"
 
 namespace ddp::fashion {
@@ -13,6 +13,8 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 using namespace pool_windows;
+using conv3x3_pool::Shape;
+using conv3x3_pool::SplitImage;
 
 // x [N, 1, H, W] -> zero-padded [N, H + 2, W + 3]: one row and column of
 // zeros around each image, so the kernels need no edge cases, and one more
@@ -21,49 +23,52 @@ at::Tensor pad_images(const at::Tensor& x) {
   return at::constant_pad_nd(x.reshape({x.size(0), x.size(2), x.size(3)}), {1, 2, 1, 1}, 0).contiguous();
 }
 
-// One row of the convolution's output: padded rows r0, r1, r2 under it.
-void conv_row(const float* r0, const float* r1, const float* r2, const float* k, float b, std::int64_t w,
-              float* out) {
-  for (std::int64_t j = 0; j < w; ++j) {
-    out[j] = b + k[0] * r0[j] + k[1] * r0[j + 1] + k[2] * r0[j + 2] + k[3] * r1[j] + k[4] * r1[j + 1] +
-             k[5] * r1[j + 2] + k[6] * r2[j] + k[7] * r2[j + 1] + k[8] * r2[j + 2];
-  }
-}
-
-struct Shape {
-  std::int64_t n, c_out, h, w, oh, ow, pw, plane;
-  Shape(std::int64_t n_, std::int64_t c, std::int64_t h_, std::int64_t w_)
-      : n(n_), c_out(c), h(h_), w(w_), oh(h_ / 2), ow(w_ / 2), pw(w_ + 3), plane((h_ + 2) * (w_ + 3)) {}
-};
-
 // Weight and bias gradients of output channel c: over every window relu
 // let through, its gradient times the 3x3 patch under its maximum (each
-// patch row one 4-float load, the 4th lane unused), summed in window order.
+// patch row one 4-float load, the 4th lane unused), summed in window order
+// into two sums, one over the even columns of windows and one over the odd
+// (two chains of additions run at once; one waited for each addition),
+// added at the end. Without branches: whether relu let a window through is a coin toss, and
+// a mispredicted branch a window cost more than the sums. A window relu cut
+// off adds exact zeros (selected, so an infinite input under it adds no
+// NaN), which leave every sum's bits as they are: a sum that starts at +0
+// and adds +0 never becomes -0.
 void channel_gradients(const Shape& s, std::int64_t c, const float* xp, const float* g, const std::uint8_t* arg,
                        float* gw, float* gb) {
-  F4 acc[3] = {};
-  float bias = 0.0f;
+  F4 even[3] = {}, odd[3] = {};
+  float even_bias = 0.0f, odd_bias = 0.0f;
+  const F4 zero = {};
   for (std::int64_t img = 0; img < s.n; ++img) {
     const float* src = xp + img * s.plane;
     const std::int64_t first = (img * s.c_out + c) * s.oh * s.ow;
     for (std::int64_t i = 0; i < s.oh; ++i) {
-      for (std::int64_t j = 0; j < s.ow; ++j) {
+      const auto add = [&](std::int64_t j, F4* acc, float& bias) {
         const std::int64_t window = first + i * s.ow + j;
         const std::uint8_t k = arg[window];
-        if (k == kNone) continue;
+        const bool live = k != kNone;
+        const I4 keep = I4{} - static_cast<std::int32_t>(live);  // all ones where live
         const float gv = g[window];
         const F4 g4 = {gv, gv, gv, gv};
-        const float* p = src + (2 * i + (k >> 1)) * s.pw + 2 * j + (k & 1);
-        acc[0] += g4 * load(p);
-        acc[1] += g4 * load(p + s.pw);
-        acc[2] += g4 * load(p + 2 * s.pw);
-        bias += gv;
+        // kNone & 3 is position 0: a patch inside the image, its products discarded.
+        const float* p = src + (2 * i + ((k & 3) >> 1)) * s.pw + 2 * j + (k & 1);
+        acc[0] += keep ? g4 * load(p) : zero;
+        acc[1] += keep ? g4 * load(p + s.pw) : zero;
+        acc[2] += keep ? g4 * load(p + 2 * s.pw) : zero;
+        bias += live ? gv : 0.0f;
+      };
+      std::int64_t j = 0;
+      for (; j + 1 < s.ow; j += 2) {
+        add(j, even, even_bias);
+        add(j + 1, odd, odd_bias);
       }
+      if (j < s.ow) add(j, even, even_bias);
     }
   }
-  for (int r = 0; r < 3; ++r)
-    for (int t = 0; t < 3; ++t) gw[c * 9 + r * 3 + t] = acc[r][t];
-  gb[c] = bias;
+  for (int r = 0; r < 3; ++r) {
+    const F4 sum = even[r] + odd[r];
+    for (int t = 0; t < 3; ++t) gw[c * 9 + r * 3 + t] = sum[t];
+  }
+  gb[c] = even_bias + odd_bias;
 }
 
 class Conv3x3ReluMaxPool : public torch::autograd::Function<Conv3x3ReluMaxPool> {
@@ -89,17 +94,13 @@ class Conv3x3ReluMaxPool : public torch::autograd::Function<Conv3x3ReluMaxPool> 
     float* out_p = out.data_ptr<float>();
     std::uint8_t* arg_p = arg.data_ptr<std::uint8_t>();
     at::parallel_for(0, s.n * s.c_out, 16, [&](std::int64_t begin, std::int64_t end) {
-      std::vector<float> rows(2 * s.w);  // the two convolution rows under one output row
-      for (std::int64_t nc = begin; nc < end; ++nc) {
+      SplitImage split(s);
+      for (std::int64_t nc = begin, loaded = -1; nc < end; ++nc) {
         const std::int64_t img = nc / s.c_out, c = nc % s.c_out;
         const float* src = xp_p + img * s.plane;
-        for (std::int64_t i = 0; i < s.oh; ++i) {
-          const float* r = src + 2 * i * s.pw;
-          conv_row(r, r + s.pw, r + 2 * s.pw, w_p + c * 9, b_p[c], s.w, rows.data());
-          conv_row(r + s.pw, r + 2 * s.pw, r + 3 * s.pw, w_p + c * 9, b_p[c], s.w, rows.data() + s.w);
-          const std::int64_t first = (nc * s.oh + i) * s.ow;
-          pool_row(rows.data(), rows.data() + s.w, s.ow, out_p + first, arg_p + first);
-        }
+        if (img != loaded) split.load(s, src), loaded = img;
+        const std::int64_t first = nc * s.oh * s.ow;
+        conv3x3_pool::channel_rows(s, split, src, w_p + c * 9, b_p[c], out_p + first, arg_p + first);
       }
     });
     ctx->save_for_backward({weight});
