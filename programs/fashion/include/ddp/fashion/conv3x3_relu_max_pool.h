@@ -13,8 +13,9 @@
 //
 // LibTorch 1.13's oneDNN path has no fast kernel for a single input channel
 // where it lacks AVX-512 (14.5 ms instead of 0.9 ms for a 64-batch's
-// forward and backward): this kernel runs the same SSE additions on every
-// x86-64 CPU.
+// forward and backward): this kernel runs the same additions in the same
+// order on every x86-64 CPU, in 4 lanes (SSE2) or 8 (AVX2), so its results
+// do not depend on the CPU (src/conv3x3_pool_rows.h).
 
 #include <ATen/core/Tensor.h>
 
