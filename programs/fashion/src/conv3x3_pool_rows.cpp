@@ -1,3 +1,8 @@
+// Every function here (and in pool_windows.h) that takes or returns 8-lane
+// vectors is inlined into channel_rows_avx2 (always_inline), so no call
+// passes one across the ABI that GCC warns changes without AVX.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 #include "conv3x3_pool_rows.h"
 
 #include <cstdlib>
@@ -5,54 +10,11 @@
 
 #include "pool_windows.h"
 
-// Every function below that takes or returns 8-lane vectors is inlined
-// into channel_rows_avx2 (always_inline), so no call passes one across the
-// ABI that GCC warns changes without AVX.
-#pragma GCC diagnostic ignored "-Wpsabi"
-
 namespace ddp::fashion::conv3x3_pool {
 namespace {
 
-// L lanes of GCC's vector extension (an attribute's size cannot depend on a
-// template parameter, hence one specialisation a width).
-template <int L>
-struct Lanes;
-template <>
-struct Lanes<4> {
-  using F = float __attribute__((vector_size(16)));
-  using I = std::int32_t __attribute__((vector_size(16)));
-  using B = std::uint8_t __attribute__((vector_size(4)));
-  using Bytes = std::uint8_t __attribute__((vector_size(16)));
-  // The low byte of each lane (values 0..4): one byte shuffle, where
-  // __builtin_convertvector extracts lane by lane.
-  [[gnu::always_inline]] static B low_bytes(I v) {
-    const Bytes b = (Bytes)v;
-    return __builtin_shufflevector(b, b, 0, 4, 8, 12);
-  }
-};
-template <>
-struct Lanes<8> {
-  using F = float __attribute__((vector_size(32)));
-  using I = std::int32_t __attribute__((vector_size(32)));
-  using B = std::uint8_t __attribute__((vector_size(8)));
-  using Bytes = std::uint8_t __attribute__((vector_size(32)));
-  [[gnu::always_inline]] static B low_bytes(I v) {
-    const Bytes b = (Bytes)v;
-    return __builtin_shufflevector(b, b, 0, 4, 8, 12, 16, 20, 24, 28);
-  }
-};
-
-template <class V>
-[[gnu::always_inline]] inline V load(const float* p) {
-  V v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-template <class V>
-[[gnu::always_inline]] inline void store(void* p, const V& v) {
-  std::memcpy(p, &v, sizeof v);
-}
+using pool_windows::Lanes;
+using pool_windows::load;
 
 // One row of the convolution's output, one at a time: padded rows r0, r1,
 // r2 under it. The order of the sums is the one every lane count keeps.
@@ -102,15 +64,12 @@ struct Kernel {
   }
 };
 
-// Windows m .. m + L - 1 of output row i. Returns a nonzero lane where a
-// window holds a NaN.
+// Windows m .. m + L - 1 of output row i (pool_windows::pool_lanes).
 template <int L>
-[[gnu::always_inline]] inline typename Lanes<L>::I pool_lanes(const Kernel<L>& kern, const SplitImage& split,
-                                                              std::int64_t i, std::int64_t m, float* out,
-                                                              std::uint8_t* arg) {
-  using F = typename Lanes<L>::F;
-  using I = typename Lanes<L>::I;
-  F v[4];  // window positions 0..3: rows 2i and 2i + 1, even and odd columns
+[[gnu::always_inline]] inline typename Lanes<L>::I pool_row_lanes(const Kernel<L>& kern, const SplitImage& split,
+                                                                  std::int64_t i, std::int64_t m, float* out,
+                                                                  std::uint8_t* arg) {
+  typename Lanes<L>::F v[4];  // window positions 0..3: rows 2i and 2i + 1, even and odd columns
   for (int t = 0; t < 2; ++t) {
     const std::int64_t r = 2 * i + t;
     const float* even_m[3] = {split.even(r) + m, split.even(r + 1) + m, split.even(r + 2) + m};
@@ -120,19 +79,7 @@ template <int L>
     v[2 * t] = kern.row(even_m, odd_m, even_m1);
     v[2 * t + 1] = kern.row(odd_m, even_m1, odd_m1);
   }
-  // pool_windows::pool_four's rule, L windows at once.
-  F best = v[0];
-  I k = I{} + 0;
-  for (std::int32_t q = 1; q < 4; ++q) {
-    const I greater = v[q] > best;
-    best = greater ? v[q] : best;
-    k = greater ? I{} + q : k;
-  }
-  const F zero = F{} + 0.0f;
-  const I pass = best > zero;
-  store(out + m, pass ? best : zero);
-  store(arg + m, Lanes<L>::low_bytes(pass ? k : I{} + pool_windows::kNone));
-  return (v[0] != v[0]) | (v[1] != v[1]) | (v[2] != v[2]) | (v[3] != v[3]);
+  return pool_windows::pool_lanes<L>(v, out + m, arg + m);
 }
 
 template <int L>
@@ -149,7 +96,7 @@ template <int L>
     // ow is not a multiple of L (written twice, the same values).
     for (std::int64_t m = 0;; m += L) {
       m = m + L > s.ow ? s.ow - L : m;
-      nan |= pool_lanes<L>(kern, split, i, m, out + i * s.ow, arg + i * s.ow);
+      nan |= pool_row_lanes<L>(kern, split, i, m, out + i * s.ow, arg + i * s.ow);
       if (m + L == s.ow) break;
     }
     bool any = false;

@@ -8,26 +8,57 @@
 #include <cstdint>
 #include <cstring>
 
+// Lanes<8> and the templates instantiated with it take and return AVX
+// vectors; they are inlined (always_inline) into functions compiled for
+// AVX2, so no call passes one across the ABI that GCC warns changes.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 namespace ddp::fashion::pool_windows {
 
-// 4 lanes of GCC's vector extension: SSE2 on baseline x86-64, so every CPU
-// runs the same operations (a maximum and a select are exact anyway).
-using F4 = float __attribute__((vector_size(16)));
-using I4 = std::int32_t __attribute__((vector_size(16)));
-using B4 = std::uint8_t __attribute__((vector_size(4)));
+// L lanes of GCC's vector extension (an attribute's size cannot depend on a
+// template parameter, hence one specialisation a width). 4 lanes are SSE2
+// on baseline x86-64, so every CPU runs the same operations (a maximum and
+// a select are exact anyway); 8 are AVX2's, for code compiled for it.
+template <int L>
+struct Lanes;
+template <>
+struct Lanes<4> {
+  using F = float __attribute__((vector_size(16)));
+  using I = std::int32_t __attribute__((vector_size(16)));
+  using B = std::uint8_t __attribute__((vector_size(4)));
+  static B low_bytes(I v) { return __builtin_convertvector(v, B); }
+};
+template <>
+struct Lanes<8> {
+  using F = float __attribute__((vector_size(32)));
+  using I = std::int32_t __attribute__((vector_size(32)));
+  using B = std::uint8_t __attribute__((vector_size(8)));
+  using Bytes = std::uint8_t __attribute__((vector_size(32)));
+  // The low byte of each lane (x86 is little-endian): one byte shuffle,
+  // where __builtin_convertvector extracts the 8 lanes one by one.
+  [[gnu::always_inline]] static B low_bytes(I v) {
+    const Bytes b = (Bytes)v;
+    return __builtin_shufflevector(b, b, 0, 4, 8, 12, 16, 20, 24, 28);
+  }
+};
+using F4 = Lanes<4>::F;
+using I4 = Lanes<4>::I;
+using B4 = Lanes<4>::B;
 
 // Window position of the maximum: 0..3 in row-major order, kNone when the
 // maximum is <= 0 (relu's output and gradient are 0 there).
 constexpr std::uint8_t kNone = 4;
 
-inline F4 load(const float* p) {
-  F4 v;
+template <class V = F4>
+[[gnu::always_inline]] inline V load(const float* p) {
+  V v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
 
 template <class V>
-inline void store(void* p, const V& v) {
+[[gnu::always_inline]] inline void store(void* p, const V& v) {
   std::memcpy(p, &v, sizeof v);
 }
 
@@ -50,26 +81,37 @@ inline void pool_one(const float* r0, const float* r1, float& out, std::uint8_t&
   arg = pass ? k : kNone;
 }
 
-// Four neighbouring windows (8 columns of rows r0, r1) at once, without
-// branches: which of 4 activations wins is unpredictable, so branches
-// mispredict. Returns a nonzero lane where a window holds a NaN (the
-// comparisons below do not follow max_pool2d's rule there).
+// L windows at once, without branches (which of 4 activations wins is
+// unpredictable, so branches mispredict): v[q] holds position q of each
+// window. Writes the pooled values and argmaxes; returns a nonzero lane
+// where a window holds a NaN (the comparisons do not follow max_pool2d's
+// rule there).
+template <int L>
+[[gnu::always_inline]] inline typename Lanes<L>::I pool_lanes(const typename Lanes<L>::F (&v)[4], float* out,
+                                                              std::uint8_t* arg) {
+  using F = typename Lanes<L>::F;
+  using I = typename Lanes<L>::I;
+  F best = v[0];
+  I k = I{} + 0;
+  for (std::int32_t q = 1; q < 4; ++q) {
+    const I greater = v[q] > best;
+    best = greater ? v[q] : best;
+    k = greater ? I{} + q : k;
+  }
+  const F zero = F{} + 0.0f;
+  const I pass = best > zero;
+  store(out, pass ? best : zero);
+  store(arg, Lanes<L>::low_bytes(pass ? k : I{} + kNone));
+  return (v[0] != v[0]) | (v[1] != v[1]) | (v[2] != v[2]) | (v[3] != v[3]);
+}
+
+// Four neighbouring windows (8 columns of rows r0, r1): their positions
+// out of the interleaved columns by shuffles, then pool_lanes.
 inline I4 pool_four(const float* r0, const float* r1, float* out, std::uint8_t* arg) {
   const F4 a0 = load(r0), a1 = load(r0 + 4), b0 = load(r1), b1 = load(r1 + 4);
   const F4 v[4] = {__builtin_shufflevector(a0, a1, 0, 2, 4, 6), __builtin_shufflevector(a0, a1, 1, 3, 5, 7),
                    __builtin_shufflevector(b0, b1, 0, 2, 4, 6), __builtin_shufflevector(b0, b1, 1, 3, 5, 7)};
-  F4 best = v[0];
-  I4 k = {0, 0, 0, 0};
-  for (std::int32_t q = 1; q < 4; ++q) {
-    const I4 greater = v[q] > best;
-    best = greater ? v[q] : best;
-    k = greater ? I4{q, q, q, q} : k;
-  }
-  const F4 zero = {0, 0, 0, 0};
-  const I4 pass = best > zero;
-  store(out, pass ? best : zero);
-  store(arg, __builtin_convertvector(pass ? k : I4{kNone, kNone, kNone, kNone}, B4));
-  return (v[0] != v[0]) | (v[1] != v[1]) | (v[2] != v[2]) | (v[3] != v[3]);
+  return pool_lanes<4>(v, out, arg);
 }
 
 // Calls f(j) for windows j..j+3 of a row of n >= 4 windows: j = 0, 4, 8,
@@ -136,3 +178,5 @@ inline void unpool_plane(const float* g, const std::uint8_t* arg, std::int64_t o
 }
 
 }  // namespace ddp::fashion::pool_windows
+
+#pragma GCC diagnostic pop
