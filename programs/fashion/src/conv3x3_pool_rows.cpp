@@ -30,14 +30,11 @@ void conv_row(const float* r0, const float* r1, const float* r2, const float* k,
 // the lanes, and rows holding a NaN (pool_row follows max_pool2d's NaN rule).
 void scalar_row(const Shape& s, const float* padded, const float* k, float bias, std::int64_t i, float* out,
                 std::uint8_t* arg) {
-  float rows[2 * 64];
-  std::vector<float> wide;
-  float* conv = rows;
-  if (2 * s.w > 2 * 64) conv = (wide.resize(2 * s.w), wide.data());
+  std::vector<float> conv(2 * s.w);  // the two convolution rows under output row i
   const float* r = padded + 2 * i * s.pw;
-  conv_row(r, r + s.pw, r + 2 * s.pw, k, bias, s.w, conv);
-  conv_row(r + s.pw, r + 2 * s.pw, r + 3 * s.pw, k, bias, s.w, conv + s.w);
-  pool_windows::pool_row(conv, conv + s.w, s.ow, out + i * s.ow, arg + i * s.ow);
+  conv_row(r, r + s.pw, r + 2 * s.pw, k, bias, s.w, conv.data());
+  conv_row(r + s.pw, r + 2 * s.pw, r + 3 * s.pw, k, bias, s.w, conv.data() + s.w);
+  pool_windows::pool_row(conv.data(), conv.data() + s.w, s.ow, out + i * s.ow, arg + i * s.ow);
 }
 
 // The 9 weights and the bias, broadcast.

@@ -25,50 +25,32 @@ at::Tensor pad_images(const at::Tensor& x) {
 
 // Weight and bias gradients of output channel c: over every window relu
 // let through, its gradient times the 3x3 patch under its maximum (each
-// patch row one 4-float load, the 4th lane unused), summed in window order
-// into two sums, one over the even columns of windows and one over the odd
-// (two chains of additions run at once; one waited for each addition),
-// added at the end. Without branches: whether relu let a window through is a coin toss, and
-// a mispredicted branch a window cost more than the sums. A window relu cut
-// off adds exact zeros (selected, so an infinite input under it adds no
-// NaN), which leave every sum's bits as they are: a sum that starts at +0
-// and adds +0 never becomes -0.
+// patch row one 4-float load, the 4th lane unused), summed in window order.
 void channel_gradients(const Shape& s, std::int64_t c, const float* xp, const float* g, const std::uint8_t* arg,
                        float* gw, float* gb) {
-  F4 even[3] = {}, odd[3] = {};
-  float even_bias = 0.0f, odd_bias = 0.0f;
-  const F4 zero = {};
+  F4 acc[3] = {};
+  float bias = 0.0f;
   for (std::int64_t img = 0; img < s.n; ++img) {
     const float* src = xp + img * s.plane;
     const std::int64_t first = (img * s.c_out + c) * s.oh * s.ow;
     for (std::int64_t i = 0; i < s.oh; ++i) {
-      const auto add = [&](std::int64_t j, F4* acc, float& bias) {
+      for (std::int64_t j = 0; j < s.ow; ++j) {
         const std::int64_t window = first + i * s.ow + j;
         const std::uint8_t k = arg[window];
-        const bool live = k != kNone;
-        const I4 keep = I4{} - static_cast<std::int32_t>(live);  // all ones where live
+        if (k == kNone) continue;
         const float gv = g[window];
         const F4 g4 = {gv, gv, gv, gv};
-        // kNone & 3 is position 0: a patch inside the image, its products discarded.
-        const float* p = src + (2 * i + ((k & 3) >> 1)) * s.pw + 2 * j + (k & 1);
-        acc[0] += keep ? g4 * load(p) : zero;
-        acc[1] += keep ? g4 * load(p + s.pw) : zero;
-        acc[2] += keep ? g4 * load(p + 2 * s.pw) : zero;
-        bias += live ? gv : 0.0f;
-      };
-      std::int64_t j = 0;
-      for (; j + 1 < s.ow; j += 2) {
-        add(j, even, even_bias);
-        add(j + 1, odd, odd_bias);
+        const float* p = src + (2 * i + (k >> 1)) * s.pw + 2 * j + (k & 1);
+        acc[0] += g4 * load(p);
+        acc[1] += g4 * load(p + s.pw);
+        acc[2] += g4 * load(p + 2 * s.pw);
+        bias += gv;
       }
-      if (j < s.ow) add(j, even, even_bias);
     }
   }
-  for (int r = 0; r < 3; ++r) {
-    const F4 sum = even[r] + odd[r];
-    for (int t = 0; t < 3; ++t) gw[c * 9 + r * 3 + t] = sum[t];
-  }
-  gb[c] = even_bias + odd_bias;
+  for (int r = 0; r < 3; ++r)
+    for (int t = 0; t < 3; ++t) gw[c * 9 + r * 3 + t] = acc[r][t];
+  gb[c] = bias;
 }
 
 class Conv3x3ReluMaxPool : public torch::autograd::Function<Conv3x3ReluMaxPool> {
