@@ -9,8 +9,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <optional>
-#include <string>
 
 namespace ddp::test {
 
@@ -31,10 +29,5 @@ inline double relative_error(const at::Tensor& a, const at::Tensor& b) {
   const auto b64 = b.to(at::kDouble);
   return (a.to(at::kDouble) - b64).norm().item<double>() / std::max(1e-300, b64.norm().item<double>());
 }
-
-// The capability forced by the CTest entry (ATEN_CPU_CAPABILITY), when this
-// CPU cannot run it: the reason to skip (ATen would silently fall back to a
-// capability the CPU has, and the test would not test what it says).
-std::optional<std::string> forced_capability_unsupported();
 
 }  // namespace ddp::test

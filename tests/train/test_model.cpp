@@ -19,7 +19,6 @@ using ddp::fashion::FashionCnn;
 using ddp::fashion::relu_max_pool2x2;
 
 TEST_CASE("relu_max_pool2x2 equals max_pool2d(relu(x), 2) bit for bit", "[train][model][numerics]") {
-  if (auto why = ddp::test::forced_capability_unsupported()) DDP_SKIP(*why);
   torch::manual_seed(1);
   // Output widths 1 to 14 (the kernel takes 4 windows at a time: fewer than
   // 4, a multiple of 4, and the rest), odd heights and widths.
@@ -129,13 +128,11 @@ void check_linear(LinearFn linear) {
 
 TEST_CASE("linear_as_conv equals a float64 linear, values and the gradients asked for",
           "[train][model][numerics]") {
-  if (auto why = ddp::test::forced_capability_unsupported()) DDP_SKIP(*why);
   check_linear(ddp::fashion::linear_as_conv);
 }
 
 TEST_CASE("linear_sgemm (oneDNN's GEMM) equals a float64 linear, values and the gradients asked for",
           "[train][model][numerics]") {
-  if (auto why = ddp::test::forced_capability_unsupported()) DDP_SKIP(*why);
   // Debian's LibTorch loads libdnnl.so.2; the PyPI wheels keep oneDNN's
   // symbols inside (the model then runs fc1 as linear_as_conv).
   if (!ddp::fashion::onednn_sgemm_available()) DDP_SKIP("this LibTorch exports no oneDNN dnnl_sgemm");
@@ -196,7 +193,6 @@ std::vector<at::Tensor> gradients(FashionCnn& m, const at::Tensor& x, const at::
 
 TEST_CASE("FashionCnn::forward and its gradients equal a float64 run of the stock layers",
           "[train][model][numerics]") {
-  if (auto why = ddp::test::forced_capability_unsupported()) DDP_SKIP(*why);
   const std::int64_t n = 4;
   // The first seed whose input keeps every routing decision clear of
   // float32's error (decided in float64, so the same seed on every CPU).
@@ -251,7 +247,6 @@ TEST_CASE("FashionCnn::forward and its gradients equal a float64 run of the stoc
 // over positions, is unchanged). Both forwards are within 4.1e-7 of float64.
 TEST_CASE("the old model test's input had a max-pool near-tie below float32 resolution",
           "[train][model][numerics]") {
-  if (auto why = ddp::test::forced_capability_unsupported()) DDP_SKIP(*why);
   torch::manual_seed(2);
   FashionCnn m;
   const auto x = torch::randn({16, 1, 28, 28});
@@ -260,7 +255,6 @@ TEST_CASE("the old model test's input had a max-pool near-tie below float32 reso
 
 TEST_CASE("conv3x3_relu_max_pool2x2 equals the stock conv2d, relu and max_pool2d at every width",
           "[train][model][numerics]") {
-  if (auto why = ddp::test::forced_capability_unsupported()) DDP_SKIP(*why);
   using ddp::test::float32_tolerance;
   using ddp::test::relative_error;
   torch::manual_seed(4);
@@ -329,7 +323,6 @@ at::Tensor conv3x3_in_kernel_order(const at::Tensor& x, const at::Tensor& weight
 
 TEST_CASE("conv3x3_relu_max_pool2x2 gives the same bits on every CPU: each output summed in one order",
           "[train][model][numerics]") {
-  if (auto why = ddp::test::forced_capability_unsupported()) DDP_SKIP(*why);
   // Real-valued inputs, so another order of the sums (or a fused
   // multiply-add) changes the last bits; CTest runs this under each CPU
   // capability, which picks the kernel's 4 or 8 lanes.
@@ -344,7 +337,6 @@ TEST_CASE("conv3x3_relu_max_pool2x2 gives the same bits on every CPU: each outpu
 }
 
 TEST_CASE("conv3x3_relu_max_pool2x2 passes NaN as the stock conv2d, relu and max_pool2d do", "[train][model][numerics]") {
-  if (auto why = ddp::test::forced_capability_unsupported()) DDP_SKIP(*why);
   torch::manual_seed(8);
   // Small integers (exact sums, as in the test above) and a few NaN pixels:
   // each spreads to the 3x3 outputs around it, and a window holding one

@@ -86,7 +86,6 @@ TEST_CASE("2-process training decreases the loss and evaluates all 10000 test sa
 // lower lr keeps the test about what it checks: DDP's averaged gradients.
 TEST_CASE("2 processes x batch 32 end with the weights of 1 process x batch 64", "[train][e2e][numerics]") {
   DDP_REQUIRE_FASHION_DATA();
-  if (auto why = forced_capability_unsupported()) DDP_SKIP(*why);
   TempDir tmp;
   const auto common = small_data({"--epochs=1", "--max_steps=30", "--lr=1e-4", "--no_shuffle", "--seed=3"});
   auto two = common;

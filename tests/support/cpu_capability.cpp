@@ -1,4 +1,4 @@
-#include "numerics.h"
+#include "cpu_capability.h"
 
 #include <cstdlib>
 #include <fstream>
@@ -19,7 +19,7 @@ std::optional<std::string> forced_capability_unsupported() {
     for (std::string w; words >> w;) flags.insert(w);
     break;
   }
-  // What ATen's own check (cpuinfo) asks of each capability.
+  // What ATen 2.x's own check (cpuinfo) asks of each capability.
   std::set<std::string> needed;
   if (cap == "avx2") needed = {"avx2", "fma"};
   else if (cap == "avx512") needed = {"avx512f", "avx512bw", "avx512vl", "avx512dq"};
