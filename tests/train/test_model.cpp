@@ -25,19 +25,29 @@ TEST_CASE("relu_max_pool2x2 equals max_pool2d(relu(x), 2) bit for bit", "[train]
   for (auto shape : {std::vector<int64_t>{4, 3, 8, 8}, std::vector<int64_t>{2, 5, 7, 9}, std::vector<int64_t>{1, 1, 2, 2},
                      std::vector<int64_t>{3, 2, 5, 17}, std::vector<int64_t>{2, 3, 6, 14}, std::vector<int64_t>{2, 2, 5, 11},
                      std::vector<int64_t>{1, 3, 4, 29}, std::vector<int64_t>{2, 2, 4, 10}}) {
-    INFO("shape " << c10::IntArrayRef(shape));
     // Few distinct values, many of them <= 0: ties and dead windows happen.
-    auto base = torch::randint(-3, 4, shape).to(torch::kFloat);
-    auto a = base.clone().requires_grad_(true);
-    auto b = base.clone().requires_grad_(true);
-    auto ya = relu_max_pool2x2(a);
-    auto yb = torch::max_pool2d(torch::relu(b), 2);
-    REQUIRE(ya.sizes() == yb.sizes());
-    CHECK(torch::equal(ya, yb));
-    auto g = torch::randn(ya.sizes());
-    ya.backward(g);
-    yb.backward(g);
-    CHECK(torch::equal(a.grad(), b.grad()));
+    const auto values = torch::randint(-3, 4, shape).to(torch::kFloat);
+    const auto g = torch::randn({shape[0], shape[1], shape[2] / 2, shape[3] / 2});
+    // NCHW, and channels last (the windows pool across channels then: 1, 2,
+    // 3 and 5 channels take the one-at-a-time tail).
+    for (const auto layout : {at::MemoryFormat::Contiguous, at::MemoryFormat::ChannelsLast}) {
+      INFO("shape " << c10::IntArrayRef(shape) << ", " << layout);
+      const auto base = values.contiguous(layout);
+      auto a = base.clone(layout).requires_grad_(true);
+      auto b = base.clone(layout).requires_grad_(true);
+      auto ya = relu_max_pool2x2(a);
+      auto yb = torch::max_pool2d(torch::relu(b), 2);
+      REQUIRE(ya.sizes() == yb.sizes());
+      CHECK(ya.is_contiguous());
+      CHECK(torch::equal(ya, yb));
+      // The gradient as the function returns it (a leaf's .grad would be
+      // made to match a's layout whatever it returned): in the input's
+      // layout, so conv2's backward reads it without a reorder.
+      const auto ga = torch::autograd::grad({ya}, {a}, {g})[0];
+      yb.backward(g);
+      CHECK(ga.is_contiguous(layout));
+      CHECK(torch::equal(ga, b.grad()));
+    }
   }
   CHECK_THROWS(relu_max_pool2x2(torch::zeros({1, 1, 1, 4})));
   CHECK_THROWS(relu_max_pool2x2(torch::zeros({1, 4, 4})));
@@ -47,9 +57,9 @@ namespace {
 
 // relu_max_pool2x2 against max_pool2d(relu(x), 2) on an input holding NaNs:
 // NaN in the same outputs, the other outputs and every gradient equal.
-void check_nan_rule(const at::Tensor& base) {
-  auto a = base.clone().requires_grad_(true);
-  auto b = base.clone().requires_grad_(true);
+void check_nan_rule_in(const at::Tensor& base, at::MemoryFormat layout) {
+  auto a = base.clone(layout).requires_grad_(true);
+  auto b = base.clone(layout).requires_grad_(true);
   auto ya = relu_max_pool2x2(a);
   auto yb = torch::max_pool2d(torch::relu(b), 2);
   REQUIRE(ya.sizes() == yb.sizes());
@@ -60,6 +70,14 @@ void check_nan_rule(const at::Tensor& base) {
   ya.backward(g);
   yb.backward(g);
   CHECK(torch::equal(a.grad(), b.grad()));
+}
+
+// The same in NCHW and channels-last memory.
+void check_nan_rule(const at::Tensor& values) {
+  for (const auto layout : {at::MemoryFormat::Contiguous, at::MemoryFormat::ChannelsLast}) {
+    INFO(layout);
+    check_nan_rule_in(values.contiguous(layout), layout);
+  }
 }
 
 }  // namespace
@@ -85,6 +103,18 @@ TEST_CASE("relu_max_pool2x2 passes NaN in wide rows too: only the row holding it
     for (int64_t q = 0; q < at.numel(); ++q) flat[at[q].item<int64_t>()] = NAN;
     check_nan_rule(base);
   }
+}
+
+TEST_CASE("relu_max_pool2x2 on channels last passes NaN in the 4-channel lanes: all of that pixel's channels change rule",
+          "[train][model][numerics]") {
+  torch::manual_seed(4);
+  // 9 channels: two groups of 4 and a tail of one.
+  auto base = torch::randint(-3, 4, {2, 9, 6, 6}).to(torch::kFloat).contiguous(at::MemoryFormat::ChannelsLast);
+  auto flat = base.permute({0, 2, 3, 1}).reshape({-1});  // memory order
+  for (int64_t i : {0, 9, 13, 54, 63, 70, 71, 200, 333, 500, 647}) flat[i] = NAN;
+  base = flat.view({2, 6, 6, 9}).permute({0, 3, 1, 2});
+  REQUIRE(base.is_contiguous(at::MemoryFormat::ChannelsLast));
+  check_nan_rule_in(base, at::MemoryFormat::ChannelsLast);
 }
 
 namespace {

@@ -1,7 +1,8 @@
 #pragma once
 // The 2x2 windows of relu + max-pool, shared by relu_max_pool.cpp and
 // conv3x3_relu_max_pool.cpp (internal to ddp_fashion): pooling output rows
-// with a one-byte argmax per window, and writing a plane's gradient back.
+// with a one-byte argmax per window, and writing a plane's gradient back;
+// the same for the windows of one pixel of a channels-last input.
 
 #include <algorithm>
 #include <cmath>
@@ -65,8 +66,7 @@ template <class V>
 // One window, any values: max_pool2d's rule (strictly greater replaces; a
 // NaN replaces whatever came before it, so the last NaN wins) and relu's
 // (NaN passes, its gradient too).
-inline void pool_one(const float* r0, const float* r1, float& out, std::uint8_t& arg) {
-  const float v[4] = {r0[0], r0[1], r1[0], r1[1]};
+inline void pool_window(const float (&v)[4], float& out, std::uint8_t& arg) {
   float best = v[0];
   std::uint8_t k = 0;
   for (std::uint8_t q = 1; q < 4; ++q) {
@@ -79,6 +79,11 @@ inline void pool_one(const float* r0, const float* r1, float& out, std::uint8_t&
   const bool pass = std::isnan(best) || best > 0.0f;
   out = pass ? best : 0.0f;
   arg = pass ? k : kNone;
+}
+
+// The window whose top row starts at r0, its bottom row at r1 (NCHW).
+inline void pool_one(const float* r0, const float* r1, float& out, std::uint8_t& arg) {
+  pool_window({r0[0], r0[1], r1[0], r1[1]}, out, arg);
 }
 
 // L windows at once, without branches (which of 4 activations wins is
@@ -175,6 +180,45 @@ inline void unpool_plane(const float* g, const std::uint8_t* arg, std::int64_t o
     if (w % 2) d0[w - 1] = d1[w - 1] = 0.0f;
   }
   if (h % 2) std::fill_n(dst + (h - 1) * w, w, 0.0f);
+}
+
+// ---- Channels last (memory N, H, W, C): a window's four positions are four
+// pixels, each C contiguous channels, so 4 windows (4 channels) pool at once
+// lane for lane, without shuffles.
+
+// The C windows of one output pixel: p at its top-left input pixel's
+// channels, `right` and `down` the strides (in floats) to the pixel beside
+// it and the one below; C pooled values and argmaxes to out and arg. The
+// channels past the last four, and all of them when one holds a NaN, one
+// at a time.
+inline void pool_pixel(const float* p, std::int64_t right, std::int64_t down, std::int64_t c, float* out,
+                       std::uint8_t* arg) {
+  I4 nan = {0, 0, 0, 0};
+  std::int64_t ch = 0;
+  for (; ch + 4 <= c; ch += 4) {
+    const F4 v[4] = {load(p + ch), load(p + right + ch), load(p + down + ch), load(p + down + right + ch)};
+    nan |= pool_lanes<4>(v, out + ch, arg + ch);
+  }
+  for (ch = (nan[0] | nan[1] | nan[2] | nan[3]) ? 0 : ch; ch < c; ++ch)
+    pool_window({p[ch], p[right + ch], p[down + ch], p[down + right + ch]}, out[ch], arg[ch]);
+}
+
+// Gradient of one output pixel's C windows (g: C values): g where the
+// window's maximum was, 0 at its other three pixels (and at all four where
+// relu cut it off). d, right and down as p's in pool_pixel.
+inline void unpool_pixel(const float* g, const std::uint8_t* arg, std::int64_t right, std::int64_t down, std::int64_t c,
+                         float* d) {
+  float* at[4] = {d, d + right, d + down, d + down + right};
+  std::int64_t ch = 0;
+  for (; ch + 4 <= c; ch += 4) {
+    B4 a;
+    std::memcpy(&a, arg + ch, sizeof a);
+    const I4 k = __builtin_convertvector(a, I4);
+    const F4 gv = load(g + ch), zero = {0, 0, 0, 0};
+    for (std::int32_t q = 0; q < 4; ++q) store(at[q] + ch, k == I4{q, q, q, q} ? gv : zero);
+  }
+  for (; ch < c; ++ch)
+    for (std::uint8_t q = 0; q < 4; ++q) at[q][ch] = arg[ch] == q ? g[ch] : 0.0f;
 }
 
 }  // namespace ddp::fashion::pool_windows

@@ -2,7 +2,9 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "pool_windows.h"
 
@@ -11,8 +13,82 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
+using pool_windows::pool_pixel;
 using pool_windows::pool_row;
+using pool_windows::unpool_pixel;
 using pool_windows::unpool_plane;
+
+// An input in channels-last memory (N, H, W, C), as oneDNN's convolution
+// returns for a channels-last input: its windows pool a pixel's channels at
+// once. (A tensor of one channel, or of 1x1 planes, is both; it takes the
+// NCHW path.)
+bool channels_last(const at::Tensor& x) {
+  return !x.is_contiguous() && x.is_contiguous(at::MemoryFormat::ChannelsLast);
+}
+
+struct Dims {
+  std::int64_t n, c, h, w, oh, ow;
+};
+
+// NCHW: output rows of all planes; arg [N, C, OH, OW] as out.
+void pool_planes(const Dims& d, const float* in, float* out, std::uint8_t* arg) {
+  at::parallel_for(0, d.n * d.c * d.oh, 64, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const float* r0 = in + (r / d.oh) * d.h * d.w + (r % d.oh) * 2 * d.w;
+      pool_row(r0, r0 + d.w, d.ow, out + r * d.ow, arg + r * d.ow);
+    }
+  });
+}
+
+void unpool_planes(const Dims& d, const float* g, const std::uint8_t* arg, float* grad_in) {
+  at::parallel_for(0, d.n * d.c, 8, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t p = begin; p < end; ++p)
+      unpool_plane(g + p * d.oh * d.ow, arg + p * d.oh * d.ow, d.oh, d.ow, d.h, d.w, grad_in + p * d.h * d.w);
+  });
+}
+
+// Channels last: a row of output pixels at a time, pooled into `row` (OW x C)
+// and written to the NCHW output channel by channel; arg [N, OH, OW, C].
+void pool_pixels(const Dims& d, const float* in, float* out, std::uint8_t* arg) {
+  at::parallel_for(0, d.n * d.oh, 8, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<float> row(d.ow * d.c);
+    for (std::int64_t r = begin; r < end; ++r) {
+      const std::int64_t img = r / d.oh, i = r % d.oh;
+      const float* src = in + (img * d.h + 2 * i) * d.w * d.c;
+      for (std::int64_t j = 0; j < d.ow; ++j)
+        pool_pixel(src + 2 * j * d.c, d.c, d.w * d.c, d.c, row.data() + j * d.c, arg + (r * d.ow + j) * d.c);
+      for (std::int64_t c = 0; c < d.c; ++c) {
+        float* o = out + ((img * d.c + c) * d.oh + i) * d.ow;
+        for (std::int64_t j = 0; j < d.ow; ++j) o[j] = row[j * d.c + c];
+      }
+    }
+  });
+}
+
+// Channels last: each output row's gradients gathered from the NCHW g into
+// `row`, then written to its windows; zeros where an odd H or W leaves a
+// row or column out of every window.
+void unpool_pixels(const Dims& d, const float* g, const std::uint8_t* arg, float* grad_in) {
+  const std::int64_t pixel_row = d.w * d.c;
+  at::parallel_for(0, d.n * d.oh, 8, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<float> row(d.ow * d.c);
+    for (std::int64_t r = begin; r < end; ++r) {
+      const std::int64_t img = r / d.oh, i = r % d.oh;
+      for (std::int64_t c = 0; c < d.c; ++c) {
+        const float* src = g + ((img * d.c + c) * d.oh + i) * d.ow;
+        for (std::int64_t j = 0; j < d.ow; ++j) row[j * d.c + c] = src[j];
+      }
+      float* dst = grad_in + (img * d.h + 2 * i) * pixel_row;
+      for (std::int64_t j = 0; j < d.ow; ++j)
+        unpool_pixel(row.data() + j * d.c, arg + (r * d.ow + j) * d.c, d.c, pixel_row, d.c, dst + 2 * j * d.c);
+      if (d.w % 2) {
+        std::fill_n(dst + (d.w - 1) * d.c, d.c, 0.0f);
+        std::fill_n(dst + pixel_row + (d.w - 1) * d.c, d.c, 0.0f);
+      }
+      if (d.h % 2 && i + 1 == d.oh) std::fill_n(dst + 2 * pixel_row, pixel_row, 0.0f);
+    }
+  });
+}
 
 class ReluMaxPool2x2 : public torch::autograd::Function<ReluMaxPool2x2> {
  public:
@@ -20,40 +96,31 @@ class ReluMaxPool2x2 : public torch::autograd::Function<ReluMaxPool2x2> {
     TORCH_CHECK(input.dim() == 4 && input.scalar_type() == at::kFloat,
                 "relu_max_pool2x2: expected a float [N, C, H, W] tensor, got ", input.sizes(), " ",
                 input.scalar_type());
-    const at::Tensor x = input.contiguous();
-    const std::int64_t planes = x.size(0) * x.size(1), h = x.size(2), w = x.size(3);
-    const std::int64_t oh = h / 2, ow = w / 2;
-    TORCH_CHECK(oh > 0 && ow > 0, "relu_max_pool2x2: input ", x.sizes(), " is smaller than 2x2");
-    at::Tensor out = at::empty({x.size(0), x.size(1), oh, ow}, x.options());
-    at::Tensor arg = at::empty({x.size(0), x.size(1), oh, ow}, x.options().dtype(at::kByte));
-    const float* in_p = x.data_ptr<float>();
-    float* out_p = out.data_ptr<float>();
-    std::uint8_t* arg_p = arg.data_ptr<std::uint8_t>();
-    at::parallel_for(0, planes * oh, 64, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t r = begin; r < end; ++r) {  // output rows of all planes
-        const float* r0 = in_p + (r / oh) * h * w + (r % oh) * 2 * w;
-        pool_row(r0, r0 + w, ow, out_p + r * ow, arg_p + r * ow);
-      }
-    });
+    const bool nhwc = channels_last(input);
+    const at::Tensor x = nhwc ? input : input.contiguous();
+    const Dims d{x.size(0), x.size(1), x.size(2), x.size(3), x.size(2) / 2, x.size(3) / 2};
+    TORCH_CHECK(d.oh > 0 && d.ow > 0, "relu_max_pool2x2: input ", x.sizes(), " is smaller than 2x2");
+    at::Tensor out = at::empty({d.n, d.c, d.oh, d.ow}, x.options());
+    const std::vector<std::int64_t> arg_shape =
+        nhwc ? std::vector<std::int64_t>{d.n, d.oh, d.ow, d.c} : std::vector<std::int64_t>{d.n, d.c, d.oh, d.ow};
+    at::Tensor arg = at::empty(arg_shape, x.options().dtype(at::kByte));
+    (nhwc ? pool_pixels : pool_planes)(d, x.data_ptr<float>(), out.data_ptr<float>(), arg.data_ptr<std::uint8_t>());
     ctx->saved_data["arg"] = arg;
-    ctx->saved_data["h"] = h;
-    ctx->saved_data["w"] = w;
+    ctx->saved_data["dims"] = std::vector<std::int64_t>{d.n, d.c, d.h, d.w};
+    ctx->saved_data["nhwc"] = nhwc;
     return out;
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
     const at::Tensor arg = ctx->saved_data["arg"].toTensor();
-    const std::int64_t h = ctx->saved_data["h"].toInt(), w = ctx->saved_data["w"].toInt();
+    const auto v = ctx->saved_data["dims"].toIntVector();
+    const bool nhwc = ctx->saved_data["nhwc"].toBool();
+    const Dims d{v[0], v[1], v[2], v[3], v[2] / 2, v[3] / 2};
     const at::Tensor g = grads[0].contiguous();
-    const std::int64_t planes = arg.size(0) * arg.size(1), oh = arg.size(2), ow = arg.size(3);
-    at::Tensor grad_in = at::empty({arg.size(0), arg.size(1), h, w}, g.options());
-    const float* g_p = g.data_ptr<float>();
-    const std::uint8_t* arg_p = arg.data_ptr<std::uint8_t>();
-    float* gi_p = grad_in.data_ptr<float>();
-    at::parallel_for(0, planes, 8, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t p = begin; p < end; ++p)
-        unpool_plane(g_p + p * oh * ow, arg_p + p * oh * ow, oh, ow, h, w, gi_p + p * h * w);
-    });
+    const auto layout = nhwc ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
+    at::Tensor grad_in = at::empty({d.n, d.c, d.h, d.w}, g.options().memory_format(layout));
+    (nhwc ? unpool_pixels : unpool_planes)(d, g.data_ptr<float>(), arg.data_ptr<std::uint8_t>(),
+                                           grad_in.data_ptr<float>());
     return {grad_in};
   }
 };

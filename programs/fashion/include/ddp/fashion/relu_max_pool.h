@@ -8,7 +8,11 @@
 // without branches: a branchy or compiler-vectorized version cost 6% of a
 // step in one build and 29% in another (the same source: which branches the
 // compiler kept, and the data, decided). Takes float [N, C, H, W]; odd H or
-// W drop the last row / column like max_pool2d's floor mode.
+// W drop the last row / column like max_pool2d's floor mode. An input in
+// channels-last memory (oneDNN's convolution returns one for a channels-last
+// input, and needs no reorder of its own then) is pooled 4 channels at a
+// time, with no shuffles, and its gradient comes back channels last; the
+// output is NCHW-contiguous either way (what flatten(1) and a Linear expect).
 
 #include <ATen/core/Tensor.h>
 
