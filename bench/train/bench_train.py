@@ -86,7 +86,9 @@ def conv2_op(batch):
 
 
 # A matrix product (LibTorch's BLAS: Debian's is the generic reference one)
-# and a large 3x3 convolution (oneDNN, what the model's convolutions use).
+# and a large 3x3 convolution (oneDNN, what the model's convolutions use; the
+# bench times it in NCHW and in channels-last memory and keeps the faster, as
+# ddp-train runs its conv2 channels last).
 ROOF_OPS = ["mm:2048x2048x2048", "conv3x3:16x256x28x256"]
 
 
@@ -199,8 +201,8 @@ def main():
         # The practical FP32 roof, measured here through the same LibTorch with
         # the processes and threads ddp-train uses (cores / processes each).
         print(f"\nThe roof, measured here through the same LibTorch with the processes and threads ddp-train "
-              f"uses (all processes at once): a matrix product (its BLAS) and a large 3x3 convolution (oneDNN); "
-              f"the roof is the faster. FLOPs are direct counts (2 a multiply-add; oneDNN may compute a 3x3 "
+              f"uses (all processes at once): a matrix product (its BLAS) and a large 3x3 convolution (oneDNN, the faster of NCHW and "
+              f"channels-last memory, as each convolution below); the roof is the faster. FLOPs are direct counts (2 a multiply-add; oneDNN may compute a 3x3 "
               f"convolution with fewer). ddp-train's CNN: {CNN_TRAIN_FLOPS / 1e6:.1f} MFLOP a training sample "
               f"(3 x forward).\n")
         for n in [int(x) for x in a.nprocs.split(",")]:
