@@ -433,7 +433,13 @@ TEST_CASE("model step time, fast vs stock layers", "[.][bench]") {
   auto w2 = m.conv2->weight.detach().clone().requires_grad_(true);
   auto b2 = m.conv2->bias.detach().clone().requires_grad_(true);
   auto g2 = torch::randn({64, 64, 14, 14});
-  bench("conv2 stock fwd+bwd", [&] { torch::conv2d(c2, w2, b2, 1, 1).backward(g2); });
+  bench("conv2 stock fwd+bwd", [&] { torch::autograd::grad({torch::conv2d(c2, w2, b2, 1, 1)}, {c2, w2, b2}, {g2}); });
+  // The model runs conv2 on channels-last memory (model.cpp): no reorders
+  // to and from oneDNN's blocked layout.
+  auto c2_last = c2.detach().contiguous(at::MemoryFormat::ChannelsLast).requires_grad_(true);
+  auto g2_last = g2.contiguous(at::MemoryFormat::ChannelsLast);
+  bench("conv2 stock fwd+bwd, channels last",
+        [&] { torch::autograd::grad({torch::conv2d(c2_last, w2, b2, 1, 1)}, {c2_last, w2, b2}, {g2_last}); });
   auto f = torch::randn({64, 64, 7, 7}, torch::requires_grad());
   auto fw = m.fc1->weight.detach().clone().requires_grad_(true);
   auto fb = m.fc1->bias.detach().clone().requires_grad_(true);
@@ -446,4 +452,14 @@ TEST_CASE("model step time, fast vs stock layers", "[.][bench]") {
   auto gp = torch::randn({64, 32, 14, 14});
   bench("relu+pool fused fwd+bwd", [&] { ddp::fashion::relu_max_pool2x2(h).backward(gp); });
   bench("relu+pool stock fwd+bwd", [&] { torch::max_pool2d(torch::relu(h), 2).backward(gp); });
+  // After conv2, as the model has it: [64, 64, 14, 14], in both layouts.
+  auto h2 = torch::randn({64, 64, 14, 14}, torch::requires_grad());
+  auto h2_last = h2.detach().contiguous(at::MemoryFormat::ChannelsLast).requires_grad_(true);
+  auto gp2 = torch::randn({64, 64, 7, 7});
+  // The input's gradient as the model's conv2 gets it, not summed into a
+  // leaf's .grad.
+  bench("relu+pool after conv2 fused fwd+bwd",
+        [&] { torch::autograd::grad({ddp::fashion::relu_max_pool2x2(h2)}, {h2}, {gp2}); });
+  bench("relu+pool after conv2 fused fwd+bwd, channels last",
+        [&] { torch::autograd::grad({ddp::fashion::relu_max_pool2x2(h2_last)}, {h2_last}, {gp2}); });
 }
