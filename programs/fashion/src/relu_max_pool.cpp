@@ -26,7 +26,9 @@ bool channels_last(const at::Tensor& x) {
   return !x.is_contiguous() && x.is_contiguous(at::MemoryFormat::ChannelsLast);
 }
 
+// An input's sizes and its output's (odd H or W drop the last row / column).
 struct Dims {
+  Dims(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) : n(n), c(c), h(h), w(w), oh(h / 2), ow(w / 2) {}
   std::int64_t n, c, h, w, oh, ow;
 };
 
@@ -98,7 +100,7 @@ class ReluMaxPool2x2 : public torch::autograd::Function<ReluMaxPool2x2> {
                 input.scalar_type());
     const bool nhwc = channels_last(input);
     const at::Tensor x = nhwc ? input : input.contiguous();
-    const Dims d{x.size(0), x.size(1), x.size(2), x.size(3), x.size(2) / 2, x.size(3) / 2};
+    const Dims d(x.size(0), x.size(1), x.size(2), x.size(3));
     TORCH_CHECK(d.oh > 0 && d.ow > 0, "relu_max_pool2x2: input ", x.sizes(), " is smaller than 2x2");
     at::Tensor out = at::empty({d.n, d.c, d.oh, d.ow}, x.options());
     const std::vector<std::int64_t> arg_shape =
@@ -115,7 +117,7 @@ class ReluMaxPool2x2 : public torch::autograd::Function<ReluMaxPool2x2> {
     const at::Tensor arg = ctx->saved_data["arg"].toTensor();
     const auto v = ctx->saved_data["dims"].toIntVector();
     const bool nhwc = ctx->saved_data["nhwc"].toBool();
-    const Dims d{v[0], v[1], v[2], v[3], v[2] / 2, v[3] / 2};
+    const Dims d(v[0], v[1], v[2], v[3]);
     const at::Tensor g = grads[0].contiguous();
     const auto layout = nhwc ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
     at::Tensor grad_in = at::empty({d.n, d.c, d.h, d.w}, g.options().memory_format(layout));
