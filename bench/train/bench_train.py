@@ -203,8 +203,8 @@ def main():
         print(f"\nThe roof, measured here through the same LibTorch with the processes and threads ddp-train "
               f"uses (all processes at once): a matrix product (its BLAS) and a large 3x3 convolution (oneDNN, "
               f"the faster of NCHW and channels-last memory, as each convolution below); the roof is the faster. "
-              f"FLOPs are direct counts (2 a multiply-add; oneDNN may compute a 3x3 convolution with fewer). ddp-train's CNN: {CNN_TRAIN_FLOPS / 1e6:.1f} MFLOP a training sample "
-              f"(3 x forward).\n")
+              f"FLOPs are direct counts (2 a multiply-add; oneDNN may compute a 3x3 convolution with fewer). "
+              f"ddp-train's CNN: {CNN_TRAIN_FLOPS / 1e6:.1f} MFLOP a training sample (3 x forward).\n")
         for n in [int(x) for x in a.nprocs.split(",")]:
             threads = max(1, cores // n)
             for batch in batches:
