@@ -10,6 +10,7 @@
 //     configurations (bucket sizes, views); per DDP configuration also the
 //     timeline of a step (see Timeline).
 //   ddp-worker-bench allreduce [max_mb=N | sizes=bytes,bytes,...] [order=runtime-first] [compute_ms=N]
+//                              [iters=N] [runtime_only=1]
 //     allreduce time by message size: ddp::worker::ProcessGroup::allreduce
 //     against the raw c10d backend it wraps (ProcessGroupGloo, or
 //     ProcessGroupNCCL with DDP_BACKEND=nccl), the order alternating.
@@ -327,7 +328,8 @@ int allreduce_bench(int argc, char** argv) {
   const bool cuda = pg->device().is_cuda();
   for (size_t bytes : sizes) {
     auto t = torch::ones({static_cast<int64_t>(bytes / 4)}, torch::TensorOptions().device(pg->device()));
-    const int iters = bytes <= (1 << 20) ? 60 : bytes <= (16 << 20) ? 16 : 6;
+    const int iters = get_int(kv, "iters", bytes <= (1 << 20) ? 60 : bytes <= (16 << 20) ? 16 : 6);
+    const bool runtime_only = get_int(kv, "runtime_only", 0) != 0;
     std::vector<double> wrapped, direct;
     auto time_one = [&](bool through_runtime) {
       t.fill_(1);  // the same values every time (sums would grow to inf)
@@ -347,7 +349,7 @@ int allreduce_bench(int argc, char** argv) {
       // Alternate which goes first, so that neither always follows the other
       // (order=runtime-first: the old fixed order, for comparison).
       const bool runtime_first = fixed_order || i % 2 == 0;
-      const double a = time_one(runtime_first), b = time_one(!runtime_first);
+      const double a = time_one(runtime_first || runtime_only), b = runtime_only ? a : time_one(!runtime_first);
       if (i < 2) continue;
       wrapped.push_back(runtime_first ? a : b);
       direct.push_back(runtime_first ? b : a);

@@ -731,8 +731,9 @@ int collectives(int argc, char** argv) {
   return 0;
 }
 
-// Float sums through shared memory against the same sums through Gloo:
-// sizes of one element to several 1 MiB chunks, float and double, blocking
+// Float sums through shared memory against the same sums through Gloo and
+// the sum in rank order: sizes of one element (shares of 0 elements on most
+// ranks) to several 1 MiB chunks with a part one, float and double, blocking
 // and several queued at once.
 int shm(int argc, char** argv) {
   auto pg = init_process_group({}, argc, argv);
@@ -756,6 +757,11 @@ int shm(int argc, char** argv) {
     const std::string what = "sum of " + std::to_string(cases[i].first) + " elements";
     if (w == 2) check(torch::equal(viashm, v[0]), what + " is bit-for-bit Gloo's");
     else check(torch::allclose(viashm, v[0], 1e-5, 1e-6), what + " is Gloo's up to rounding");
+    // The documented order, ((x0 + x1) + x2) + ..., whichever rank sums which share.
+    const auto xs = all_gather(pg, x);
+    auto in_order = xs[0].clone();
+    for (size_t q = 1; q < xs.size(); ++q) in_order += xs[q];
+    check(torch::equal(viashm, in_order), what + " is the sum in rank order");
     for (const auto& other : all_gather(pg, viashm)) check(torch::equal(other, viashm), what + " is the same on every rank");
     inputs.push_back(x);
     expected.push_back(viashm);

@@ -22,6 +22,7 @@
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 namespace ddp::worker {
 
@@ -430,13 +431,30 @@ void ShmAllreduce::arrive_and_wait(uint64_t epoch) {
   }
 }
 
+// This rank's share [lo, hi) of a chunk, summed in rank order (((v0 + v1)
+// + v2) + ...; v_q: rank q's values, this rank's own from `data`, the
+// others' from their slots). The sum builds up in this rank's slot at the
+// share (no peer reads it until the second barrier) and its last step
+// writes both the slot, where the peers copy the result from, and `data`.
 template <typename T>
-void sum_share(void* base, int world, int set, int rank, size_t count) {
+void sum_share(void* base, int world, int set, int rank, size_t count, T* data) {
   const size_t lo = count * rank / world, hi = count * (rank + 1) / world;
-  T* out = reinterpret_cast<T*>(slot(base, world, set, 0));
-  for (int r = 1; r < world; ++r) {
-    const T* in = reinterpret_cast<const T*>(slot(base, world, set, r));
-    for (size_t j = lo; j < hi; ++j) out[j] += in[j];
+  auto values = [&](int q) -> const T* {
+    return q == rank ? data : reinterpret_cast<const T*>(slot(base, world, set, q));
+  };
+  T* acc = reinterpret_cast<T*>(slot(base, world, set, rank));
+  for (int q = 1; q < world; ++q) {
+    const T* a = q == 1 ? values(0) : acc;
+    const T* b = values(q);
+    if (q + 1 < world) {
+      for (size_t j = lo; j < hi; ++j) acc[j] = a[j] + b[j];
+    } else {
+      for (size_t j = lo; j < hi; ++j) {
+        const T s = a[j] + b[j];
+        acc[j] = s;
+        data[j] = s;
+      }
+    }
   }
 }
 
@@ -450,12 +468,20 @@ void ShmAllreduce::reduce(const at::Tensor& t) {
   mine->dtype = static_cast<int64_t>(t.scalar_type());
   for (size_t done = 0; done < total; done += per_chunk) {
     const size_t count = std::min(per_chunk, total - done);
+    // Rank r sums share r of the chunk (elements [count*r/world,
+    // count*(r+1)/world)): the peers need this rank's values for their
+    // shares, and this rank needs their results for them.
+    auto share = [&](int r) { return std::make_pair(count * r / world_ * elem, count * (r + 1) / world_ * elem); };
     // The two slot sets alternate over every chunk of every call: a rank
     // that runs ahead writes the set no rank can still be reading (the
     // first barrier of the chunk before made sure all finished with it).
     const int set = static_cast<int>(chunks_++ % 2);
     const bool first = done == 0;
-    std::memcpy(slot(base_, world_, set, rank_), data + done * elem, count * elem);
+    char* chunk = data + done * elem;
+    char* own_slot = slot(base_, world_, set, rank_);
+    const auto [lo, hi] = share(rank_);
+    std::memcpy(own_slot, chunk, lo);
+    std::memcpy(own_slot + hi, chunk + hi, count * elem - hi);
     arrive_and_wait(++epoch_);
     if (first) {
       for (int r = 0; r < world_; ++r) {
@@ -466,10 +492,14 @@ void ShmAllreduce::reduce(const at::Tensor& t) {
                                    std::to_string(mine->numel) + " (the ranks called different collectives)");
       }
     }
-    if (elem == 4) sum_share<float>(base_, world_, set, rank_, count);
-    else sum_share<double>(base_, world_, set, rank_, count);
+    if (elem == 4) sum_share<float>(base_, world_, set, rank_, count, reinterpret_cast<float*>(chunk));
+    else sum_share<double>(base_, world_, set, rank_, count, reinterpret_cast<double*>(chunk));
     arrive_and_wait(++epoch_);
-    std::memcpy(data + done * elem, slot(base_, world_, set, 0), count * elem);
+    for (int r = 0; r < world_; ++r) {
+      if (r == rank_) continue;
+      const auto [rlo, rhi] = share(r);
+      std::memcpy(chunk + rlo, slot(base_, world_, set, r) + rlo, rhi - rlo);
+    }
   }
 }
 

@@ -4,9 +4,13 @@
 // transport: on one host it moves every byte through loopback TCP, with a
 // socket thread per process, and on a 2-core machine an allreduce of 1-4 MiB
 // often stalls for ~3 ms waiting for a CPU (docs/worker-runtime.md). Here
-// each rank copies its chunk into its slot of a segment that all ranks map,
-// then sums its share of the chunk over the slots, then copies the result
-// out: two barriers per chunk, no thread in between.
+// every rank maps one segment with a slot per rank. Each chunk of the tensor
+// is cut into one share per rank; rank r copies the other ranks' shares into
+// its slot, sums share r (its own values from the tensor, the others' from
+// their slots) into the tensor and into its slot, then copies the other
+// shares' sums from their ranks' slots: two barriers per chunk, no thread in
+// between, and with 2 ranks each rank moves 4 bytes per byte of the tensor
+// (copying the whole chunk in and its whole sum out moved 5.5).
 //
 // Sums run in rank order (((r0 + r1) + r2) + ...), the same on every rank,
 // so results are identical across ranks; with 2 ranks they are bit-for-bit
