@@ -13,7 +13,9 @@
 //                              [iters=N] [runtime_only=1]
 //     allreduce time by message size: ddp::worker::ProcessGroup::allreduce
 //     against the raw c10d backend it wraps (ProcessGroupGloo, or
-//     ProcessGroupNCCL with DDP_BACKEND=nccl), the order alternating.
+//     ProcessGroupNCCL with DDP_BACKEND=nccl), the order alternating;
+//     iters=N calls per size; runtime_only=1: the runtime's alone, back to
+//     back (both columns then show it).
 //   ddp-worker-bench roof [ops=mm:MxKxN,conv3x3:BxCxSxO,...] [threads=N] [seconds=S]
 //     the practical FP32 roof of this machine through this LibTorch: GFLOP/s
 //     of a matrix product (its BLAS) and of a 3x3 convolution (oneDNN) on N

@@ -431,14 +431,21 @@ void ShmAllreduce::arrive_and_wait(uint64_t epoch) {
   }
 }
 
+namespace {
+
+// Rank r sums share r of a chunk of `count` elements: elements [lo, hi).
+std::pair<size_t, size_t> share_of(size_t count, int world, int r) {
+  return {count * static_cast<size_t>(r) / static_cast<size_t>(world),
+          count * static_cast<size_t>(r + 1) / static_cast<size_t>(world)};
+}
+
 // This rank's share [lo, hi) of a chunk, summed in rank order (((v0 + v1)
 // + v2) + ...; v_q: rank q's values, this rank's own from `data`, the
 // others' from their slots). The sum builds up in this rank's slot at the
 // share (no peer reads it until the second barrier) and its last step
 // writes both the slot, where the peers copy the result from, and `data`.
 template <typename T>
-void sum_share(void* base, int world, int set, int rank, size_t count, T* data) {
-  const size_t lo = count * rank / world, hi = count * (rank + 1) / world;
+void sum_share(void* base, int world, int set, int rank, size_t lo, size_t hi, T* data) {
   auto values = [&](int q) -> const T* {
     return q == rank ? data : reinterpret_cast<const T*>(slot(base, world, set, q));
   };
@@ -458,6 +465,8 @@ void sum_share(void* base, int world, int set, int rank, size_t count, T* data) 
   }
 }
 
+}  // namespace
+
 void ShmAllreduce::reduce(const at::Tensor& t) {
   const size_t elem = t.element_size();
   const size_t total = static_cast<size_t>(t.numel());
@@ -468,10 +477,8 @@ void ShmAllreduce::reduce(const at::Tensor& t) {
   mine->dtype = static_cast<int64_t>(t.scalar_type());
   for (size_t done = 0; done < total; done += per_chunk) {
     const size_t count = std::min(per_chunk, total - done);
-    // Rank r sums share r of the chunk (elements [count*r/world,
-    // count*(r+1)/world)): the peers need this rank's values for their
-    // shares, and this rank needs their results for them.
-    auto share = [&](int r) { return std::make_pair(count * r / world_ * elem, count * (r + 1) / world_ * elem); };
+    // The peers need this rank's values for their shares, and this rank
+    // needs their sums of them.
     // The two slot sets alternate over every chunk of every call: a rank
     // that runs ahead writes the set no rank can still be reading (the
     // first barrier of the chunk before made sure all finished with it).
@@ -479,9 +486,9 @@ void ShmAllreduce::reduce(const at::Tensor& t) {
     const bool first = done == 0;
     char* chunk = data + done * elem;
     char* own_slot = slot(base_, world_, set, rank_);
-    const auto [lo, hi] = share(rank_);
-    std::memcpy(own_slot, chunk, lo);
-    std::memcpy(own_slot + hi, chunk + hi, count * elem - hi);
+    const auto [lo, hi] = share_of(count, world_, rank_);
+    std::memcpy(own_slot, chunk, lo * elem);
+    std::memcpy(own_slot + hi * elem, chunk + hi * elem, (count - hi) * elem);
     arrive_and_wait(++epoch_);
     if (first) {
       for (int r = 0; r < world_; ++r) {
@@ -492,13 +499,13 @@ void ShmAllreduce::reduce(const at::Tensor& t) {
                                    std::to_string(mine->numel) + " (the ranks called different collectives)");
       }
     }
-    if (elem == 4) sum_share<float>(base_, world_, set, rank_, count, reinterpret_cast<float*>(chunk));
-    else sum_share<double>(base_, world_, set, rank_, count, reinterpret_cast<double*>(chunk));
+    if (elem == 4) sum_share<float>(base_, world_, set, rank_, lo, hi, reinterpret_cast<float*>(chunk));
+    else sum_share<double>(base_, world_, set, rank_, lo, hi, reinterpret_cast<double*>(chunk));
     arrive_and_wait(++epoch_);
     for (int r = 0; r < world_; ++r) {
       if (r == rank_) continue;
-      const auto [rlo, rhi] = share(r);
-      std::memcpy(chunk + rlo, slot(base_, world_, set, r) + rlo, rhi - rlo);
+      const auto [rlo, rhi] = share_of(count, world_, r);
+      std::memcpy(chunk + rlo * elem, slot(base_, world_, set, r) + rlo * elem, (rhi - rlo) * elem);
     }
   }
 }
