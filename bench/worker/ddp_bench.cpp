@@ -316,6 +316,7 @@ int allreduce_bench(int argc, char** argv) {
     for (size_t bytes = 4096; bytes <= static_cast<size_t>(max_mb) << 20; bytes *= 4) sizes.push_back(bytes);
   }
   const bool fixed_order = kv.count("order") && kv["order"] == "runtime-first";
+  const bool runtime_only = get_int(kv, "runtime_only", 0) != 0;
   // compute_ms=N: each rank computes about N ms (matrix products, one
   // thread) after the barrier and before the allreduce, as a training step
   // does before its gradients go out; the allreduce is then timed alone.
@@ -331,7 +332,6 @@ int allreduce_bench(int argc, char** argv) {
   for (size_t bytes : sizes) {
     auto t = torch::ones({static_cast<int64_t>(bytes / 4)}, torch::TensorOptions().device(pg->device()));
     const int iters = get_int(kv, "iters", bytes <= (1 << 20) ? 60 : bytes <= (16 << 20) ? 16 : 6);
-    const bool runtime_only = get_int(kv, "runtime_only", 0) != 0;
     std::vector<double> wrapped, direct;
     auto time_one = [&](bool through_runtime) {
       t.fill_(1);  // the same values every time (sums would grow to inf)

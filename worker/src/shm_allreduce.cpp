@@ -477,8 +477,6 @@ void ShmAllreduce::reduce(const at::Tensor& t) {
   mine->dtype = static_cast<int64_t>(t.scalar_type());
   for (size_t done = 0; done < total; done += per_chunk) {
     const size_t count = std::min(per_chunk, total - done);
-    // The peers need this rank's values for their shares, and this rank
-    // needs their sums of them.
     // The two slot sets alternate over every chunk of every call: a rank
     // that runs ahead writes the set no rank can still be reading (the
     // first barrier of the chunk before made sure all finished with it).
@@ -486,6 +484,8 @@ void ShmAllreduce::reduce(const at::Tensor& t) {
     const bool first = done == 0;
     char* chunk = data + done * elem;
     char* own_slot = slot(base_, world_, set, rank_);
+    // The peers need this rank's values for their shares (and this rank
+    // their sums of them, after the second barrier).
     const auto [lo, hi] = share_of(count, world_, rank_);
     std::memcpy(own_slot, chunk, lo * elem);
     std::memcpy(own_slot + hi * elem, chunk + hi * elem, (count - hi) * elem);
