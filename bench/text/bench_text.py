@@ -28,7 +28,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "train"))
-from bench_train import run_job  # noqa: E402  (one launcher + peak-RSS harness for every bench)
+from bench_train import JOB_TIMEOUT_S, run_job  # noqa: E402  (one launcher + peak-RSS harness for every bench)
 
 TOOLS = ("ddp-text", "python-text")
 
@@ -57,6 +57,8 @@ def main():
                                                        "--data_dir must be prepared already)")
     p.add_argument("--repeats", type=int, default=1, help="rounds (tools interleaved); the table shows medians")
     p.add_argument("--json", help="also write the rows as JSON here")
+    p.add_argument("--job_timeout", type=float, default=JOB_TIMEOUT_S,
+                   help="seconds after which a job is killed and the bench fails (default %(default)s)")
     a = p.parse_args()
 
     ddp_text = os.path.join(a.build, "bin", "ddp-text")
@@ -94,7 +96,7 @@ def main():
                     print(f"round {rep + 1}/{a.repeats}: {name} with {n} process(es) ...", file=sys.stderr, flush=True)
                     work = tempfile.mkdtemp(prefix="bench-text-")
                     try:
-                        r = run_job("job", n, programs[name], common, a.build, work, {})
+                        r = run_job("job", n, programs[name], common, a.build, work, {}, timeout=a.job_timeout)
                     finally:
                         shutil.rmtree(work, ignore_errors=True)
                     r["tool"] = name

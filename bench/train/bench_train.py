@@ -43,8 +43,15 @@ def free_port():
 
 HAVE_GNU_TIME = os.access("/usr/bin/time", os.X_OK)
 
+# A job that has not ended after this many seconds is killed and the bench
+# fails (bench/run-all then keeps the table it had): torch 1.13's Python ranks
+# can deadlock at exit in ProcessGroupGloo's destructor (a Gloo thread waiting
+# for the GIL its joiner holds), which once held a bench for 27 minutes. A
+# whole job here takes seconds to a few minutes.
+JOB_TIMEOUT_S = 900
 
-def run_job(name, nproc, program, args, build, work, env_extra, warmup_epochs=0):
+
+def run_job(name, nproc, program, args, build, work, env_extra, warmup_epochs=0, timeout=JOB_TIMEOUT_S):
     ckpt = os.path.join(work, f"{name}-{nproc}")
     rss_dir = os.path.join(work, f"{name}-{nproc}-rss")
     os.makedirs(rss_dir)
@@ -54,7 +61,15 @@ def run_job(name, nproc, program, args, build, work, env_extra, warmup_epochs=0)
     cmd = [os.path.join(build, "bin", "ddp-launch"), "--use_env", f"--nproc_per_node={nproc}",
            f"--master_port={free_port()}"] + wrapper + program + args + [f"--checkpoint_dir={ckpt}"]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        # On the timeout, SIGKILL to ddp-launch: its watchdog kills the workers.
+        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        sys.exit(f"{' '.join(program)} with {nproc} process(es) had not ended after {timeout:g} s and was killed; its results "
+                 f"are not used (a hung rank: torch 1.13's ranks can deadlock at exit; run the bench again, or "
+                 f"raise --job_timeout if the job is that long):\n{out[-3000:]}")
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         sys.exit(f"{name} with {nproc} process(es) failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}")
@@ -122,6 +137,8 @@ def main():
     p.add_argument("--no_linear_as_conv", action="store_true", help="skip the Python --linear_as_conv variant")
     p.add_argument("--repeats", type=int, default=1, help="rounds (tools interleaved); the table shows medians")
     p.add_argument("--json", help="also write the rows as JSON here")
+    p.add_argument("--job_timeout", type=float, default=JOB_TIMEOUT_S,
+                   help="seconds after which a job is killed and the bench fails (default %(default)s)")
     a = p.parse_args()
 
     if a.warmup_epochs >= a.epochs:
@@ -150,7 +167,7 @@ def main():
                     work = tempfile.mkdtemp(prefix="bench-train-")
                     try:
                         r = run_job("job", n, program, common + extra + [f"--batch_size={batch}"], a.build, work, {},
-                                    a.warmup_epochs)
+                                    a.warmup_epochs, a.job_timeout)
                     finally:
                         shutil.rmtree(work, ignore_errors=True)
                     r["tool"] = name
