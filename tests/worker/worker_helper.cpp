@@ -775,7 +775,35 @@ int shm(int argc, char** argv) {
   }
   for (auto& wk : works) wk.wait();
   for (size_t i = 0; i < queued.size(); ++i) check(torch::equal(queued[i], expected[i]), "queued sums equal blocking ones");
+  // Shared buffers (DDP's buckets), summed in place: the same sums, queued
+  // together and one after another, twice over the same memory.
+  std::vector<std::pair<int64_t, at::ScalarType>> sizes;
+  for (const auto& c : cases) sizes.emplace_back(c.first, c.second);
+  auto shared = pg->shared_buffers(sizes);
+  check(shared.size() == cases.size(), "shared buffers are made");
+  std::cout << "shm buffers on" << std::endl;
+  for (int round = 0; round < 2; ++round) {
+    works.clear();
+    for (size_t i = 0; i < shared.size(); ++i) {
+      check(round > 0 || torch::equal(shared[i], torch::zeros_like(shared[i])), "a shared buffer starts zeroed");
+      shared[i].copy_(inputs[i]);
+      works.push_back(pg->allreduce_async(shared[i]));
+    }
+    for (auto& wk : works) wk.wait();
+    for (size_t i = 0; i < shared.size(); ++i)
+      check(torch::equal(shared[i], expected[i]), "the sum of " + std::to_string(cases[i].first) +
+                                                      " elements in a shared buffer is the one through the slots");
+  }
   barrier(pg);
+  // Ranks that reduce different buffers fail together, naming both.
+  try {
+    auto mismatched = shared[static_cast<size_t>(r % 2)].narrow(0, 0, 1);
+    pg->allreduce(mismatched);
+    check(false, "reducing different shared buffers fails");
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    check(what.find("the ranks called different collectives") != std::string::npos, "the mismatch says so: " + what);
+  }
   std::cout << "shm ok on rank " << r << std::endl;
   return 0;
 }

@@ -395,6 +395,16 @@ const DistEnv& ProcessGroup::env() const { return impl_->env; }
 bool ProcessGroup::shared_memory_allreduce() const { return impl_->shm != nullptr; }
 const std::string& ProcessGroup::shared_memory_off_reason() const { return impl_->shm_off_reason; }
 
+std::vector<at::Tensor> ProcessGroup::shared_buffers(const std::vector<std::pair<int64_t, at::ScalarType>>& sizes) {
+  if (!impl_->shm) return {};
+  std::vector<ShmAllreduce::BufferSpec> specs;
+  for (const auto& [numel, dtype] : sizes) {
+    if (dtype != at::kFloat && dtype != at::kDouble) return {};  // the same answer on every rank
+    specs.push_back({numel, dtype});
+  }
+  return impl_->shm->shared_buffers(*impl_->store, specs, nullptr);
+}
+
 c10::intrusive_ptr<compat::Backend> native_backend(ProcessGroup& pg) { return pg.impl().backend; }
 c10::intrusive_ptr<c10d::Store> native_store(ProcessGroup& pg) { return pg.impl().store; }
 

@@ -67,6 +67,16 @@ Reducer::Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<at::Tensor> param
     const double exact = dtype == at::kFloat ? 16777216.0 : dtype == at::kDouble ? 9007199254740992.0 : 0;
     if (static_cast<double>(W) * static_cast<double>(P + 1) < exact) status_in_bucket_ = static_cast<size_t>(P + 2 * W);
   }
+  // Each bucket's elements (the status tail included) and dtype.
+  std::vector<std::pair<int64_t, at::ScalarType>> sizes;
+  for (size_t bi = 0; bi < buckets.size(); ++bi) {
+    int64_t n = bi + 1 == buckets.size() ? static_cast<int64_t>(status_in_bucket_) : 0;
+    for (size_t k : buckets[bi].params) n += params_.at(k).numel();
+    sizes.emplace_back(n, params_.at(buckets[bi].params.front()).scalar_type());
+  }
+  // On one machine the buckets live in shared memory, where the ranks sum
+  // them in place (ProcessGroup::shared_buffers; empty: private memory).
+  const std::vector<at::Tensor> shared = pg_->device().is_cpu() ? pg_->shared_buffers(sizes) : std::vector<at::Tensor>{};
   for (size_t bi = 0; bi < buckets.size(); ++bi) {
     Bucket b;
     int64_t n = 0;
@@ -79,8 +89,8 @@ Reducer::Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<at::Tensor> param
       pos_in_bucket_[k] = pos;
     }
     b.grad_numel = n;
-    const int64_t tail = bi + 1 == buckets.size() ? static_cast<int64_t>(status_in_bucket_) : 0;
-    b.flat = at::zeros({n + tail}, params_.at(b.params.front()).options().requires_grad(false));
+    b.flat = shared.empty() ? at::zeros({sizes[bi].first}, params_.at(b.params.front()).options().requires_grad(false))
+                            : shared[bi];
     // Aliases made with set_ rather than narrow().view(): an autograd view
     // as .grad would make Optimizer::zero_grad's detach_() throw.
     at::NoGradGuard no_grad;

@@ -1,10 +1,12 @@
 // Shared-memory allreduce for a one-machine Gloo group (see shm_allreduce.h).
 
 #include "shm_allreduce.h"
+#include "shm_segment.h"
 
 #include "ddp/common/duration_text.h"
 #include "ddp/worker/peer_failure.h"
 
+#include <ATen/Functions.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <fcntl.h>
@@ -83,6 +85,8 @@ struct RankLine {
   uint64_t epoch;
   int64_t numel;
   int64_t dtype;
+  int64_t areas;   // the shared_buffers segment's number, -1: through the slots
+  int64_t offset;  // the tensor's byte offset in this rank's area
 };
 
 size_t header_bytes(int world) { return (kLine * (world + 1) + 4095) / 4096 * 4096; }
@@ -127,81 +131,20 @@ bool alive(int pid) {
 std::string text(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
 std::vector<uint8_t> bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
 
-// The name rank 0 gives its segment: /ddp-shm-<its pid>-<random>. The
-// launcher removes leaked segments by this form; keep it.
-std::string segment_name_head(const std::string& pid0) { return "/ddp-shm-" + pid0 + "-"; }
-
-// Why a segment named in the store may not be used ("" when it may). The
-// store is open to whoever reaches its port (docs/security.md), so the name
-// must be rank 0's form, and the object itself (checked on the open fd, so
-// it cannot change before the mmap) a regular file of this user that nobody
-// else can open, of the expected size.
-std::string name_problem(const std::string& name, const std::string& pid0) {
-  const std::string head = segment_name_head(pid0);
-  const bool ok = !pid0.empty() && name.rfind(head, 0) == 0 && name.size() > head.size() &&
-                  name.find_first_not_of("0123456789", head.size()) == std::string::npos;
-  return ok ? "" : "its name is not " + head + "<n> (rank 0 posted pid " + (pid0.empty() ? "?" : pid0) + ")";
-}
-
-std::string object_problem(const struct stat& st, size_t size) {
-  const unsigned mode = st.st_mode & 07777;
-  if (S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && mode == 0600 && static_cast<size_t>(st.st_size) == size)
-    return "";
-  std::ostringstream m;
-  m << (S_ISREG(st.st_mode) ? "" : "not a regular file, ") << "owned by uid " << st.st_uid << ", mode 0" << std::oct
-    << mode << std::dec << ", " << st.st_size << " bytes (expected uid " << ::geteuid() << ", mode 0600, " << size
-    << " bytes)";
-  return m.str();
-}
-
-// Rank 0 makes the segment: O_EXCL and mode 0600, so it is new and ours.
-void* create_segment(const std::string& name, size_t size) {
-  const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return nullptr;
-  // posix_fallocate, not ftruncate: the pages are reserved now, so a small
-  // /dev/shm (a container's 64 MiB) fails here instead of SIGBUS later.
-  if (::posix_fallocate(fd, 0, static_cast<off_t>(size)) != 0) {
-    ::close(fd);
-    ::shm_unlink(name.c_str());
-    return nullptr;
+// The last step of a segment's set-up, on every rank: posts whether this
+// rank mapped rank 0's segment (`problem` empty) and waits for every rank's
+// word. Returns the first failure ("rank R: why"), "" when all mapped it.
+std::string agree_on_mapping(c10d::Store& store, const std::string& prefix, int rank, int world,
+                             std::chrono::milliseconds timeout, const std::string& problem, const std::string& name) {
+  store.set(prefix + "ok/" + std::to_string(rank), bytes(problem.empty() ? "1" : "0 " + problem));
+  std::vector<std::string> ok_keys;
+  for (int r = 0; r < world; ++r) ok_keys.push_back(prefix + "ok/" + std::to_string(r));
+  store.wait(ok_keys, timeout);
+  for (int r = 0; r < world; ++r) {
+    const std::string ok = text(store.get(ok_keys[r]));
+    if (ok != "1") return "rank " + std::to_string(r) + " " + (ok.size() > 2 ? ok.substr(2) : "could not map " + name);
   }
-  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
-  return p == MAP_FAILED ? nullptr : p;
-}
-
-// The other ranks map the segment the decision names, after checking it.
-// On failure returns null and says why: "refused the shared-memory segment
-// N: ..." (it may not be used) or "could not map N: ...".
-void* open_segment(const std::string& name, const std::string& pid0, size_t size, std::string* problem) {
-  if (auto p = name_problem(name, pid0); !p.empty()) {
-    *problem = "refused the shared-memory segment " + name + ": " + p;
-    return nullptr;
-  }
-  // O_NONBLOCK: a FIFO planted under the name must not block the open.
-  const int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK, 0);
-  if (fd < 0) {
-    *problem = "could not map " + name + ": " + std::strerror(errno);
-    return nullptr;
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    *problem = "could not map " + name + ": fstat: " + std::strerror(errno);
-    ::close(fd);
-    return nullptr;
-  }
-  if (auto p = object_problem(st, size); !p.empty()) {
-    *problem = "refused the shared-memory segment " + name + ": " + p;
-    ::close(fd);
-    return nullptr;
-  }
-  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
-  if (p == MAP_FAILED) {
-    *problem = "could not map " + name + ": mmap: " + std::strerror(errno);
-    return nullptr;
-  }
-  return p;
+  return "";
 }
 
 }  // namespace
@@ -248,8 +191,8 @@ std::unique_ptr<ShmAllreduce> ShmAllreduce::negotiate(c10d::Store& store, int ra
       }
       if (reason.empty()) {
         std::random_device rd;
-        name = segment_name_head(std::to_string(::getpid())) + std::to_string(rd());
-        base = create_segment(name, size);
+        name = shm_segment_name_head(std::to_string(::getpid())) + std::to_string(rd());
+        base = create_shm_segment(name, size);
         if (!base)
           reason = "rank 0 could not create a shared-memory segment of " + std::to_string(size) +
                    " bytes in /dev/shm (full or too small?)";
@@ -273,7 +216,7 @@ std::unique_ptr<ShmAllreduce> ShmAllreduce::negotiate(c10d::Store& store, int ra
   // 2. Every rank maps rank 0's segment; all must succeed (every rank here
   // runs this code, so the keys come). Whoever can reach the store may have
   // written the decision: rank 0 uses only the segment it made, the others
-  // only one that passes open_segment's checks.
+  // only one that passes open_shm_segment's checks.
   const std::string made = base ? name : "";  // rank 0: the segment it made
   std::istringstream in(decision.substr(3));
   in >> name;
@@ -293,22 +236,13 @@ std::unique_ptr<ShmAllreduce> ShmAllreduce::negotiate(c10d::Store& store, int ra
     } catch (const std::exception&) {
     }
     if (pid0 != std::to_string(pids[0])) pid0.clear();  // the decision disagrees with rank 0's own post
-    base = open_segment(name, pid0, size, &problem);
+    base = open_shm_segment(name, pid0, size, &problem);
   }
   if (!problem.empty() && problem.rfind("refused", 0) == 0)
     std::cerr << "ddp_worker: warning: rank " << rank << " " << problem
               << "; sums stay on Gloo (someone who can reach the store wrote into it? see docs/security.md)"
               << std::endl;
-  store.set(prefix + "ok/" + std::to_string(rank), bytes(problem.empty() ? "1" : "0 " + problem));
-  std::vector<std::string> ok_keys;
-  for (int r = 0; r < world; ++r) ok_keys.push_back(prefix + "ok/" + std::to_string(r));
-  store.wait(ok_keys, timeout);
-  std::string failed;
-  for (int r = 0; r < world && failed.empty(); ++r) {
-    const std::string ok = text(store.get(ok_keys[r]));
-    if (ok != "1")
-      failed = "rank " + std::to_string(r) + " " + (ok.size() > 2 ? ok.substr(2) : "could not map " + name);
-  }
+  const std::string failed = agree_on_mapping(store, prefix, rank, world, timeout, problem, name);
   // The name goes once every rank has mapped it; after a failure rank 0
   // removes the segment it made (never one it did not make).
   const bool all_mapped = store.add(prefix + "mapped", 1) == world;
@@ -341,6 +275,96 @@ ShmAllreduce::~ShmAllreduce() {
 }
 
 size_t ShmAllreduce::segment_size(int world) { return segment_bytes(world); }
+
+// ---- shared buffers --------------------------------------------------------------
+
+struct ShmAllreduce::Areas {
+  Areas(int64_t id, char* base, size_t stride, size_t used, size_t bytes)
+      : id(id), base(base), stride(stride), used(used), bytes(bytes) {}
+  ~Areas() { ::munmap(base, bytes); }
+  Areas(const Areas&) = delete;
+  Areas& operator=(const Areas&) = delete;
+  const int64_t id;     // which shared_buffers call made it (the same on every rank)
+  char* const base;     // rank q's area starts at base + q * stride
+  const size_t stride;  // whole pages
+  const size_t used;    // bytes of an area that hold tensors
+  const size_t bytes;   // the mapping
+};
+
+std::vector<at::Tensor> ShmAllreduce::shared_buffers(c10d::Store& store, const std::vector<BufferSpec>& specs,
+                                                     std::string* why) {
+  auto none = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return std::vector<at::Tensor>{};
+  };
+  std::vector<size_t> offsets;
+  size_t used = 0;
+  for (const auto& b : specs) {
+    offsets.push_back(used);
+    used += (static_cast<size_t>(b.numel) * c10::elementSize(b.dtype) + kLine - 1) / kLine * kLine;
+  }
+  if (used == 0) return none("no buffer to share");
+  const size_t stride = (used + 4095) / 4096 * 4096, size = stride * static_cast<size_t>(world_);
+  const int64_t id = buffer_calls_++;
+  const std::string prefix = "ddp_shm/buffers/" + std::to_string(id) + "/";
+
+  // Rank 0 makes the segment and names it (or says why not); the others map
+  // it after open_shm_segment's checks; all agree, as in negotiate.
+  std::string name, problem;
+  char* base = nullptr;
+  if (rank_ == 0) {
+    std::random_device rd;
+    name = shm_segment_name_head(std::to_string(::getpid())) + std::to_string(rd());
+    base = static_cast<char*>(create_shm_segment(name, size));
+    if (!base) problem = "could not create a shared-memory segment of " + std::to_string(size) + " bytes in /dev/shm";
+    store.set(prefix + "name", bytes(base ? name : ""));
+  } else {
+    store.wait({prefix + "name"}, timeout_);
+    name = text(store.get(prefix + "name"));
+    if (name.empty()) problem = "saw rank 0 make no segment";
+    else base = static_cast<char*>(open_shm_segment(name, std::to_string(pids_[0]), size, &problem));
+  }
+  if (!problem.empty() && problem.rfind("refused", 0) == 0)
+    std::cerr << "ddp_worker: warning: rank " << rank_ << " " << problem
+              << "; DDP's buckets stay in private memory (someone who can reach the store wrote into it? see "
+                 "docs/security.md)"
+              << std::endl;
+  const std::string failed = agree_on_mapping(store, prefix, rank_, world_, timeout_, problem, name);
+  if (rank_ == 0 && base) ::shm_unlink(name.c_str());  // every rank has mapped it, or given up
+  if (!failed.empty()) {
+    if (base) ::munmap(base, size);
+    return none(failed + " (" + std::to_string(size) + " bytes for " + std::to_string(world_) + " ranks)");
+  }
+  auto areas = std::make_shared<Areas>(id, base, stride, used, size);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    areas_.erase(std::remove_if(areas_.begin(), areas_.end(), [](const auto& w) { return w.expired(); }),
+                 areas_.end());
+    areas_.push_back(areas);
+  }
+  std::vector<at::Tensor> out;
+  char* own = base + static_cast<size_t>(rank_) * stride;
+  for (size_t i = 0; i < specs.size(); ++i)
+    out.push_back(at::from_blob(own + offsets[i], {specs[i].numel}, [areas](void*) {},
+                                at::TensorOptions().dtype(specs[i].dtype)));
+  return out;
+}
+
+std::shared_ptr<ShmAllreduce::Areas> ShmAllreduce::areas_of(const at::Tensor& t, size_t* offset) const {
+  const char* p = static_cast<const char*>(t.data_ptr());
+  const size_t n = t.numel() * t.element_size();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& w : areas_) {
+    auto a = w.lock();
+    if (!a) continue;
+    const char* own = a->base + static_cast<size_t>(rank_) * a->stride;
+    if (p >= own && p + n <= own + a->used) {
+      *offset = static_cast<size_t>(p - own);
+      return a;
+    }
+  }
+  return nullptr;
+}
 
 bool ShmAllreduce::serves(const at::Tensor& t) {
   return t.defined() && t.device().is_cpu() && t.layout() == c10::kStrided && t.is_contiguous() &&
@@ -465,9 +489,69 @@ void sum_share(void* base, int world, int set, int rank, size_t lo, size_t hi, T
   }
 }
 
+// Share [lo, hi) of a shared buffer summed where it lies: rank q's values
+// at first + q * stride. Block by block the sum builds up in rank order
+// (((v0 + v1) + v2) + ...) in a buffer that stays in L1, then goes to every
+// rank's area: each value read once and each sum written once per rank.
+template <typename T>
+void sum_in_areas(char* first, size_t stride, int world, size_t lo, size_t hi) {
+  constexpr size_t kBlock = 2048;
+  T sum[kBlock];
+  auto of = [&](int q) { return reinterpret_cast<T*>(first + static_cast<size_t>(q) * stride); };
+  for (size_t b = lo; b < hi; b += kBlock) {
+    const size_t n = std::min(kBlock, hi - b);
+    const T* x0 = of(0) + b;
+    const T* x1 = of(1) + b;
+    for (size_t j = 0; j < n; ++j) sum[j] = x0[j] + x1[j];
+    for (int q = 2; q < world; ++q) {
+      const T* x = of(q) + b;
+      for (size_t j = 0; j < n; ++j) sum[j] += x[j];
+    }
+    for (int q = 0; q < world; ++q) std::memcpy(of(q) + b, sum, n * sizeof(T));
+  }
+}
+
 }  // namespace
 
+void ShmAllreduce::reduce_in_areas(const at::Tensor& t, const Areas& areas, size_t offset) {
+  RankLine* mine = line(base_, rank_);
+  mine->numel = t.numel();
+  mine->dtype = static_cast<int64_t>(t.scalar_type());
+  mine->areas = areas.id;
+  mine->offset = static_cast<int64_t>(offset);
+  // Once every rank has arrived their values are final; after the second
+  // barrier every share's sum is in every area, and no rank writes into
+  // another's area again before the next call's first barrier.
+  arrive_and_wait(++epoch_);
+  check_same_collective();
+  const auto [lo, hi] = share_of(static_cast<size_t>(t.numel()), world_, rank_);
+  char* first = areas.base + offset;
+  if (t.scalar_type() == at::kFloat) sum_in_areas<float>(first, areas.stride, world_, lo, hi);
+  else sum_in_areas<double>(first, areas.stride, world_, lo, hi);
+  arrive_and_wait(++epoch_);
+}
+
+void ShmAllreduce::check_same_collective() const {
+  const RankLine* mine = line(base_, rank_);
+  for (int r = 0; r < world_; ++r) {
+    const RankLine* l = line(base_, r);
+    if (l->numel != mine->numel || l->dtype != mine->dtype)
+      throw std::runtime_error("rank " + std::to_string(r) + " reduces " + std::to_string(l->numel) +
+                               " elements of another type or count than this rank's " + std::to_string(mine->numel) +
+                               " (the ranks called different collectives)");
+    if (l->areas != mine->areas || l->offset != mine->offset)
+      throw std::runtime_error("rank " + std::to_string(r) + " reduces another tensor than this rank (" +
+                               (l->areas < 0 ? "a private one" : "shared buffer set " + std::to_string(l->areas)) +
+                               " against " +
+                               (mine->areas < 0 ? "a private one" : "shared buffer set " + std::to_string(mine->areas)) +
+                               ", byte offset " + std::to_string(l->offset) + " against " +
+                               std::to_string(mine->offset) + "; the ranks called different collectives)");
+  }
+}
+
 void ShmAllreduce::reduce(const at::Tensor& t) {
+  size_t offset = 0;
+  if (auto areas = areas_of(t, &offset)) return reduce_in_areas(t, *areas, offset);
   const size_t elem = t.element_size();
   const size_t total = static_cast<size_t>(t.numel());
   const size_t per_chunk = kChunk / elem;
@@ -475,6 +559,8 @@ void ShmAllreduce::reduce(const at::Tensor& t) {
   RankLine* mine = line(base_, rank_);
   mine->numel = t.numel();
   mine->dtype = static_cast<int64_t>(t.scalar_type());
+  mine->areas = -1;
+  mine->offset = -1;
   for (size_t done = 0; done < total; done += per_chunk) {
     const size_t count = std::min(per_chunk, total - done);
     // The two slot sets alternate over every chunk of every call: a rank
@@ -490,15 +576,7 @@ void ShmAllreduce::reduce(const at::Tensor& t) {
     std::memcpy(own_slot, chunk, lo * elem);
     std::memcpy(own_slot + hi * elem, chunk + hi * elem, (count - hi) * elem);
     arrive_and_wait(++epoch_);
-    if (first) {
-      for (int r = 0; r < world_; ++r) {
-        const RankLine* l = line(base_, r);
-        if (l->numel != mine->numel || l->dtype != mine->dtype)
-          throw std::runtime_error("rank " + std::to_string(r) + " reduces " + std::to_string(l->numel) +
-                                   " elements of another type or count than this rank's " +
-                                   std::to_string(mine->numel) + " (the ranks called different collectives)");
-      }
-    }
+    if (first) check_same_collective();
     if (elem == 4) sum_share<float>(base_, world_, set, rank_, lo, hi, reinterpret_cast<float*>(chunk));
     else sum_share<double>(base_, world_, set, rank_, lo, hi, reinterpret_cast<double*>(chunk));
     arrive_and_wait(++epoch_);

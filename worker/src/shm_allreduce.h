@@ -10,7 +10,10 @@
 // their slots) into the tensor and into its slot, then copies the other
 // shares' sums from their ranks' slots: two barriers per chunk, no thread in
 // between, and with 2 ranks each rank moves 4 bytes per byte of the tensor
-// (copying the whole chunk in and its whole sum out moved 5.5).
+// (copying the whole chunk in and its whole sum out moved 5.5). Tensors made
+// by shared_buffers (DDP's buckets) need no slots: every rank's copy lies in
+// a segment all ranks map, so rank r sums share r straight from every rank's
+// copy and writes the sum into each (2 bytes moved per byte with 2 ranks).
 //
 // Sums run in rank order (((r0 + r1) + r2) + ...), the same on every rank,
 // so results are identical across ranks; with 2 ranks they are bit-for-bit
@@ -91,8 +94,26 @@ class ShmAllreduce {
   // same answer on every rank for the same call).
   static bool serves(const at::Tensor& t);
 
+  // Tensors the ranks sum in place in shared memory, without the copies
+  // through the slots (DDP's buckets). Collective: every rank calls it at
+  // the same point with the same specs. Rank 0 makes one segment with an
+  // area per rank, each holding the tensors at the same offsets, and every
+  // rank maps all the areas. Returns this rank's tensors (zeros), or none on
+  // every rank, with `why` set, when some rank cannot make or map the
+  // segment (a /dev/shm too small for world x the buffers). The memory stays
+  // mapped while a tensor on it lives.
+  struct BufferSpec {
+    int64_t numel;
+    at::ScalarType dtype;
+  };
+  std::vector<at::Tensor> shared_buffers(c10d::Store& store, const std::vector<BufferSpec>& specs,
+                                         std::string* why);
+
   // Queues an in-place sum of `t` over the ranks; collectives run one at a
-  // time in the order queued, on this object's thread.
+  // time in the order queued, on this object's thread. A tensor of
+  // shared_buffers (the same one on every rank) is summed where it is: rank
+  // r sums share r of it from every rank's area, in rank order, and writes
+  // the sum into every area (with 2 ranks 2 bytes moved per byte, not 4).
   std::shared_ptr<LocalWork> allreduce_async(const at::Tensor& t);
   // The last collective queued (null when none): barrier() waits for it.
   std::shared_ptr<LocalWork> last() const;
@@ -102,10 +123,16 @@ class ShmAllreduce {
     at::Tensor tensor;
     std::shared_ptr<LocalWork> work;
   };
+  struct Areas;  // one segment of shared_buffers
   ShmAllreduce(int rank, int world, std::chrono::milliseconds timeout, void* base, size_t bytes,
                std::vector<int> pids);
   void run();
   void reduce(const at::Tensor& t);
+  // The areas holding `t` in this rank's area (null: none), and its offset there.
+  std::shared_ptr<Areas> areas_of(const at::Tensor& t, size_t* offset) const;
+  void reduce_in_areas(const at::Tensor& t, const Areas& areas, size_t offset);
+  // After the first barrier: every rank reduces what this one does.
+  void check_same_collective() const;
   void arrive_and_wait(uint64_t epoch);
   void check_peers(const char* during) const;
 
@@ -116,6 +143,9 @@ class ShmAllreduce {
   std::vector<int> pids_;  // each rank's pid, to tell a peer that exited
   uint64_t epoch_ = 0;
   uint64_t chunks_ = 0;  // chunks reduced so far (which slot set is next)
+
+  int buffer_calls_ = 0;                     // shared_buffers calls (store keys)
+  std::vector<std::weak_ptr<Areas>> areas_;  // under mu_
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

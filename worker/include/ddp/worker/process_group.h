@@ -25,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ddp/worker/env.h"
@@ -103,6 +104,12 @@ class ProcessGroup {
   // this machine (see worker/src/shm_allreduce.h). When not, why not.
   bool shared_memory_allreduce() const;
   const std::string& shared_memory_off_reason() const;
+  // With shared_memory_allreduce: zeroed CPU tensors of these sizes and
+  // dtypes that allreduce sums in place in shared memory, without copying
+  // them in and out (DDP's buckets). Collective when shared memory is on:
+  // every rank calls it at the same point with the same sizes. Empty when
+  // off, or when /dev/shm cannot hold world x their bytes (on every rank).
+  std::vector<at::Tensor> shared_buffers(const std::vector<std::pair<int64_t, at::ScalarType>>& sizes);
 
   // Blocking collectives; tensors must be dense and on device() (Gloo also
   // takes CPU tensors only). Mean is Sum followed by a division, because
