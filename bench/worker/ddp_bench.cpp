@@ -10,12 +10,13 @@
 //     configurations (bucket sizes, views); per DDP configuration also the
 //     timeline of a step (see Timeline).
 //   ddp-worker-bench allreduce [max_mb=N | sizes=bytes,bytes,...] [order=runtime-first] [compute_ms=N]
-//                              [iters=N] [runtime_only=1]
+//                              [iters=N] [runtime_only=1] [shared=1]
 //     allreduce time by message size: ddp::worker::ProcessGroup::allreduce
 //     against the raw c10d backend it wraps (ProcessGroupGloo, or
 //     ProcessGroupNCCL with DDP_BACKEND=nccl), the order alternating;
 //     iters=N calls per size; runtime_only=1: the runtime's alone, back to
-//     back (both columns then show it).
+//     back (both columns then show it); shared=1: the tensor from
+//     ProcessGroup::shared_buffers (as DDP's buckets), summed in place.
 //   ddp-worker-bench roof [ops=mm:MxKxN,conv3x3:BxCxSxO,...] [threads=N] [seconds=S]
 //     the practical FP32 roof of this machine through this LibTorch: GFLOP/s
 //     of a matrix product (its BLAS) and of a 3x3 convolution (oneDNN) on N
@@ -331,6 +332,11 @@ int allreduce_bench(int argc, char** argv) {
   const bool cuda = pg->device().is_cuda();
   for (size_t bytes : sizes) {
     auto t = torch::ones({static_cast<int64_t>(bytes / 4)}, torch::TensorOptions().device(pg->device()));
+    if (get_int(kv, "shared", 0) != 0) {
+      auto shared = pg->shared_buffers({{t.numel(), at::kFloat}});
+      if (shared.empty()) throw std::runtime_error("shared=1: no shared buffers (" + pg->shared_memory_off_reason() + ")");
+      t = shared[0];
+    }
     const int iters = get_int(kv, "iters", bytes <= (1 << 20) ? 60 : bytes <= (16 << 20) ? 16 : 6);
     std::vector<double> wrapped, direct;
     auto time_one = [&](bool through_runtime) {
