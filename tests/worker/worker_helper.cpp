@@ -12,6 +12,8 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cinttypes>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -157,6 +159,20 @@ int parity(int argc, char** argv) {
 // stay at the same address across steps (no copies), survive
 // Optimizer::zero_grad (whatever this LibTorch's default), zeroing in place
 // and set_to_none. views=0: a .grad the caller holds is updated in place.
+// The file behind the mapping that holds `p` (/proc/self/maps' last
+// column; "" for anonymous memory or none).
+std::string mapping_of(const void* p) {
+  std::ifstream maps("/proc/self/maps");
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  for (std::string l; std::getline(maps, l);) {
+    uintptr_t lo = 0, hi = 0;
+    if (std::sscanf(l.c_str(), "%" SCNxPTR "-%" SCNxPTR, &lo, &hi) != 2 || a < lo || a >= hi) continue;
+    const auto slash = l.find('/');
+    return slash == std::string::npos ? "" : l.substr(slash);
+  }
+  return "";
+}
+
 int views(int argc, char** argv) {
   auto kv = parse_kv(argc, argv);
   auto pg = init_process_group({}, argc, argv);
@@ -186,6 +202,11 @@ int views(int argc, char** argv) {
     std::cout << "views ok" << std::endl;
     return 0;
   }
+  // On one machine the buckets are shared memory, summed in place.
+  if (pg->shared_memory_allreduce())
+    for (auto& p : params)
+      check(mapping_of(p.grad().data_ptr()).rfind("/dev/shm/ddp-shm-", 0) == 0,
+            "a gradient lies in the shared buckets, not in " + mapping_of(p.grad().data_ptr()));
   for (const auto& b : ddp.buckets()) {
     const auto& idx = b.parameter_indices;
     for (size_t i = 1; i < idx.size(); ++i) {
