@@ -39,6 +39,28 @@ TEST_CASE("process group: on one machine float sums go through shared memory, bi
   }
 }
 
+TEST_CASE("process group: shared buffers take at most half of /dev/shm's free space") {
+  // Both ranks in a mount namespace of their own with an 8 MiB /dev/shm: the
+  // slots' segment takes 4 MiB of it, so about 2 MiB is the limit.
+  if (run({"unshare", "-m", "true"}, {}, 10).exit_code != 0) DDP_SKIP("unshare -m needs root here");
+  auto in_small_shm = [](const std::string& floats) {
+    return run({"unshare", "-m", "sh", "-c",
+                "mount -t tmpfs -o size=8m tmpfs /dev/shm && exec \"$0\" --standalone --use_env --nproc_per_node=2 --no_python "
+                "\"$1\" shm_room floats=" + floats,
+                bin_path("ddp-launch"), helper_path()},
+               {}, 60);
+  };
+  auto fits = in_small_shm("131072");  // 2 ranks x 0.5 MiB
+  INFO(fits.output);
+  CHECK(fits.exit_code == 0);
+  CHECK_THAT(fits.output, Catch::Contains("buffers on"));
+  auto big = in_small_shm("393216");  // 2 ranks x 1.5 MiB: free, but more than half of it
+  INFO(big.output);
+  CHECK(big.exit_code == 0);
+  CHECK_THAT(big.output, Catch::Contains("buffers off: rank 0 would take 3145728 of the") &&
+                             Catch::Contains("bytes free in /dev/shm (at most half)"));
+}
+
 TEST_CASE("process group: DDP_SHM_ALLREDUCE=0 keeps every rank's sums on Gloo", "[tsan]") {
   auto ranks = run_ranks(2, {"shm"}, {{"DDP_SHM_ALLREDUCE", "0"}});
   for (auto& r : ranks) {

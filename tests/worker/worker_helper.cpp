@@ -829,6 +829,29 @@ int shm(int argc, char** argv) {
   return 0;
 }
 
+// Shared buffers of floats=N floats: "buffers on" with their sum checked,
+// or "buffers off: <why>".
+int shm_room(int argc, char** argv) {
+  auto kv = parse_kv(argc, argv);
+  auto pg = init_process_group({}, argc, argv);
+  if (!pg->shared_memory_allreduce()) {
+    std::cout << "shm off: " << pg->shared_memory_off_reason() << std::endl;
+    return 0;
+  }
+  std::string why;
+  auto b = pg->shared_buffers({{std::stoll(arg(kv, "floats", "1024")), at::kFloat}}, &why);
+  if (b.empty()) {
+    std::cout << "buffers off: " << why << std::endl;
+    return 0;
+  }
+  const int w = pg->world_size();
+  b[0].fill_(pg->rank() + 1);
+  pg->allreduce(b[0]);
+  check(torch::equal(b[0], torch::full_like(b[0], w * (w + 1) / 2)), "the sum in a shared buffer");
+  std::cout << "buffers on" << std::endl;
+  return 0;
+}
+
 int interop(int argc, char** argv) {
   auto pg = init_process_group({}, argc, argv);
   auto t = torch::full({4}, static_cast<float>(pg->rank() + 1));
@@ -1006,6 +1029,7 @@ int main(int argc, char** argv) {
     if (mode == "mismatch") return mismatch(argc, argv);
     if (mode == "interop") return interop(argc, argv);
     if (mode == "shm") return shm(argc, argv);
+    if (mode == "shm_room") return shm_room(argc, argv);
     if (mode == "throw") return throw_mode(argc, argv);
     if (mode == "ckpt-loop") return ckpt_loop(argc, argv);
     if (mode == "train-forever") return train_forever(argc, argv);

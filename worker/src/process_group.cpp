@@ -395,14 +395,20 @@ const DistEnv& ProcessGroup::env() const { return impl_->env; }
 bool ProcessGroup::shared_memory_allreduce() const { return impl_->shm != nullptr; }
 const std::string& ProcessGroup::shared_memory_off_reason() const { return impl_->shm_off_reason; }
 
-std::vector<at::Tensor> ProcessGroup::shared_buffers(const std::vector<std::pair<int64_t, at::ScalarType>>& sizes) {
-  if (!impl_->shm) return {};
+std::vector<at::Tensor> ProcessGroup::shared_buffers(const std::vector<std::pair<int64_t, at::ScalarType>>& sizes,
+                                                     std::string* why) {
+  auto none = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return std::vector<at::Tensor>{};
+  };
+  if (!impl_->shm) return none("sums do not go through shared memory: " + impl_->shm_off_reason);
   std::vector<ShmAllreduce::BufferSpec> specs;
   for (const auto& [numel, dtype] : sizes) {
-    if (dtype != at::kFloat && dtype != at::kDouble) return {};  // the same answer on every rank
+    if (dtype != at::kFloat && dtype != at::kDouble)  // the same answer on every rank
+      return none(std::string("a buffer of ") + c10::toString(dtype) + " (only float32 and float64 are summed there)");
     specs.push_back({numel, dtype});
   }
-  return impl_->shm->shared_buffers(*impl_->store, specs, nullptr);
+  return impl_->shm->shared_buffers(*impl_->store, specs, why);
 }
 
 c10::intrusive_ptr<compat::Backend> native_backend(ProcessGroup& pg) { return pg.impl().backend; }

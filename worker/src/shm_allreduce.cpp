@@ -13,6 +13,7 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -313,10 +314,19 @@ std::vector<at::Tensor> ShmAllreduce::shared_buffers(c10d::Store& store, const s
   std::string name, problem;
   char* base = nullptr;
   if (rank_ == 0) {
-    std::random_device rd;
-    name = shm_segment_name_head(std::to_string(::getpid())) + std::to_string(rd());
-    base = static_cast<char*>(create_shm_segment(name, size));
-    if (!base) problem = "could not create a shared-memory segment of " + std::to_string(size) + " bytes in /dev/shm";
+    // /dev/shm is shared with every other program on the machine (and a
+    // container's is small): the buckets take at most half of what is free.
+    struct statvfs fs {};
+    const size_t free_bytes = ::statvfs("/dev/shm", &fs) == 0 ? fs.f_bavail * fs.f_frsize : 0;
+    if (size > free_bytes / 2) {
+      problem = "would take " + std::to_string(size) + " of the " + std::to_string(free_bytes) +
+                " bytes free in /dev/shm (at most half)";
+    } else {
+      std::random_device rd;
+      name = shm_segment_name_head(std::to_string(::getpid())) + std::to_string(rd());
+      base = static_cast<char*>(create_shm_segment(name, size));
+      if (!base) problem = "could not create a shared-memory segment of " + std::to_string(size) + " bytes in /dev/shm";
+    }
     store.set(prefix + "name", bytes(base ? name : ""));
   } else {
     store.wait({prefix + "name"}, timeout_);
@@ -333,7 +343,7 @@ std::vector<at::Tensor> ShmAllreduce::shared_buffers(c10d::Store& store, const s
   if (rank_ == 0 && base) ::shm_unlink(name.c_str());  // every rank has mapped it, or given up
   if (!failed.empty()) {
     if (base) ::munmap(base, size);
-    return none(failed + " (" + std::to_string(size) + " bytes for " + std::to_string(world_) + " ranks)");
+    return none(failed + " (" + std::to_string(world_) + " ranks x " + std::to_string(stride) + " bytes)");
   }
   auto areas = std::make_shared<Areas>(id, base, stride, used, size);
   {

@@ -99,9 +99,9 @@ class ShmAllreduce {
   // the same point with the same specs. Rank 0 makes one segment with an
   // area per rank, each holding the tensors at the same offsets, and every
   // rank maps all the areas. Returns this rank's tensors (zeros), or none on
-  // every rank, with `why` set, when some rank cannot make or map the
-  // segment (a /dev/shm too small for world x the buffers). The memory stays
-  // mapped while a tensor on it lives.
+  // every rank, with `why` set, when the segment would take more than half
+  // of /dev/shm's free space or some rank cannot make or map it. The memory
+  // stays mapped while a tensor on it lives.
   struct BufferSpec {
     int64_t numel;
     at::ScalarType dtype;

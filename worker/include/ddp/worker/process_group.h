@@ -107,9 +107,12 @@ class ProcessGroup {
   // With shared_memory_allreduce: zeroed CPU tensors of these sizes and
   // dtypes that allreduce sums in place in shared memory, without copying
   // them in and out (DDP's buckets). Collective when shared memory is on:
-  // every rank calls it at the same point with the same sizes. Empty when
-  // off, or when /dev/shm cannot hold world x their bytes (on every rank).
-  std::vector<at::Tensor> shared_buffers(const std::vector<std::pair<int64_t, at::ScalarType>>& sizes);
+  // every rank calls it at the same point with the same sizes. Empty (on
+  // every rank; `why` says why) when off, for a dtype other than float32 or
+  // float64, or when world x their bytes would take more than half of
+  // /dev/shm's free space.
+  std::vector<at::Tensor> shared_buffers(const std::vector<std::pair<int64_t, at::ScalarType>>& sizes,
+                                         std::string* why = nullptr);
 
   // Blocking collectives; tensors must be dense and on device() (Gloo also
   // takes CPU tensors only). Mean is Sum followed by a division, because
