@@ -333,8 +333,9 @@ int allreduce_bench(int argc, char** argv) {
   for (size_t bytes : sizes) {
     auto t = torch::ones({static_cast<int64_t>(bytes / 4)}, torch::TensorOptions().device(pg->device()));
     if (get_int(kv, "shared", 0) != 0) {
-      auto shared = pg->shared_buffers({{t.numel(), at::kFloat}});
-      if (shared.empty()) throw std::runtime_error("shared=1: no shared buffers (" + pg->shared_memory_off_reason() + ")");
+      std::string why;
+      auto shared = pg->shared_buffers({{t.numel(), at::kFloat}}, &why);
+      if (shared.empty()) throw std::runtime_error("shared=1: no shared buffers: " + why);
       t = shared[0];
     }
     const int iters = get_int(kv, "iters", bytes <= (1 << 20) ? 60 : bytes <= (16 << 20) ? 16 : 6);

@@ -76,7 +76,7 @@ Reducer::Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<at::Tensor> param
   }
   // On one machine the buckets live in shared memory, where the ranks sum
   // them in place (ProcessGroup::shared_buffers; empty: private memory).
-  const std::vector<at::Tensor> shared = pg_->device().is_cpu() ? pg_->shared_buffers(sizes) : std::vector<at::Tensor>{};
+  const std::vector<at::Tensor> shared = pg_->shared_buffers(sizes);
   for (size_t bi = 0; bi < buckets.size(); ++bi) {
     Bucket b;
     int64_t n = 0;
