@@ -134,3 +134,27 @@ TEST_CASE("shm trust: the negotiation of two ranks of this process still maps ra
   CHECK(a != nullptr);
   CHECK(b != nullptr);
 }
+
+TEST_CASE("shm trust: a shared-buffers segment that others may write is refused, and no buffer is made") {
+  // Two ranks of this process negotiate the slots; then rank 1 alone asks
+  // for DDP's buckets while the store says rank 0 made a segment that
+  // someone planted (named like rank 0's, mode 0666) and mapped it.
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  auto r0 = std::async(std::launch::async,
+                       [&] { return ShmAllreduce::negotiate(*store, 0, 2, std::chrono::milliseconds(5000), true, nullptr); });
+  auto r1 = std::async(std::launch::async,
+                       [&] { return ShmAllreduce::negotiate(*store, 1, 2, std::chrono::milliseconds(5000), true, nullptr); });
+  auto rank0 = r0.get();
+  auto rank1 = r1.get();
+  REQUIRE(rank0 != nullptr);
+  REQUIRE(rank1 != nullptr);
+  Planted seg(segment_name(::getpid()), 2 * 4096, 0666);  // 2 ranks x one page: the size 1024 floats take
+  store->set("ddp_shm/buffers/0/name", store_bytes(seg.name));
+  store->set("ddp_shm/buffers/0/ok/0", store_bytes("1"));
+  std::string why;
+  auto buffers = rank1->shared_buffers(*store, {{1024, at::kFloat}}, &why);
+  CHECK(buffers.empty());
+  CHECK_THAT(why, Catch::Contains("rank 1 refused the shared-memory segment " + seg.name) &&
+                      Catch::Contains("mode 0666"));
+  CHECK(seg.exists());  // not ours: left alone
+}
