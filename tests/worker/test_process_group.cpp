@@ -42,7 +42,8 @@ TEST_CASE("process group: on one machine float sums go through shared memory, bi
 TEST_CASE("process group: shared buffers take at most half of /dev/shm's free space") {
   // Both ranks in a mount namespace of their own with an 8 MiB /dev/shm: the
   // slots' segment takes 4 MiB of it, so about 2 MiB is the limit.
-  if (run({"unshare", "-m", "true"}, {}, 10).exit_code != 0) DDP_SKIP("unshare -m needs root here");
+  if (run({"unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /dev/shm"}, {}, 10).exit_code != 0)
+    DDP_SKIP("a mount namespace with a tmpfs of its own (unshare -m, mount) is not allowed here");
   auto in_small_shm = [](const std::string& floats) {
     return run({"unshare", "-m", "sh", "-c",
                 "mount -t tmpfs -o size=8m tmpfs /dev/shm && exec \"$0\" --standalone --use_env --nproc_per_node=2 --no_python "
