@@ -154,11 +154,6 @@ int parity(int argc, char** argv) {
   return 0;
 }
 
-// Gradients as bucket views: after a synced backward the gradients of a
-// bucket's parameters lie back to back in fill order (they are the bucket),
-// stay at the same address across steps (no copies), survive
-// Optimizer::zero_grad (whatever this LibTorch's default), zeroing in place
-// and set_to_none. views=0: a .grad the caller holds is updated in place.
 // The file behind the mapping that holds `p` (/proc/self/maps' last
 // column; "" for anonymous memory or none).
 std::string mapping_of(const void* p) {
@@ -173,6 +168,12 @@ std::string mapping_of(const void* p) {
   return "";
 }
 
+// Gradients as bucket views: after a synced backward the gradients of a
+// bucket's parameters lie back to back in fill order (they are the bucket),
+// stay at the same address across steps (no copies), survive
+// Optimizer::zero_grad (whatever this LibTorch's default), zeroing in place
+// and set_to_none, and on one machine lie in the shared-memory segment the
+// ranks sum them in. views=0: a .grad the caller holds is updated in place.
 int views(int argc, char** argv) {
   auto kv = parse_kv(argc, argv);
   auto pg = init_process_group({}, argc, argv);
