@@ -28,7 +28,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "train"))
-from bench_train import JOB_TIMEOUT_S, run_job  # noqa: E402  (one launcher + peak-RSS harness for every bench)
+from bench_train import add_job_timeout, run_job  # noqa: E402  (one launcher + peak-RSS harness for every bench)
 
 TOOLS = ("ddp-text", "python-text")
 
@@ -57,8 +57,7 @@ def main():
                                                        "--data_dir must be prepared already)")
     p.add_argument("--repeats", type=int, default=1, help="rounds (tools interleaved); the table shows medians")
     p.add_argument("--json", help="also write the rows as JSON here")
-    p.add_argument("--job_timeout", type=float, default=JOB_TIMEOUT_S,
-                   help="seconds after which a job is killed and the bench fails (default %(default)s)")
+    add_job_timeout(p)
     a = p.parse_args()
 
     ddp_text = os.path.join(a.build, "bin", "ddp-text")

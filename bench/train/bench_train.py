@@ -51,6 +51,11 @@ HAVE_GNU_TIME = os.access("/usr/bin/time", os.X_OK)
 JOB_TIMEOUT_S = 900
 
 
+def add_job_timeout(parser):
+    parser.add_argument("--job_timeout", type=float, default=JOB_TIMEOUT_S,
+                        help="seconds after which a job is killed and the bench fails (default %(default)s)")
+
+
 def run_job(name, nproc, program, args, build, work, env_extra, warmup_epochs=0, timeout=JOB_TIMEOUT_S):
     ckpt = os.path.join(work, f"{name}-{nproc}")
     rss_dir = os.path.join(work, f"{name}-{nproc}-rss")
@@ -137,8 +142,7 @@ def main():
     p.add_argument("--no_linear_as_conv", action="store_true", help="skip the Python --linear_as_conv variant")
     p.add_argument("--repeats", type=int, default=1, help="rounds (tools interleaved); the table shows medians")
     p.add_argument("--json", help="also write the rows as JSON here")
-    p.add_argument("--job_timeout", type=float, default=JOB_TIMEOUT_S,
-                   help="seconds after which a job is killed and the bench fails (default %(default)s)")
+    add_job_timeout(p)
     a = p.parse_args()
 
     if a.warmup_epochs >= a.epochs:
