@@ -67,16 +67,10 @@ Reducer::Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<at::Tensor> param
     const double exact = dtype == at::kFloat ? 16777216.0 : dtype == at::kDouble ? 9007199254740992.0 : 0;
     if (static_cast<double>(W) * static_cast<double>(P + 1) < exact) status_in_bucket_ = static_cast<size_t>(P + 2 * W);
   }
-  // Each bucket's elements (the status tail included) and dtype.
-  std::vector<std::pair<int64_t, at::ScalarType>> sizes;
-  for (size_t bi = 0; bi < buckets.size(); ++bi) {
-    int64_t n = bi + 1 == buckets.size() ? static_cast<int64_t>(status_in_bucket_) : 0;
-    for (size_t k : buckets[bi].params) n += params_.at(k).numel();
-    sizes.emplace_back(n, params_.at(buckets[bi].params.front()).scalar_type());
-  }
-  // On one machine the buckets live in shared memory, where the ranks sum
-  // them in place (ProcessGroup::shared_buffers; empty: private memory).
-  const std::vector<at::Tensor> shared = pg_->shared_buffers(sizes);
+  // Each bucket's layout first, then its memory: on one machine all buckets
+  // live in shared memory, where the ranks sum them in place
+  // (ProcessGroup::shared_buffers; empty: private memory).
+  std::vector<std::pair<int64_t, at::ScalarType>> sizes;  // elements (the status tail included), dtype
   for (size_t bi = 0; bi < buckets.size(); ++bi) {
     Bucket b;
     int64_t n = 0;
@@ -89,6 +83,14 @@ Reducer::Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<at::Tensor> param
       pos_in_bucket_[k] = pos;
     }
     b.grad_numel = n;
+    const int64_t tail = bi + 1 == buckets.size() ? static_cast<int64_t>(status_in_bucket_) : 0;
+    sizes.emplace_back(n + tail, params_.at(b.params.front()).scalar_type());
+    buckets_.push_back(std::move(b));
+    info_.push_back({buckets[bi].params, static_cast<size_t>(n), buckets[bi].bytes});
+  }
+  const std::vector<at::Tensor> shared = pg_->shared_buffers(sizes);
+  for (size_t bi = 0; bi < buckets_.size(); ++bi) {
+    Bucket& b = buckets_[bi];
     b.flat = shared.empty() ? at::zeros({sizes[bi].first}, params_.at(b.params.front()).options().requires_grad(false))
                             : shared[bi];
     // Aliases made with set_ rather than narrow().view(): an autograd view
@@ -100,8 +102,6 @@ Reducer::Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<at::Tensor> param
       v.set_(b.flat.storage(), b.flat.storage_offset() + b.offset[pos], p.sizes(), c10::contiguous_strides(p.sizes()));
       b.views.push_back(std::move(v));
     }
-    buckets_.push_back(std::move(b));
-    info_.push_back({buckets[bi].params, static_cast<size_t>(n), buckets[bi].bytes});
   }
   ready_.assign(params_.size(), 0);
   missing_.assign(params_.size(), 0);
