@@ -403,11 +403,7 @@ std::vector<at::Tensor> ProcessGroup::shared_buffers(const std::vector<std::pair
   };
   if (!impl_->shm) return none("sums do not go through shared memory: " + impl_->shm_off_reason);
   std::vector<ShmAllreduce::BufferSpec> specs;
-  for (const auto& [numel, dtype] : sizes) {
-    if (dtype != at::kFloat && dtype != at::kDouble)  // the same answer on every rank
-      return none(std::string("a buffer of ") + c10::toString(dtype) + " (only float32 and float64 are summed there)");
-    specs.push_back({numel, dtype});
-  }
+  for (const auto& [numel, dtype] : sizes) specs.push_back({numel, dtype});
   return impl_->shm->shared_buffers(*impl_->store, specs, why);
 }
 

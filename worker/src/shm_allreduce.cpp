@@ -191,8 +191,7 @@ std::unique_ptr<ShmAllreduce> ShmAllreduce::negotiate(c10d::Store& store, int ra
         pids += " " + pid;
       }
       if (reason.empty()) {
-        std::random_device rd;
-        name = shm_segment_name_head(std::to_string(::getpid())) + std::to_string(rd());
+        name = new_shm_segment_name();
         base = create_shm_segment(name, size);
         if (!base)
           reason = "rank 0 could not create a shared-memory segment of " + std::to_string(size) +
@@ -279,6 +278,13 @@ size_t ShmAllreduce::segment_size(int world) { return segment_bytes(world); }
 
 // ---- shared buffers --------------------------------------------------------------
 
+namespace {
+
+// The dtypes summed here (sum_share and sum_in_areas: float or double).
+bool sums(at::ScalarType t) { return t == at::kFloat || t == at::kDouble; }
+
+}  // namespace
+
 struct ShmAllreduce::Areas {
   Areas(int64_t id, char* base, size_t stride, size_t used, size_t bytes)
       : id(id), base(base), stride(stride), used(used), bytes(bytes) {}
@@ -301,6 +307,8 @@ std::vector<at::Tensor> ShmAllreduce::shared_buffers(c10d::Store& store, const s
   std::vector<size_t> offsets;
   size_t used = 0;
   for (const auto& b : specs) {
+    if (!sums(b.dtype))  // the same answer on every rank: they pass the same specs
+      return none(std::string("a buffer of ") + c10::toString(b.dtype) + " (only float32 and float64 are summed here)");
     offsets.push_back(used);
     used += (static_cast<size_t>(b.numel) * c10::elementSize(b.dtype) + kLine - 1) / kLine * kLine;
   }
@@ -322,8 +330,7 @@ std::vector<at::Tensor> ShmAllreduce::shared_buffers(c10d::Store& store, const s
       problem = "would take " + std::to_string(size) + " of the " + std::to_string(free_bytes) +
                 " bytes free in /dev/shm (at most half)";
     } else {
-      std::random_device rd;
-      name = shm_segment_name_head(std::to_string(::getpid())) + std::to_string(rd());
+      name = new_shm_segment_name();
       base = static_cast<char*>(create_shm_segment(name, size));
       if (!base) problem = "could not create a shared-memory segment of " + std::to_string(size) + " bytes in /dev/shm";
     }
@@ -378,7 +385,7 @@ std::shared_ptr<ShmAllreduce::Areas> ShmAllreduce::areas_of(const at::Tensor& t,
 
 bool ShmAllreduce::serves(const at::Tensor& t) {
   return t.defined() && t.device().is_cpu() && t.layout() == c10::kStrided && t.is_contiguous() &&
-         (t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble) && t.numel() > 0;
+         sums(t.scalar_type()) && t.numel() > 0;
 }
 
 std::shared_ptr<LocalWork> ShmAllreduce::allreduce_async(const at::Tensor& t) {

@@ -9,11 +9,16 @@
 
 #include <cerrno>
 #include <cstring>
+#include <random>
 #include <sstream>
 
 namespace ddp::worker {
 
 std::string shm_segment_name_head(const std::string& pid0) { return "/ddp-shm-" + pid0 + "-"; }
+
+std::string new_shm_segment_name() {
+  return shm_segment_name_head(std::to_string(::getpid())) + std::to_string(std::random_device{}());
+}
 
 namespace {
 
