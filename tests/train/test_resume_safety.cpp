@@ -14,6 +14,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -35,9 +36,12 @@ namespace {
 // ddp-launch sets; TORCHELASTIC_RESTART_COUNT as after `restart` restarts),
 // on the small data directory (the cases here are about the checkpoint
 // directory, not the data).
-ProcResult train(const std::vector<std::string>& args, int restart = 0) {
-  std::vector<std::string> argv = {bin_path("ddp-train"), "--max_steps=2", "--log_interval=1000",
-                                   "--data_dir=" + small_fashion_dir()};
+// `wrapper` goes before the program (`sh -c ...; exec "$@"`).
+ProcResult train(const std::vector<std::string>& args, int restart = 0,
+                 const std::vector<std::string>& wrapper = {}) {
+  std::vector<std::string> argv = wrapper;
+  argv.insert(argv.end(), {bin_path("ddp-train"), "--max_steps=2", "--log_interval=1000",
+                           "--data_dir=" + small_fashion_dir()});
   argv.insert(argv.end(), args.begin(), args.end());
   return run(argv,
              {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "1"},
@@ -150,9 +154,32 @@ TEST_CASE("an unwritable checkpoint directory fails before training with one mes
   const auto r = train({"--epochs=1", "--checkpoint_dir=/proc/self"});
   INFO(r.output);
   CHECK(r.exit_code == 1);
-  CHECK_THAT(r.output, Catch::Contains("checkpoint directory '/proc/self' is not writable (creating temp file "
-                                       "'/proc/self/.ddp-loop-write-test.tmp.") &&
-                           Catch::Contains("pass a writable --checkpoint_dir"));
+  CHECK_THAT(r.output, Catch::Contains("checkpoint directory '/proc/self' is not writable (creating its lock file "
+                                       "'/proc/self/.ddp-loop.lock': No such file or directory); pass a writable "
+                                       "--checkpoint_dir"));
+  CHECK_THAT(r.output, !Catch::Contains("epoch 1/1"));
+}
+
+// The lock file opens (an earlier run made it) but nothing more fits: the
+// probe written after taking the lock finds that before any training.
+TEST_CASE("a full checkpoint directory fails before training with one message",
+          "[train][e2e][errors][program-logic]") {
+  DDP_REQUIRE_FASHION_DATA();
+  if (run({"unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=16k tmpfs /mnt"}, {}, 10).exit_code != 0)
+    DDP_SKIP("a mount namespace with a tmpfs of its own (unshare -m, mount) is not allowed here");
+  TempDir tmp;
+  const std::string dir = tmp.file("full");
+  fs::create_directories(dir);
+  const auto r = train({"--epochs=1", "--checkpoint_dir=" + dir}, 0,
+                       {"unshare", "-m", "--propagation", "private", "sh", "-c",
+                        "mount -t tmpfs -o size=16k tmpfs \"$0\" && : > \"$0/.ddp-loop.lock\" && "
+                        "{ cat /dev/zero > \"$0/fill\"; } 2>/dev/null; exec \"$@\"",
+                        dir});
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("checkpoint directory '" + dir + "' is not writable (") &&
+                           Catch::Contains("/.ddp-loop-write-test.tmp.") &&
+                           Catch::Contains("No space left on device); pass a writable --checkpoint_dir"));
   CHECK_THAT(r.output, !Catch::Contains("epoch 1/1"));
 }
 
@@ -269,8 +296,17 @@ TEST_CASE("two runs never share a checkpoint directory: its lock names the holde
     REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
     const std::string holder = "pid " + std::to_string(::getpid()) + " on host testhost\n";
     REQUIRE(::write(fd, holder.data(), holder.size()) == static_cast<ssize_t>(holder.size()));
+    // ... and writes nothing there first: a file the refused run made
+    // before taking the lock is one the holder may remove as a dead
+    // writer's (stop 43's CI: the refused run's probe vanished under it).
+    // The directory's mtime, set far back, shows any entry made or removed.
+    const timespec long_ago[2] = {{1000000000, 0}, {1000000000, 0}};
+    REQUIRE(::utimensat(AT_FDCWD, dir.c_str(), long_ago, 0) == 0);
     const auto r = train({"--epochs=1", "--checkpoint_dir=" + dir});
     ::close(fd);
+    struct stat after {};
+    REQUIRE(::stat(dir.c_str(), &after) == 0);
+    CHECK(after.st_mtim.tv_sec == 1000000000);
     INFO(r.output);
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.output, Catch::Contains("checkpoint directory '" + dir + "' is in use by another training run (pid " +

@@ -31,8 +31,8 @@ std::string this_host() {
 CheckpointDirLock::CheckpointDirLock(const std::string& dir) : path_(checkpoint_lock_path(dir)) {
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0)
-    throw std::runtime_error("cannot open the lock file '" + path_ + "' of checkpoint directory '" + dir +
-                             "': " + std::strerror(errno) + "; pass a writable --checkpoint_dir");
+    throw std::runtime_error("checkpoint directory '" + dir + "' is not writable (creating its lock file '" +
+                             path_ + "': " + std::strerror(errno) + "); pass a writable --checkpoint_dir");
   int rc;
   while ((rc = ::flock(fd_, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
   }

@@ -62,13 +62,15 @@ std::unique_ptr<CheckpointDirLock> prepare_checkpoint_dir(const TrainOptions& o,
     if (ec)
       throw std::runtime_error("cannot create checkpoint directory '" + dir + "': " + ec.message() +
                                "; pass a writable --checkpoint_dir");
+    // The lock comes first: the probe's files are ones a run holding the
+    // lock removes as a dead writer's (remove_stale_temp_files).
+    lock = std::make_unique<CheckpointDirLock>(dir);
     try {
       probe_writable(dir, "ddp-loop-write-test");
     } catch (const ddp::AtomicWriteError& e) {
       throw std::runtime_error("checkpoint directory '" + dir + "' is not writable (" + e.what() +
                                "); pass a writable --checkpoint_dir");
     }
-    lock = std::make_unique<CheckpointDirLock>(dir);
     for (const auto& name : remove_stale_temp_files(dir))
       log << "removed '" << (fs::path(dir) / name).string()
           << "', left by a " << o.program << " killed while writing it" << std::endl;

@@ -19,8 +19,9 @@ class CheckpointDirLock {
   // Takes the lock of `dir` (which must exist) without waiting. Throws
   // std::runtime_error: "checkpoint directory 'D' is in use by another
   // training run (pid 123 on host h holds D/.ddp-loop.lock); wait for it
-  // to finish or pass another --checkpoint_dir", or naming the errno when
-  // the lock file cannot be opened.
+  // to finish or pass another --checkpoint_dir", or "checkpoint directory
+  // 'D' is not writable (creating its lock file ...: <errno>); pass a
+  // writable --checkpoint_dir" when the lock file cannot be opened.
   explicit CheckpointDirLock(const std::string& dir);
   ~CheckpointDirLock();
   CheckpointDirLock(const CheckpointDirLock&) = delete;
