@@ -193,7 +193,7 @@ def main():
     print()
     print("forward includes zero_grad; backward = until autograd finished; end wait = from then until the averaged "
           "gradients are in .grad (the allreduces still running + the status exchange); per bucket (in launch order): "
-          "size, delay from its last gradient to its launch (includes the 1/world scaling), allreduce time from "
+          "size, delay from its last gradient to its launch (on Gloo and NCCL it includes the 1/world scaling; through shared memory the allreduce does that), allreduce time from "
           "launch to completion. The local row is the same model without DDP: the difference in backward is what "
           "the allreduces running beside autograd (and the hooks) cost it.")
     print()

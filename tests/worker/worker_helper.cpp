@@ -753,6 +753,27 @@ int collectives(int argc, char** argv) {
   return 0;
 }
 
+// allreduce_async(target, k) of x: its first k elements averaged, the rest
+// summed, bit for bit the sum in rank order of every rank's x with its
+// first k elements divided by the world size (Tensor::div_, as DDP's
+// gradients before a plain sum). k of 0, a part (the shares split it), all
+// but the last (DDP's status tail) and all.
+void check_averaged(ProcessGroup& pg, const at::Tensor& x, at::Tensor target, const std::string& what) {
+  const auto xs = all_gather(pg, x);
+  for (const int64_t k : {int64_t{0}, x.numel() / 3, x.numel() - 1, x.numel()}) {
+    target.copy_(x);
+    pg.allreduce_async(target, k).wait();
+    at::Tensor expected;
+    for (const auto& xq : xs) {
+      auto v = xq.clone();
+      v.narrow(0, 0, k).div_(pg.world_size());
+      expected = expected.defined() ? expected + v : v;
+    }
+    check(torch::equal(target, expected),
+          what + ", its first " + std::to_string(k) + " elements averaged, is the average and sum in rank order");
+  }
+}
+
 // Float sums through shared memory against the same sums through Gloo and
 // the sum in rank order: sizes of one element (shares of 0 elements on most
 // ranks) to several 1 MiB chunks with a part one, float and double, blocking
@@ -762,6 +783,11 @@ int shm(int argc, char** argv) {
   const int r = pg->rank(), w = pg->world_size();
   if (!pg->shared_memory_allreduce()) {
     std::cout << "shm off: " << pg->shared_memory_off_reason() << std::endl;
+    for (int64_t n : {3, 262149}) {
+      torch::manual_seed(static_cast<uint64_t>(r));
+      const auto x = torch::randn({n});
+      check_averaged(*pg, x, x.clone(), "a sum of " + std::to_string(n) + " elements on Gloo");
+    }
     return 0;
   }
   std::cout << "shm on" << std::endl;
@@ -784,6 +810,7 @@ int shm(int argc, char** argv) {
     auto in_order = xs[0].clone();
     for (size_t q = 1; q < xs.size(); ++q) in_order += xs[q];
     check(torch::equal(viashm, in_order), what + " is the sum in rank order");
+    check_averaged(*pg, x, x.clone(), what + " through the slots");
     for (const auto& other : all_gather(pg, viashm)) check(torch::equal(other, viashm), what + " is the same on every rank");
     inputs.push_back(x);
     expected.push_back(viashm);
@@ -816,6 +843,8 @@ int shm(int argc, char** argv) {
       check(torch::equal(shared[i], expected[i]), "the sum of " + std::to_string(cases[i].first) +
                                                       " elements in a shared buffer is the one through the slots");
   }
+  for (size_t i = 0; i < shared.size(); ++i)
+    check_averaged(*pg, inputs[i], shared[i], "the sum of " + std::to_string(cases[i].first) + " elements in a shared buffer");
   barrier(pg);
   // Ranks that reduce different buffers fail together, naming both.
   try {

@@ -537,13 +537,18 @@ void AsyncWork::on_completion(std::function<void()> f) {
   after_ = std::make_shared<c10::intrusive_ptr<c10::ivalue::Future>>(std::move(then));
 }
 
-AsyncWork ProcessGroup::allreduce_async(at::Tensor& tensor) {
+AsyncWork ProcessGroup::allreduce_async(at::Tensor& tensor, int64_t averaged) {
   check_tensor(*this, tensor, "allreduce");
   if (!tensor.is_contiguous()) throw std::invalid_argument(describe("allreduce", tensor) + ": tensor must be contiguous");
+  if (averaged < 0 || averaged > tensor.numel())
+    throw std::invalid_argument(describe("allreduce", tensor) + ": cannot average its first " +
+                                std::to_string(averaged) + " elements");
   if (world_size() == 1) return done_at_once(describe("allreduce", tensor), rank());
   return recorded(*impl_, CollectiveKind::Allreduce, tensor_bytes(tensor), [&] {
     if (impl_->shm && ShmAllreduce::serves(tensor))
-      return AsyncWork(impl_->shm->allreduce_async(tensor), describe("shared-memory allreduce", tensor), rank());
+      return AsyncWork(impl_->shm->allreduce_async(tensor, static_cast<size_t>(averaged)),
+                       describe("shared-memory allreduce", tensor), rank());
+    if (averaged > 0) tensor.view(-1).narrow(0, 0, averaged).div_(world_size());
     std::vector<at::Tensor> v{tensor};
     c10d::AllreduceOptions o;
     o.reduceOp = c10d::ReduceOp::SUM;

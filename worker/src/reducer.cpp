@@ -248,14 +248,12 @@ void Reducer::mark_ready(size_t k) {
 }
 
 void Reducer::launch_ready_buckets() {
-  const int world = pg_->world_size();
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     auto& b = buckets_[next_bucket_];
-    // Averaging as one pass over the bucket before the sum (the same result
-    // as dividing each gradient: one multiply per element either way).
-    if (world > 1) b.flat.narrow(0, 0, b.grad_numel).div_(world);
+    // The gradients are averaged (the status tail summed) by the allreduce:
+    // through shared memory in its own pass over the bucket, not one more.
     if (status_in_bucket_ && next_bucket_ + 1 == buckets_.size()) write_status_tail();
-    b.work = pg_->allreduce_async(b.flat);
+    b.work = pg_->allreduce_async(b.flat, b.grad_numel);
     b.launched = true;
     record(DDPEvent::Kind::BucketLaunched, next_bucket_);
     if (opt_.record_events) {

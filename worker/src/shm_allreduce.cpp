@@ -388,11 +388,11 @@ bool ShmAllreduce::serves(const at::Tensor& t) {
          sums(t.scalar_type()) && t.numel() > 0;
 }
 
-std::shared_ptr<LocalWork> ShmAllreduce::allreduce_async(const at::Tensor& t) {
+std::shared_ptr<LocalWork> ShmAllreduce::allreduce_async(const at::Tensor& t, size_t averaged) {
   auto work = std::make_shared<LocalWork>();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back({t, work});
+    queue_.push_back({t, averaged, work});
     last_ = work;
   }
   cv_.notify_one();
@@ -418,7 +418,7 @@ void ShmAllreduce::run() {
     try {
       if (broken_)
         throw std::runtime_error("an earlier shared-memory allreduce of this group failed, so the ranks are out of step");
-      reduce(job.tensor);
+      reduce(job.tensor, job.averaged);
     } catch (...) {
       broken_ = true;
       error = std::current_exception();
@@ -506,12 +506,32 @@ void sum_share(void* base, int world, int set, int rank, size_t lo, size_t hi, T
   }
 }
 
+// What each rank's value becomes before the sum: itself, or divided by the
+// world size (`averaged` elements). The division is a true one, as
+// Tensor::div_'s, so the result is the one of every rank dividing its
+// values before a plain sum, bit for bit; for a power-of-two world the
+// exact reciprocal's product is the same number and cheaper.
+struct AsIs {
+  template <typename T>
+  T operator()(T x) const { return x; }
+};
+template <typename T>
+struct DividedBy {
+  T world;
+  T operator()(T x) const { return x / world; }
+};
+template <typename T>
+struct TimesExactReciprocal {
+  T reciprocal;
+  T operator()(T x) const { return x * reciprocal; }
+};
+
 // Share [lo, hi) of a shared buffer summed where it lies: rank q's values
 // at first + q * stride. Block by block the sum builds up in rank order
 // (((v0 + v1) + v2) + ...) in a buffer that stays in L1, then goes to every
 // rank's area: each value read once and each sum written once per rank.
-template <typename T>
-void sum_in_areas(char* first, size_t stride, int world, size_t lo, size_t hi) {
+template <typename T, typename Value>
+void sum_in_areas(char* first, size_t stride, int world, size_t lo, size_t hi, Value value) {
   constexpr size_t kBlock = 2048;
   T sum[kBlock];
   auto of = [&](int q) { return reinterpret_cast<T*>(first + static_cast<size_t>(q) * stride); };
@@ -519,18 +539,31 @@ void sum_in_areas(char* first, size_t stride, int world, size_t lo, size_t hi) {
     const size_t n = std::min(kBlock, hi - b);
     const T* x0 = of(0) + b;
     const T* x1 = of(1) + b;
-    for (size_t j = 0; j < n; ++j) sum[j] = x0[j] + x1[j];
+    for (size_t j = 0; j < n; ++j) sum[j] = value(x0[j]) + value(x1[j]);
     for (int q = 2; q < world; ++q) {
       const T* x = of(q) + b;
-      for (size_t j = 0; j < n; ++j) sum[j] += x[j];
+      for (size_t j = 0; j < n; ++j) sum[j] += value(x[j]);
     }
     for (int q = 0; q < world; ++q) std::memcpy(of(q) + b, sum, n * sizeof(T));
   }
 }
 
+// [lo, hi) with its elements below `averaged` averaged, the rest summed.
+template <typename T>
+void sum_or_average_in_areas(char* first, size_t stride, int world, size_t lo, size_t hi, size_t averaged) {
+  const size_t split = std::clamp(averaged, lo, hi);
+  if (lo < split) {
+    if ((world & (world - 1)) == 0)
+      sum_in_areas<T>(first, stride, world, lo, split, TimesExactReciprocal<T>{T(1) / static_cast<T>(world)});
+    else
+      sum_in_areas<T>(first, stride, world, lo, split, DividedBy<T>{static_cast<T>(world)});
+  }
+  if (split < hi) sum_in_areas<T>(first, stride, world, split, hi, AsIs{});
+}
+
 }  // namespace
 
-void ShmAllreduce::reduce_in_areas(const at::Tensor& t, const Areas& areas, size_t offset) {
+void ShmAllreduce::reduce_in_areas(const at::Tensor& t, const Areas& areas, size_t offset, size_t averaged) {
   RankLine* mine = line(base_, rank_);
   mine->numel = t.numel();
   mine->dtype = static_cast<int64_t>(t.scalar_type());
@@ -543,8 +576,8 @@ void ShmAllreduce::reduce_in_areas(const at::Tensor& t, const Areas& areas, size
   check_same_collective();
   const auto [lo, hi] = share_of(static_cast<size_t>(t.numel()), world_, rank_);
   char* first = areas.base + offset;
-  if (t.scalar_type() == at::kFloat) sum_in_areas<float>(first, areas.stride, world_, lo, hi);
-  else sum_in_areas<double>(first, areas.stride, world_, lo, hi);
+  if (t.scalar_type() == at::kFloat) sum_or_average_in_areas<float>(first, areas.stride, world_, lo, hi, averaged);
+  else sum_or_average_in_areas<double>(first, areas.stride, world_, lo, hi, averaged);
   arrive_and_wait(++epoch_);
 }
 
@@ -566,9 +599,10 @@ void ShmAllreduce::check_same_collective() const {
   }
 }
 
-void ShmAllreduce::reduce(const at::Tensor& t) {
+void ShmAllreduce::reduce(const at::Tensor& t, size_t averaged) {
   size_t offset = 0;
-  if (auto areas = areas_of(t, &offset)) return reduce_in_areas(t, *areas, offset);
+  if (auto areas = areas_of(t, &offset)) return reduce_in_areas(t, *areas, offset, averaged);
+  if (averaged > 0) t.view(-1).narrow(0, 0, static_cast<int64_t>(averaged)).div_(world_);
   const size_t elem = t.element_size();
   const size_t total = static_cast<size_t>(t.numel());
   const size_t per_chunk = kChunk / elem;

@@ -114,23 +114,27 @@ class ShmAllreduce {
   // shared_buffers (the same one on every rank) is summed where it is: rank
   // r sums share r of it from every rank's area, in rank order, and writes
   // the sum into every area (with 2 ranks 2 bytes moved per byte, not 4).
-  std::shared_ptr<LocalWork> allreduce_async(const at::Tensor& t);
+  // The first `averaged` elements are averaged instead: each rank's values
+  // divided by the world size, then summed (DDP's gradients; the same bits
+  // as dividing before a plain sum), in the same pass for a shared buffer.
+  std::shared_ptr<LocalWork> allreduce_async(const at::Tensor& t, size_t averaged = 0);
   // The last collective queued (null when none): barrier() waits for it.
   std::shared_ptr<LocalWork> last() const;
 
  private:
   struct Job {
     at::Tensor tensor;
+    size_t averaged = 0;
     std::shared_ptr<LocalWork> work;
   };
   struct Areas;  // one segment of shared_buffers
   ShmAllreduce(int rank, int world, std::chrono::milliseconds timeout, void* base, size_t bytes,
                std::vector<int> pids);
   void run();
-  void reduce(const at::Tensor& t);
+  void reduce(const at::Tensor& t, size_t averaged);
   // The areas holding `t` in this rank's area (null: none), and its offset there.
   std::shared_ptr<Areas> areas_of(const at::Tensor& t, size_t* offset) const;
-  void reduce_in_areas(const at::Tensor& t, const Areas& areas, size_t offset);
+  void reduce_in_areas(const at::Tensor& t, const Areas& areas, size_t offset, size_t averaged);
   // After the first barrier: every rank reduces what this one does.
   void check_same_collective() const;
   void arrive_and_wait(uint64_t epoch);

@@ -122,8 +122,13 @@ class ProcessGroup {
   std::vector<at::Tensor> all_gather(const at::Tensor& tensor);
   void barrier();
 
-  // Async variants (Sum only for allreduce); used by DDP's buckets.
-  AsyncWork allreduce_async(at::Tensor& tensor);
+  // Async variants (Sum only for allreduce); used by DDP's buckets. The
+  // first `averaged` elements of the allreduce are averaged instead: every
+  // rank's values divided by the world size, then summed, bit for bit what
+  // dividing the tensor before the sum gives (DDP's gradients, before the
+  // summed status tail). Through shared memory the division is part of the
+  // sum's own pass over a shared buffer.
+  AsyncWork allreduce_async(at::Tensor& tensor, int64_t averaged = 0);
   AsyncWork broadcast_async(at::Tensor& tensor, int root = 0);
   // Async Sum of a small CPU tensor among the ranks, without touching the
   // GPU: on Gloo the group itself; on NCCL a Gloo group beside it, created by

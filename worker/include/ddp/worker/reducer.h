@@ -27,9 +27,10 @@
 // One synced backward, the same steps on every rank so that collectives are
 // always issued in the same order:
 //   1. Each hook makes sure its gradient is in its bucket slice; a complete
-//      bucket is scaled by 1 / world_size (one pass over the bucket) and
-//      starts its async allreduce while backward continues, buckets strictly
-//      in index order.
+//      bucket starts its async allreduce, which averages the gradients
+//      (each rank's divided by world_size, then summed: through shared
+//      memory in the sum's own pass), while backward continues, buckets
+//      strictly in index order.
 //   2. At the end of backward (an engine callback), or at once when a hook
 //      throws, every bucket not launched yet is filled (a parameter without
 //      a fresh gradient contributes its .grad, or zeros) and launched. With
