@@ -47,19 +47,27 @@ TEST_CASE("process group: shared buffers take at most half of /dev/shm's free sp
   auto in_small_shm = [](const std::string& floats) {
     return run({"unshare", "-m", "sh", "-c",
                 "mount -t tmpfs -o size=8m tmpfs /dev/shm && exec \"$0\" --standalone --use_env --nproc_per_node=2 --no_python "
-                "\"$1\" shm_room floats=" + floats,
+                "\"$1\" shm_room ddp=1 floats=" + floats,
                 bin_path("ddp-launch"), helper_path()},
                {}, 60);
   };
   auto fits = in_small_shm("131072");  // 2 ranks x 0.5 MiB
   INFO(fits.output);
   CHECK(fits.exit_code == 0);
-  CHECK_THAT(fits.output, Catch::Contains("buffers on"));
+  CHECK_THAT(fits.output, Catch::Contains("buffers on") && Catch::Contains("ddp step done"));
+  CHECK_THAT(fits.output, !Catch::Contains("stay in private memory"));
   auto big = in_small_shm("393216");  // 2 ranks x 1.5 MiB: free, but more than half of it
   INFO(big.output);
   CHECK(big.exit_code == 0);
   CHECK_THAT(big.output, Catch::Contains("buffers off: rank 0 would take 3145728 of the") &&
                              Catch::Contains("bytes free in /dev/shm (at most half)"));
+  // DDP's buckets then stay private, still summed right, and rank 0 says why
+  // and what to do, once.
+  CHECK_THAT(big.output, Catch::Contains("ddp step done"));
+  const std::string note = "ddp_worker: note: DDP's gradient buckets stay in private memory: rank 0 would take ";
+  CHECK_THAT(big.output, Catch::Contains(note) && Catch::Contains("bytes); each sum through shared memory then "
+                                                                  "copies them in and out (more room in /dev/shm"));
+  CHECK(big.output.find(note) == big.output.rfind(note));
 }
 
 TEST_CASE("process group: DDP_SHM_ALLREDUCE=0 keeps every rank's sums on Gloo", "[tsan]") {

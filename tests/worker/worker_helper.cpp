@@ -860,7 +860,8 @@ int shm(int argc, char** argv) {
 }
 
 // Shared buffers of floats=N floats: "buffers on" with their sum checked,
-// or "buffers off: <why>".
+// or "buffers off: <why>". Then, with ddp=1, a DDP whose one bucket holds
+// N floats (their own buffers gone first), and a step.
 int shm_room(int argc, char** argv) {
   auto kv = parse_kv(argc, argv);
   auto pg = init_process_group({}, argc, argv);
@@ -868,17 +869,26 @@ int shm_room(int argc, char** argv) {
     std::cout << "shm off: " << pg->shared_memory_off_reason() << std::endl;
     return 0;
   }
+  const int64_t floats = std::stoll(arg(kv, "floats", "1024"));
   std::string why;
-  auto b = pg->shared_buffers({{std::stoll(arg(kv, "floats", "1024")), at::kFloat}}, &why);
+  auto b = pg->shared_buffers({{floats, at::kFloat}}, &why);
   if (b.empty()) {
     std::cout << "buffers off: " << why << std::endl;
-    return 0;
+  } else {
+    const int w = pg->world_size();
+    b[0].fill_(pg->rank() + 1);
+    pg->allreduce(b[0]);
+    check(torch::equal(b[0], torch::full_like(b[0], w * (w + 1) / 2)), "the sum in a shared buffer");
+    std::cout << "buffers on" << std::endl;
   }
-  const int w = pg->world_size();
-  b[0].fill_(pg->rank() + 1);
-  pg->allreduce(b[0]);
-  check(torch::equal(b[0], torch::full_like(b[0], w * (w + 1) / 2)), "the sum in a shared buffer");
-  std::cout << "buffers on" << std::endl;
+  b.clear();
+  if (arg(kv, "ddp", "0") == "1") {
+    torch::nn::Linear net(floats / 64, 64);
+    DistributedDataParallel ddp(net.ptr(), pg);
+    ddp.forward<torch::nn::LinearImpl>(torch::ones({2, floats / 64})).sum().backward();
+    check(torch::allclose(net->bias.grad(), torch::full({64}, 2.0f)), "the averaged gradient");
+    std::cout << "ddp step done" << std::endl;
+  }
   return 0;
 }
 

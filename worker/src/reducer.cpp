@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <iostream>
 #include <sstream>
 #include <stdexcept>
 
@@ -88,11 +89,10 @@ Reducer::Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<at::Tensor> param
     buckets_.push_back(std::move(b));
     info_.push_back({buckets[bi].params, static_cast<size_t>(n), buckets[bi].bytes});
   }
-  const std::vector<at::Tensor> shared = pg_->shared_buffers(sizes);
+  const std::vector<at::Tensor> memory = bucket_memory(sizes);
   for (size_t bi = 0; bi < buckets_.size(); ++bi) {
     Bucket& b = buckets_[bi];
-    b.flat = shared.empty() ? at::zeros({sizes[bi].first}, params_.at(b.params.front()).options().requires_grad(false))
-                            : shared[bi];
+    b.flat = memory[bi];
     // Aliases made with set_ rather than narrow().view(): an autograd view
     // as .grad would make Optimizer::zero_grad's detach_() throw.
     at::NoGradGuard no_grad;
@@ -106,6 +106,23 @@ Reducer::Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<at::Tensor> param
   ready_.assign(params_.size(), 0);
   missing_.assign(params_.size(), 0);
   used_.assign(params_.size(), 0);
+}
+
+std::vector<at::Tensor> Reducer::bucket_memory(const std::vector<std::pair<int64_t, at::ScalarType>>& sizes) const {
+  std::string why;
+  std::vector<at::Tensor> memory = pg_->shared_buffers(sizes, &why);
+  if (!memory.empty()) return memory;
+  const bool summed_there = std::all_of(sizes.begin(), sizes.end(), [](const auto& s) {
+    return s.second == at::kFloat || s.second == at::kDouble;
+  });
+  if (pg_->shared_memory_allreduce() && summed_there && pg_->rank() == 0)
+    std::cerr << "ddp_worker: note: DDP's gradient buckets stay in private memory: " << why
+              << "; each sum through shared memory then copies them in and out (more room in /dev/shm, "
+                 "a container's is often 64 MiB: docker run --shm-size, lets the ranks sum them in place)"
+              << std::endl;
+  for (size_t bi = 0; bi < buckets_.size(); ++bi)
+    memory.push_back(at::zeros({sizes[bi].first}, params_.at(buckets_[bi].params.front()).options().requires_grad(false)));
+  return memory;
 }
 
 void Reducer::install_hooks() {

@@ -121,6 +121,10 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<at::Tensor> params, std::vector<std::string> names,
           const std::vector<AssignedBucket>& buckets, ReducerOptions options);
   void install_hooks();
+  // Every bucket's memory, zeroed (elements, dtype each): shared memory the
+  // ranks sum in place, or private memory (rank 0 says why when that costs
+  // copies: the sums would have gone through shared memory).
+  std::vector<at::Tensor> bucket_memory(const std::vector<std::pair<int64_t, at::ScalarType>>& sizes) const;
 
   // The only places that move data between .grad and the buckets.
   const at::Tensor& bucket_view(size_t k) const;
