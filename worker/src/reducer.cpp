@@ -109,6 +109,7 @@ Reducer::Reducer(std::shared_ptr<ProcessGroup> pg, std::vector<at::Tensor> param
 }
 
 std::vector<at::Tensor> Reducer::bucket_memory(const std::vector<std::pair<int64_t, at::ScalarType>>& sizes) const {
+  if (sizes.empty()) return {};  // nothing to reduce (every parameter frozen)
   std::string why;
   std::vector<at::Tensor> memory = pg_->shared_buffers(sizes, &why);
   if (!memory.empty()) return memory;

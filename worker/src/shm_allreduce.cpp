@@ -480,6 +480,56 @@ std::pair<size_t, size_t> share_of(size_t count, int world, int r) {
           count * static_cast<size_t>(r + 1) / static_cast<size_t>(world)};
 }
 
+// What each rank's value becomes before the sum: itself, or divided by the
+// world size (`averaged` elements). The division is a true one, as
+// Tensor::div_'s, so the result is the one of every rank dividing its
+// values before a plain sum, bit for bit; for a power-of-two world the
+// exact reciprocal's product is the same number and cheaper.
+struct AsIs {
+  template <typename T>
+  T operator()(T x) const { return x; }
+};
+template <typename T>
+struct DividedBy {
+  T world;
+  T operator()(T x) const { return x / world; }
+};
+template <typename T>
+struct TimesExactReciprocal {
+  T reciprocal;
+  T operator()(T x) const { return x * reciprocal; }
+};
+
+// Calls f with the functor that averages a value in a group of `world`.
+template <typename T, typename F>
+void with_averaging(int world, F&& f) {
+  if ((world & (world - 1)) == 0) f(TimesExactReciprocal<T>{T(1) / static_cast<T>(world)});
+  else f(DividedBy<T>{static_cast<T>(world)});
+}
+
+// dst[j] = src[j] for j in [begin, end), those below `averaged` averaged
+// (dst may be src: in place).
+template <typename T>
+void copy_averaging(T* dst, const T* src, size_t begin, size_t end, size_t averaged, int world) {
+  const size_t split = std::clamp(averaged, begin, end);
+  if (begin < split)
+    with_averaging<T>(world, [&](auto value) {
+      for (size_t j = begin; j < split; ++j) dst[j] = value(src[j]);
+    });
+  if (split < end && dst != src) std::memcpy(dst + split, src + split, (end - split) * sizeof(T));
+}
+
+// Before a chunk's first barrier: the shares the peers sum go into this
+// rank's slot while its own share stays in the chunk, the first `averaged`
+// elements of both averaged on the way (one pass: no division pass before
+// the copy).
+template <typename T>
+void stage_chunk(T* own_slot, T* chunk, size_t count, size_t lo, size_t hi, size_t averaged, int world) {
+  copy_averaging(own_slot, chunk, 0, lo, averaged, world);
+  copy_averaging(own_slot, chunk, hi, count, averaged, world);
+  copy_averaging(chunk, chunk, lo, hi, averaged, world);
+}
+
 // This rank's share [lo, hi) of a chunk, summed in rank order (((v0 + v1)
 // + v2) + ...; v_q: rank q's values, this rank's own from `data`, the
 // others' from their slots). The sum builds up in this rank's slot at the
@@ -505,26 +555,6 @@ void sum_share(void* base, int world, int set, int rank, size_t lo, size_t hi, T
     }
   }
 }
-
-// What each rank's value becomes before the sum: itself, or divided by the
-// world size (`averaged` elements). The division is a true one, as
-// Tensor::div_'s, so the result is the one of every rank dividing its
-// values before a plain sum, bit for bit; for a power-of-two world the
-// exact reciprocal's product is the same number and cheaper.
-struct AsIs {
-  template <typename T>
-  T operator()(T x) const { return x; }
-};
-template <typename T>
-struct DividedBy {
-  T world;
-  T operator()(T x) const { return x / world; }
-};
-template <typename T>
-struct TimesExactReciprocal {
-  T reciprocal;
-  T operator()(T x) const { return x * reciprocal; }
-};
 
 // Share [lo, hi) of a shared buffer summed where it lies: rank q's values
 // at first + q * stride. Block by block the sum builds up in rank order
@@ -552,12 +582,8 @@ void sum_in_areas(char* first, size_t stride, int world, size_t lo, size_t hi, V
 template <typename T>
 void sum_or_average_in_areas(char* first, size_t stride, int world, size_t lo, size_t hi, size_t averaged) {
   const size_t split = std::clamp(averaged, lo, hi);
-  if (lo < split) {
-    if ((world & (world - 1)) == 0)
-      sum_in_areas<T>(first, stride, world, lo, split, TimesExactReciprocal<T>{T(1) / static_cast<T>(world)});
-    else
-      sum_in_areas<T>(first, stride, world, lo, split, DividedBy<T>{static_cast<T>(world)});
-  }
+  if (lo < split)
+    with_averaging<T>(world, [&](auto value) { sum_in_areas<T>(first, stride, world, lo, split, value); });
   if (split < hi) sum_in_areas<T>(first, stride, world, split, hi, AsIs{});
 }
 
@@ -602,7 +628,6 @@ void ShmAllreduce::check_same_collective() const {
 void ShmAllreduce::reduce(const at::Tensor& t, size_t averaged) {
   size_t offset = 0;
   if (auto areas = areas_of(t, &offset)) return reduce_in_areas(t, *areas, offset, averaged);
-  if (averaged > 0) t.view(-1).narrow(0, 0, static_cast<int64_t>(averaged)).div_(world_);
   const size_t elem = t.element_size();
   const size_t total = static_cast<size_t>(t.numel());
   const size_t per_chunk = kChunk / elem;
@@ -624,8 +649,12 @@ void ShmAllreduce::reduce(const at::Tensor& t, size_t averaged) {
     // The peers need this rank's values for their shares (and this rank
     // their sums of them, after the second barrier).
     const auto [lo, hi] = share_of(count, world_, rank_);
-    std::memcpy(own_slot, chunk, lo * elem);
-    std::memcpy(own_slot + hi * elem, chunk + hi * elem, (count - hi) * elem);
+    const size_t averaged_here = averaged > done ? std::min(averaged - done, count) : 0;
+    if (elem == 4)
+      stage_chunk(reinterpret_cast<float*>(own_slot), reinterpret_cast<float*>(chunk), count, lo, hi, averaged_here, world_);
+    else
+      stage_chunk(reinterpret_cast<double*>(own_slot), reinterpret_cast<double*>(chunk), count, lo, hi, averaged_here,
+                  world_);
     arrive_and_wait(++epoch_);
     if (first) check_same_collective();
     if (elem == 4) sum_share<float>(base_, world_, set, rank_, lo, hi, reinterpret_cast<float*>(chunk));

@@ -116,7 +116,8 @@ class ShmAllreduce {
   // the sum into every area (with 2 ranks 2 bytes moved per byte, not 4).
   // The first `averaged` elements are averaged instead: each rank's values
   // divided by the world size, then summed (DDP's gradients; the same bits
-  // as dividing before a plain sum), in the same pass for a shared buffer.
+  // as dividing before a plain sum): in the sum's own pass for a shared
+  // buffer, in the copy into the slots otherwise, never a pass of its own.
   std::shared_ptr<LocalWork> allreduce_async(const at::Tensor& t, size_t averaged = 0);
   // The last collective queued (null when none): barrier() waits for it.
   std::shared_ptr<LocalWork> last() const;

@@ -126,8 +126,8 @@ class ProcessGroup {
   // first `averaged` elements of the allreduce are averaged instead: every
   // rank's values divided by the world size, then summed, bit for bit what
   // dividing the tensor before the sum gives (DDP's gradients, before the
-  // summed status tail). Through shared memory the division is part of the
-  // sum's own pass over a shared buffer.
+  // summed status tail). Through shared memory the division is part of a
+  // pass the sum makes anyway (over a shared buffer, or into the slots).
   AsyncWork allreduce_async(at::Tensor& tensor, int64_t averaged = 0);
   AsyncWork broadcast_async(at::Tensor& tensor, int root = 0);
   // Async Sum of a small CPU tensor among the ranks, without touching the
