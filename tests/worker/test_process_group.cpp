@@ -62,7 +62,7 @@ TEST_CASE("process group: shared buffers take at most half of /dev/shm's free sp
   CHECK_THAT(big.output, Catch::Contains("buffers off: rank 0 would take 3145728 of the") &&
                              Catch::Contains("bytes free in /dev/shm (at most half)"));
   // DDP's buckets then stay private, still summed right, and rank 0 says why
-  // and what to do, once.
+  // and what to do, once (and nothing for a DDP without buckets, in both).
   CHECK_THAT(big.output, Catch::Contains("ddp step done"));
   const std::string note = "ddp_worker: note: DDP's gradient buckets stay in private memory: rank 0 would take ";
   CHECK_THAT(big.output, Catch::Contains(note) && Catch::Contains("bytes); each sum through shared memory then "

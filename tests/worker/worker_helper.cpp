@@ -883,6 +883,10 @@ int shm_room(int argc, char** argv) {
   }
   b.clear();
   if (arg(kv, "ddp", "0") == "1") {
+    // Every parameter frozen: no bucket, so no memory to ask for (and nothing to note).
+    torch::nn::Linear frozen(4, 4);
+    for (auto& p : frozen->parameters()) p.requires_grad_(false);
+    DistributedDataParallel none(frozen.ptr(), pg);
     torch::nn::Linear net(floats / 64, 64);
     DistributedDataParallel ddp(net.ptr(), pg);
     ddp.forward<torch::nn::LinearImpl>(torch::ones({2, floats / 64})).sum().backward();
