@@ -278,12 +278,8 @@ size_t ShmAllreduce::segment_size(int world) { return segment_bytes(world); }
 
 // ---- shared buffers --------------------------------------------------------------
 
-namespace {
-
-// The dtypes summed here (sum_share and sum_in_areas: float or double).
-bool sums(at::ScalarType t) { return t == at::kFloat || t == at::kDouble; }
-
-}  // namespace
+// sum_share and sum_in_areas are written for float and double.
+bool ShmAllreduce::sums(at::ScalarType t) { return t == at::kFloat || t == at::kDouble; }
 
 struct ShmAllreduce::Areas {
   Areas(int64_t id, char* base, size_t stride, size_t used, size_t bytes)

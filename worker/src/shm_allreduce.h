@@ -90,6 +90,8 @@ class ShmAllreduce {
   // The segment's size for a group of `world` ranks.
   static size_t segment_size(int world);
 
+  // The dtypes summed here: float32 and float64.
+  static bool sums(at::ScalarType dtype);
   // Whether this tensor takes the shared-memory path (dtype and layout; the
   // same answer on every rank for the same call).
   static bool serves(const at::Tensor& t);
