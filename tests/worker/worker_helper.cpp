@@ -845,6 +845,17 @@ int shm(int argc, char** argv) {
   }
   for (size_t i = 0; i < shared.size(); ++i)
     check_averaged(*pg, inputs[i], shared[i], "the sum of " + std::to_string(cases[i].first) + " elements in a shared buffer");
+  // A count outside the tensor is refused on the calling rank, before any collective.
+  for (const int64_t bad : {int64_t{-1}, shared[1].numel() + 1}) {
+    try {
+      pg->allreduce_async(shared[1], bad);
+      check(false, "averaging " + std::to_string(bad) + " elements of 3 is refused");
+    } catch (const std::invalid_argument& e) {
+      const std::string what = e.what();
+      check(what.find(": cannot average its first " + std::to_string(bad) + " elements") != std::string::npos,
+            "the refusal names the count: " + what);
+    }
+  }
   barrier(pg);
   // Ranks that reduce different buffers fail together, naming both.
   try {
