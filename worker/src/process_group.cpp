@@ -127,33 +127,6 @@ DeviceChoice resolve_device(const InitOptions& opt, const DistEnv& env) {
   }
 }
 
-// The longest timeout: INT_MAX milliseconds (24.8 days), the longest wait
-// poll(2) takes, so no layer that hands it on in int milliseconds overflows.
-// Larger values are refused, not clamped, as Python refuses them
-// (timedelta(seconds=1e20) is an OverflowError before torch sees it); 1e20
-// used to wrap around into a negative timeout.
-constexpr long long kMaxTimeoutMs = 2147483647;
-
-std::chrono::milliseconds resolve_timeout(const InitOptions& opt) {
-  auto t = opt.timeout;
-  if (t == InitOptions::kDefaultTimeout) {
-    if (auto env = get_env("DDP_TIMEOUT_S")) {
-      // Seconds in, seconds out: 0 and anything that rounds to 0 ms are
-      // refused here, in the variable's own unit (the timers count whole ms).
-      const double s = parse_seconds(*env, "DDP_TIMEOUT_S");
-      if (std::llround(s * 1000.0) < 1 || s * 1000.0 > static_cast<double>(kMaxTimeoutMs))
-        throw std::invalid_argument("DDP_TIMEOUT_S: " + *env + " is out of range, expected seconds from 0.001 to " +
-                                    std::to_string(kMaxTimeoutMs / 1000) + " (24.8 days)");
-      t = std::chrono::milliseconds(std::llround(s * 1000.0));
-    }
-  }
-  if (t.count() <= 0 || t.count() > kMaxTimeoutMs)
-    throw std::invalid_argument("InitOptions::timeout must be from 0.001 s to " +
-                                seconds_text(std::chrono::milliseconds(kMaxTimeoutMs)) + " (24.8 days), got " +
-                                seconds_text(t));
-  return t;
-}
-
 // DDP_SHM_ALLREDUCE: on unless a false spelling (0, false, no, off, any
 // case); unset or empty is on; anything else is refused at start.
 bool resolve_shm_allreduce() {
@@ -304,6 +277,33 @@ c10::intrusive_ptr<compat::Backend> make_nccl(const c10::intrusive_ptr<c10d::Sto
 #endif
 
 }  // namespace
+
+// The longest timeout: INT_MAX milliseconds (24.8 days), the longest wait
+// poll(2) takes, so no layer that hands it on in int milliseconds overflows.
+// Larger values are refused, not clamped, as Python refuses them
+// (timedelta(seconds=1e20) is an OverflowError before torch sees it); 1e20
+// used to wrap around into a negative timeout.
+constexpr long long kMaxTimeoutMs = 2147483647;
+
+std::chrono::milliseconds resolve_timeout(const InitOptions& opt) {
+  auto t = opt.timeout;
+  if (t == InitOptions::kDefaultTimeout) {
+    if (auto env = get_env("DDP_TIMEOUT_S")) {
+      // Seconds in, seconds out: 0 and anything that rounds to 0 ms are
+      // refused here, in the variable's own unit (the timers count whole ms).
+      const double s = parse_seconds(*env, "DDP_TIMEOUT_S");
+      if (std::llround(s * 1000.0) < 1 || s * 1000.0 > static_cast<double>(kMaxTimeoutMs))
+        throw std::invalid_argument("DDP_TIMEOUT_S: " + *env + " is out of range, expected seconds from 0.001 to " +
+                                    std::to_string(kMaxTimeoutMs / 1000) + " (24.8 days)");
+      t = std::chrono::milliseconds(std::llround(s * 1000.0));
+    }
+  }
+  if (t.count() <= 0 || t.count() > kMaxTimeoutMs)
+    throw std::invalid_argument("InitOptions::timeout must be from 0.001 s to " +
+                                seconds_text(std::chrono::milliseconds(kMaxTimeoutMs)) + " (24.8 days), got " +
+                                seconds_text(t));
+  return t;
+}
 
 std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options, int argc, char** argv) {
   return init_process_group(DistEnv::from_environment(argc, argv), options);

@@ -155,4 +155,9 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options = {}
 std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env,
                                                  const InitOptions& options);
 
+// The timeout init_process_group uses: options.timeout, or DDP_TIMEOUT_S
+// when that is left at the default. Throws std::invalid_argument, naming the
+// value and the range, outside 0.001 s to 2147483 s (24.8 days).
+std::chrono::milliseconds resolve_timeout(const InitOptions& options);
+
 }  // namespace ddp::worker
