@@ -13,5 +13,12 @@ install_and_build() {
   cmake --install "$build" --prefix "$work/prefix" >"$work/install.log"
   cmake -S "$example" -B "$work/build" -DCMAKE_BUILD_TYPE=Release "$@" \
     >"$work/configure.log" || { cat "$work/configure.log"; return 1; }
+  # The package this example installed, not another example's (whose test
+  # may delete and reinstall it meanwhile).
+  grep -q "^ddp_worker_DIR:PATH=$work/prefix/" "$work/build/CMakeCache.txt" || {
+    grep '^ddp_worker_DIR' "$work/build/CMakeCache.txt"
+    echo "install_and_build: the example found ddp_worker outside its own prefix $work/prefix" >&2
+    return 1
+  }
   cmake --build "$work/build" -j2
 }
