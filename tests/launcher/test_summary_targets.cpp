@@ -10,8 +10,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <filesystem>
 #include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 
 using namespace ddp::test;
@@ -96,10 +98,19 @@ TEST_CASE("summary_json: on a FIFO with a reader: the reader gets the summary, t
   TempDir out;
   const std::string fifo = out.file("s.json");
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-  Proc reader({"sh", "-c", "cat \"$0\" > \"$1\"", fifo, out.file("got")});
-  // The reader is there once its open of the FIFO waits (a writer's
-  // non-blocking open then succeeds).
-  REQUIRE(wait_until([&] { return fs::exists(out.file("got")); }, 30));
+  Proc reader({"sh", "-c", "exec cat \"$0\" > \"$1\"", fifo, out.file("got")});
+  // The reader is there once cat's open of the FIFO waits for a writer (a
+  // writer's non-blocking open then succeeds). "got" exists before cat runs:
+  // waiting for it alone let the launcher finish first now and then.
+  const std::string proc = "/proc/" + std::to_string(reader.pid());
+  // A kernel that hides wchan ("0") gets cat's exec and a pause instead.
+  REQUIRE(wait_until(
+      [&] {
+        const std::string wchan = read_file(proc + "/wchan");
+        return wchan == "wait_for_partner" || (wchan == "0" && read_file(proc + "/comm") == "cat\n");
+      },
+      30));
+  if (read_file(proc + "/wchan") == "0") std::this_thread::sleep_for(std::chrono::milliseconds(500));
   auto r = run({launcher(), "--standalone", "--nproc_per_node", "1", "--no_python", "--summary_json", fifo, "true"}, {},
                30);
   INFO(r.output);
