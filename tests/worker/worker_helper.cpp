@@ -265,7 +265,11 @@ int overlap(int argc, char** argv) {
     ddp.clear_events();
     ddp.forward(x).pow(2).mean().backward();
   }
-  std::ofstream f(arg(kv, "out", "/dev/stdout"));
+  // out=FILE: rank 0's events (the ranks' orders can differ; one file
+  // written by both would hold whichever rank wrote last, or a mix).
+  const std::string out = arg(kv, "out", "");
+  if (!out.empty() && pg->rank() != 0) return 0;
+  std::ofstream f(out.empty() ? "/dev/stdout" : out);
   for (size_t b = 0; b < ddp.buckets().size(); ++b) f << "B " << b << " " << ddp.buckets()[b].parameter_indices.size() << "\n";
   for (const auto& e : ddp.events()) {
     switch (e.kind) {
