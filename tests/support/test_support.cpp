@@ -201,4 +201,25 @@ bool pid_alive(pid_t pid) {
   return state != 'Z' && state != 'X';
 }
 
+namespace {
+
+void set_or_unset(const std::string& name, const std::optional<std::string>& value) {
+  if (value) ::setenv(name.c_str(), value->c_str(), 1);
+  else ::unsetenv(name.c_str());
+}
+
+}  // namespace
+
+ScopedEnv::ScopedEnv(const std::map<std::string, std::optional<std::string>>& vars) {
+  for (const auto& [name, value] : vars) {
+    const char* old = std::getenv(name.c_str());
+    saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
+    set_or_unset(name, value);
+  }
+}
+
+ScopedEnv::~ScopedEnv() {
+  for (const auto& [name, value] : saved_) set_or_unset(name, value);
+}
+
 }  // namespace ddp::test

@@ -83,4 +83,19 @@ void write_file(const std::string& path, const std::string& text, bool executabl
 // True when /proc/<pid> exists and is not a zombie.
 bool pid_alive(pid_t pid);
 
+// This process's environment for one scope: each variable set to its value,
+// or unset (nullopt); what was there before comes back on destruction.
+// For code under test that reads the environment in process.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(const std::map<std::string, std::optional<std::string>>& vars);
+  ScopedEnv(const std::string& name, const std::optional<std::string>& value) : ScopedEnv({{name, value}}) {}
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
 }  // namespace ddp::test

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ddp/worker/env.h"
+#include "test_support.h"
 
 using ddp::worker::DistEnv;
 
@@ -16,27 +17,19 @@ namespace {
 const char* const kVars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
                              "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT"};
 
-// Sets exactly the given torchrun variables for one test, restores on exit.
+// Exactly the given torchrun variables for one scope, the others of kVars
+// unset; restored on exit.
 class EnvScope {
  public:
-  explicit EnvScope(const std::map<std::string, std::optional<std::string>>& vars) {
-    for (const char* v : kVars) {
-      const char* old = std::getenv(v);
-      saved_[v] = old ? std::optional<std::string>(old) : std::nullopt;
-      ::unsetenv(v);
-    }
-    for (const auto& [k, v] : vars)
-      if (v) ::setenv(k.c_str(), v->c_str(), 1);
-  }
-  ~EnvScope() {
-    for (const auto& [k, v] : saved_) {
-      if (v) ::setenv(k.c_str(), v->c_str(), 1);
-      else ::unsetenv(k.c_str());
-    }
-  }
+  explicit EnvScope(const std::map<std::string, std::optional<std::string>>& vars) : scope_(exactly(vars)) {}
 
  private:
-  std::map<std::string, std::optional<std::string>> saved_;
+  static std::map<std::string, std::optional<std::string>> exactly(
+      std::map<std::string, std::optional<std::string>> vars) {
+    for (const char* v : kVars) vars.emplace(v, std::nullopt);  // emplace keeps a given value
+    return vars;
+  }
+  ddp::test::ScopedEnv scope_;
 };
 
 std::map<std::string, std::optional<std::string>> good() {
