@@ -10,6 +10,9 @@
 #include <fstream>
 #include <netinet/in.h>
 #include <poll.h>
+#include <mutex>
+#include <random>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <sys/socket.h>
@@ -161,17 +164,54 @@ bool wait_until(const std::function<bool()>& cond, double timeout_s) {
   return true;
 }
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+namespace {
+
+// A port nobody listens on now, on any address: bound without SO_REUSEADDR,
+// so one in TIME_WAIT is refused too.
+bool port_is_free(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   ::close(fd);
-  return ntohs(addr.sin_port);
+  return ok;
+}
+
+// The ports free_port() picks from: above Slurm's job ports (10000 + job id %
+// 20000, config/slurm.h) and outside the kernel's ephemeral range, which
+// bind(0) and every outgoing connect() on the machine draw from.
+std::vector<int> candidate_ports() {
+  int lo = 32768, hi = 60999;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> lo >> hi;
+  std::vector<int> ports;
+  for (int p = 30000; p <= 65535; ++p)
+    if (p < lo || p > hi) ports.push_back(p);
+  return ports;
+}
+
+}  // namespace
+
+int free_port() {
+  static std::mutex mutex;
+  const std::lock_guard<std::mutex> lock(mutex);
+  static const std::vector<int> candidates = candidate_ports();
+  static std::set<int> handed_out;  // this process's earlier picks: a test asks for two ports and gets two
+  static std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
+  if (candidates.size() > 2 * handed_out.size() + 100) {
+    std::uniform_int_distribution<std::size_t> pick(0, candidates.size() - 1);
+    for (int tries = 0; tries < 1000; ++tries) {
+      const int port = candidates[pick(rng)];
+      if (!handed_out.count(port) && port_is_free(port)) {
+        handed_out.insert(port);
+        return port;
+      }
+    }
+  }
+  throw std::runtime_error("free_port: no free TCP port outside the ephemeral range "
+                           "(/proc/sys/net/ipv4/ip_local_port_range) above 30000");
 }
 
 std::string read_file(const std::string& path) {

@@ -73,7 +73,10 @@ ProcResult run(const std::vector<std::string>& argv,
 // last value.
 bool wait_until(const std::function<bool()>& cond, double timeout_s);
 
-// A TCP port on 127.0.0.1 that was free a moment ago.
+// A TCP port that was free a moment ago, on every address, for a server the
+// test starts next: random, outside the kernel's ephemeral range (so no other
+// process's outgoing connection takes it in between) and Slurm's job ports,
+// never the same twice in one process. Throws when none is left.
 int free_port();
 
 // Whole file as a string ("" when missing).
