@@ -49,6 +49,11 @@ TEST_CASE("resolve: without OMP_NUM_THREADS each worker gets a share of the CPUs
   CHECK(plan->omp_threads >= 1);
   CHECK_THAT(notes.str(), Catch::Contains("OMP_NUM_THREADS is not set; each worker gets OMP_NUM_THREADS=" +
                                           std::to_string(plan->omp_threads)));
+  // The count's noun agrees with it: "1 worker", "2 workers".
+  CHECK_THAT(notes.str(), Catch::Contains(" / 1 worker). Set it to override."));
+  std::ostringstream out2, notes2;
+  REQUIRE(resolve_launch({"--standalone", "--nproc_per_node=2", "/bin/true"}, env, false, out2, notes2));
+  CHECK_THAT(notes2.str(), Catch::Contains(" / 2 workers). Set it to override."));
 }
 
 TEST_CASE("resolve: a --summary_json that could not be written is a usage error now, not after the run") {

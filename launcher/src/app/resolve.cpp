@@ -123,7 +123,8 @@ std::optional<LaunchPlan> resolve_launch(const std::vector<std::string>& args, c
   if (auto omp = default_omp_threads(env, host.cpus, plan.nproc)) {
     plan.omp_threads = *omp;
     notes << "ddp-launch: OMP_NUM_THREADS is not set; each worker gets OMP_NUM_THREADS=" << *omp << " ("
-          << host.cpus << " CPUs / " << plan.nproc << " workers). Set it to override." << std::endl;
+          << host.cpus << (host.cpus == 1 ? " CPU / " : " CPUs / ") << plan.nproc
+          << (plan.nproc == 1 ? " worker" : " workers") << "). Set it to override." << std::endl;
   }
   // After every check, so that a usage error stays the only line.
   for (const std::string& note : plan.opts.notes) notes << "ddp-launch: " << note << std::endl;
