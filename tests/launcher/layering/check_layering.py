@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The launcher's layering rules (docs/architecture.md, "Folders and layers").
+"""The launcher's layering rules (docs/architecture.md, "The launcher's folders and layers").
 
 Each folder of launcher/src and launcher/include/ddp/launcher is a layer. A
 file may include its own layer and the layers below it, never one above it
