@@ -1,5 +1,7 @@
 #include "test_support.h"
 
+#include "ddp/common/free_port.h"
+
 #include <arpa/inet.h>
 #include <cerrno>
 #include <csignal>
@@ -11,7 +13,6 @@
 #include <mutex>
 #include <netinet/in.h>
 #include <poll.h>
-#include <random>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -164,54 +165,27 @@ bool wait_until(const std::function<bool()>& cond, double timeout_s) {
   return true;
 }
 
-namespace {
+int free_port() {
+  static std::mutex mutex;
+  const std::lock_guard<std::mutex> lock(mutex);
+  static std::set<int> handed_out;  // this process's earlier picks: a test asks for two ports and gets two
+  const int port = ddp::pick_free_port([](int p) { return handed_out.count(p) == 0; });
+  handed_out.insert(port);
+  return port;
+}
 
-// A port nobody listens on now, on any address: bound without SO_REUSEADDR,
-// so one in TIME_WAIT is refused too.
-bool port_is_free(int port) {
+EphemeralRange::EphemeralRange() { std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> lo >> hi; }
+
+bool can_listen_on_any(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_ANY);
   addr.sin_port = htons(static_cast<uint16_t>(port));
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 && ::listen(fd, 1) == 0;
   ::close(fd);
   return ok;
-}
-
-// The ports free_port() picks from: above Slurm's job ports (10000 + job id %
-// 20000, config/slurm.h) and outside the kernel's ephemeral range, which
-// bind(0) and every outgoing connect() on the machine draw from.
-std::vector<int> candidate_ports() {
-  int lo = 32768, hi = 60999;
-  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> lo >> hi;
-  std::vector<int> ports;
-  for (int p = 30000; p <= 65535; ++p)
-    if (p < lo || p > hi) ports.push_back(p);
-  return ports;
-}
-
-}  // namespace
-
-int free_port() {
-  static std::mutex mutex;
-  const std::lock_guard<std::mutex> lock(mutex);
-  static const std::vector<int> candidates = candidate_ports();
-  static std::set<int> handed_out;  // this process's earlier picks: a test asks for two ports and gets two
-  static std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
-  if (handed_out.size() < candidates.size() / 2) {
-    std::uniform_int_distribution<std::size_t> pick(0, candidates.size() - 1);
-    for (int tries = 0; tries < 1000; ++tries) {
-      const int port = candidates[pick(rng)];
-      if (!handed_out.count(port) && port_is_free(port)) {
-        handed_out.insert(port);
-        return port;
-      }
-    }
-  }
-  throw std::runtime_error("free_port: no free TCP port outside the ephemeral range "
-                           "(/proc/sys/net/ipv4/ip_local_port_range) above 30000");
 }
 
 std::string read_file(const std::string& path) {

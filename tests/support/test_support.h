@@ -74,10 +74,22 @@ ProcResult run(const std::vector<std::string>& argv,
 bool wait_until(const std::function<bool()>& cond, double timeout_s);
 
 // A TCP port that was free a moment ago, on every address, for a server the
-// test starts next: random, outside the kernel's ephemeral range (so no other
-// process's outgoing connection takes it in between) and Slurm's job ports,
-// never the same twice in one process. Throws when none is left.
+// test starts next: ddp::pick_free_port (ddp-launch's own pick: random,
+// outside the kernel's ephemeral range, so no other process's outgoing
+// connection takes it in between, and above Slurm's job ports), never the
+// same twice in one process.
 int free_port();
+
+// The kernel's ephemeral port range (/proc/sys/net/ipv4/ip_local_port_range):
+// where bind(0) and outgoing connections get their ports.
+struct EphemeralRange {
+  int lo = 32768, hi = 60999;
+  EphemeralRange();
+  bool contains(int port) const { return port >= lo && port <= hi; }
+};
+
+// True when a TCP server could listen on `port` on 0.0.0.0 right now.
+bool can_listen_on_any(int port);
 
 // Whole file as a string ("" when missing).
 std::string read_file(const std::string& path);

@@ -1,0 +1,100 @@
+#include "ddp/common/free_port.h"
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <netinet/in.h>
+#include <stdexcept>
+#include <string>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <vector>
+
+namespace ddp {
+namespace {
+
+constexpr int kLowest = 30000;
+constexpr size_t kFewest = 1000;
+constexpr int kMaxTries = 200;
+
+// A socket bound to `port` on every address ([::], which covers 0.0.0.0 too;
+// 0.0.0.0 alone where IPv6 is off), without SO_REUSEADDR, so a port in
+// TIME_WAIT counts as taken; -1 when the bind fails.
+int bind_any(int port) {
+  int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_storage a{};
+  if (fd >= 0) {
+    auto& in6 = reinterpret_cast<sockaddr_in6&>(a);
+    in6.sin6_family = AF_INET6;
+    in6.sin6_port = htons(static_cast<uint16_t>(port));
+  } else {
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    auto& in4 = reinterpret_cast<sockaddr_in&>(a);
+    in4.sin_family = AF_INET;
+    in4.sin_port = htons(static_cast<uint16_t>(port));
+  }
+  const socklen_t len = a.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), len) != 0) {
+    const int e = errno;
+    ::close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+int port_of(int fd) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof(a);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return -1;
+  return ntohs(a.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6&>(a).sin6_port
+                                       : reinterpret_cast<sockaddr_in&>(a).sin_port);
+}
+
+std::vector<int> candidates() {
+  int lo = 32768, hi = 60999;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> lo >> hi;
+  std::vector<int> ports;
+  for (int p = kLowest; p <= 65535; ++p)
+    if (p < lo || p > hi) ports.push_back(p);
+  return ports;
+}
+
+// getrandom(2), not std::random_device (libstdc++'s calls arc4random: glibc
+// 2.36, above the wheel's platform tag).
+size_t random_index(size_t n) {
+  uint32_t bits = 0;
+  if (::getrandom(&bits, sizeof(bits), 0) != static_cast<ssize_t>(sizeof(bits)))
+    bits = static_cast<uint32_t>(::getpid()) * 2654435761u;
+  return bits % n;
+}
+
+}  // namespace
+
+int pick_free_port(const std::function<bool(int)>& usable) {
+  const std::vector<int> ports = candidates();
+  if (ports.size() >= kFewest) {
+    const size_t start = random_index(ports.size());
+    int tried = 0;
+    for (size_t i = 0; i < ports.size() && tried < kMaxTries; ++i) {
+      const int port = ports[(start + i) % ports.size()];
+      if (usable && !usable(port)) continue;
+      ++tried;
+      const int fd = bind_any(port);
+      if (fd < 0) continue;
+      ::close(fd);
+      return port;
+    }
+  }
+  const int fd = bind_any(0);
+  if (fd < 0) throw std::runtime_error(std::string("no free TCP port: ") + std::strerror(errno));
+  const int port = port_of(fd);
+  ::close(fd);
+  if (port <= 0) throw std::runtime_error(std::string("no free TCP port: getsockname: ") + std::strerror(errno));
+  return port;
+}
+
+}  // namespace ddp
