@@ -28,6 +28,7 @@
 //            [--is_host=auto|1|0] [--join_timeout=S] [--last_call_timeout=S]
 //            [--close_timeout=S] [--read_timeout=S] [--keep_alive_interval=S]
 //            [--keep_alive_max_attempt=N]
+#include "ddp/common/free_port.h"
 #include "rendezvous.h"
 #include "store_server.h"
 
@@ -173,24 +174,15 @@ std::string route_address(const std::string& host, int port) {
   return "";
 }
 
+// The workers' store port for a round: outside the kernel's ephemeral range
+// (ddp/common/free_port.h), so no other program's connection takes it before
+// rank 0 binds it.
 int free_port() {
-  const int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const bool v6 = fd >= 0;
-  const int s = v6 ? fd : ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_storage a{};
-  if (v6) {
-    reinterpret_cast<sockaddr_in6&>(a).sin6_family = AF_INET6;
-  } else {
-    reinterpret_cast<sockaddr_in&>(a).sin_family = AF_INET;
+  try {
+    return ddp::pick_free_port();
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("cannot find a free port for the workers' store: ") + e.what());
   }
-  if (::bind(s, reinterpret_cast<sockaddr*>(&a), len_of(a)) != 0) {
-    ::close(s);
-    throw std::runtime_error(std::string("cannot find a free port for the workers' store: ") + std::strerror(errno));
-  }
-  socklen_t len = sizeof(a);
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(s);
-  return ntohs(v6 ? reinterpret_cast<sockaddr_in6&>(a).sin6_port : reinterpret_cast<sockaddr_in&>(a).sin_port);
 }
 
 std::chrono::milliseconds ms(double s) { return std::chrono::milliseconds(static_cast<long long>(s * 1000)); }

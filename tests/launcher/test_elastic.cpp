@@ -114,9 +114,11 @@ TEST_CASE("c10d: two launchers meet at the endpoint, node ranks come from the re
     CHECK(env["TORCHELASTIC_RESTART_COUNT"] == "0");
     masters.insert(env["MASTER_ADDR"] + ":" + env["MASTER_PORT"]);
   }
-  // One workers' store for the round, not the rendezvous' own port.
+  // One workers' store for the round, not the rendezvous' own port, and outside the kernel's
+  // ephemeral range (ddp/common/free_port.h).
   REQUIRE(masters.size() == 1);
   CHECK(*masters.begin() != "127.0.0.1:" + std::to_string(job.port));
+  CHECK_FALSE(EphemeralRange().contains(std::atoi(job.env_of(0)["MASTER_PORT"].c_str())));
   CHECK_THAT(a.output(), Catch::Contains("round 0: this is node 0 of 2, ranks 0..1 of 4"));
   CHECK_THAT(b.output(), Catch::Contains("round 0: this is node 1 of 2, ranks 2..3 of 4"));
 }

@@ -533,6 +533,10 @@ TEST_CASE("standalone runs on a free port, --help and --version exit 0") {
   auto env = parse_env_dump(read_file(out.file("env.0")));
   CHECK(env["MASTER_PORT"] != "29500");
   CHECK(env["MASTER_PORT"] == parse_env_dump(read_file(out.file("env.1")))["MASTER_PORT"]);
+  // Outside the kernel's ephemeral range: no other program's outgoing connection can take it
+  // before rank 0's store binds it (ddp/common/free_port.h).
+  CHECK_FALSE(EphemeralRange().contains(std::atoi(env["MASTER_PORT"].c_str())));
+  CHECK(std::atoi(env["MASTER_PORT"].c_str()) >= 30000);
   CHECK(run({launcher(), "--help"}).exit_code == 0);
   CHECK_THAT(run({launcher(), "--version"}).output, Catch::StartsWith("ddp-launch "));
 }
@@ -550,6 +554,7 @@ TEST_CASE("rdzv-endpoint localhost:0 runs a one-node job on a free port that eve
     const int port = std::atoi(env0["MASTER_PORT"].c_str());
     CHECK(port > 0);
     CHECK(port <= 65535);
+    CHECK_FALSE(EphemeralRange().contains(port));
     CHECK(env0["MASTER_PORT"] == parse_env_dump(read_file(out.file("env.1")))["MASTER_PORT"]);
     if (spelling != "--master_port=0") CHECK(env0["MASTER_ADDR"] == "localhost");
   }

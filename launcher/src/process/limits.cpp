@@ -1,5 +1,6 @@
 #include "ddp/launcher/process/limits.h"
 
+#include "ddp/common/free_port.h"
 #include "ddp/launcher/config/options.h"
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 namespace ddp::launcher {
 
 int reserve_check_port(int port) {
+  if (port == 0) return pick_free_port();
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw std::runtime_error(std::string("socket failed: ") + std::strerror(errno));
   // TCPStore sets SO_REUSEADDR too, so a port in TIME_WAIT is not "in use".
@@ -23,7 +25,7 @@ int reserve_check_port(int port) {
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(port == 0 ? INADDR_LOOPBACK : INADDR_ANY);
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
   addr.sin_port = htons(static_cast<uint16_t>(port));
   if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     int e = errno;
@@ -34,10 +36,8 @@ int reserve_check_port(int port) {
                        "still alive); pick another --master_port or use --standalone for a free one");
     throw UsageError("--master_port " + std::to_string(port) + " cannot be used: " + std::strerror(e));
   }
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   ::close(fd);
-  return ntohs(addr.sin_port);
+  return port;
 }
 
 size_t launcher_fds_needed(const LogOptions& logs, int nproc) {

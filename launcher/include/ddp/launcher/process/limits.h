@@ -8,8 +8,9 @@
 
 namespace ddp::launcher {
 
-// A port on which a TCP server can listen right now: 0 asks the kernel for a
-// free one. Throws UsageError naming the port when it is taken.
+// A port on which a TCP server can listen right now: 0 picks a free one
+// outside the kernel's ephemeral range (ddp::pick_free_port). Throws
+// UsageError naming a given port when it is taken.
 int reserve_check_port(int port);
 
 // The open files a launch of nproc workers holds in the launcher: a relayed
