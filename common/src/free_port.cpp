@@ -19,24 +19,26 @@ constexpr int kLowest = 30000;
 constexpr size_t kFewest = 1000;
 constexpr int kMaxTries = 200;
 
-// A socket bound to `port` on every address ([::], which covers 0.0.0.0 too;
-// 0.0.0.0 alone where IPv6 is off), without SO_REUSEADDR, so a port in
-// TIME_WAIT counts as taken; -1 when the bind fails.
-int bind_any(int port) {
-  int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+// A socket bound to `port` on one family's any-address, without
+// SO_REUSEADDR (a port in TIME_WAIT counts as taken); -1 with errno set when
+// the socket or the bind fails.
+int bind_family(int family, int port) {
+  const int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
   sockaddr_storage a{};
-  if (fd >= 0) {
+  socklen_t len = sizeof(sockaddr_in);
+  if (family == AF_INET6) {
+    const int off = 0;  // dual-stack whatever net.ipv6.bindv6only says: [::] covers 0.0.0.0 too
+    ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
     auto& in6 = reinterpret_cast<sockaddr_in6&>(a);
     in6.sin6_family = AF_INET6;
     in6.sin6_port = htons(static_cast<uint16_t>(port));
+    len = sizeof(sockaddr_in6);
   } else {
-    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
     auto& in4 = reinterpret_cast<sockaddr_in&>(a);
     in4.sin_family = AF_INET;
     in4.sin_port = htons(static_cast<uint16_t>(port));
   }
-  const socklen_t len = a.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
   if (::bind(fd, reinterpret_cast<sockaddr*>(&a), len) != 0) {
     const int e = errno;
     ::close(fd);
@@ -44,6 +46,14 @@ int bind_any(int port) {
     return -1;
   }
   return fd;
+}
+
+// Bound on every address: [::] (IPv4 as well), or 0.0.0.0 where IPv6 is not
+// there; a port in use is in use, whichever family says so.
+int bind_any(int port) {
+  const int fd = bind_family(AF_INET6, port);
+  if (fd >= 0 || errno == EADDRINUSE) return fd;
+  return bind_family(AF_INET, port);
 }
 
 int port_of(int fd) {
