@@ -65,11 +65,10 @@ int port_of(int fd) {
 }
 
 std::vector<int> candidates() {
-  int lo = 32768, hi = 60999;
-  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> lo >> hi;
+  const PortRange ephemeral = ephemeral_port_range();
   std::vector<int> ports;
   for (int p = kLowest; p <= 65535; ++p)
-    if (p < lo || p > hi) ports.push_back(p);
+    if (!ephemeral.contains(p)) ports.push_back(p);
   return ports;
 }
 
@@ -83,6 +82,13 @@ size_t random_index(size_t n) {
 }
 
 }  // namespace
+
+PortRange ephemeral_port_range() {
+  PortRange r;
+  int lo = 0, hi = 0;
+  if (std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> lo >> hi) r = PortRange{lo, hi};
+  return r;
+}
 
 int pick_free_port(const std::function<bool(int)>& usable) {
   const std::vector<int> ports = candidates();

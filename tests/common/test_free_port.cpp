@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 TEST_CASE("pick_free_port: outside the kernel's ephemeral range, at 30000 or above, listenable") {
-  const ddp::test::EphemeralRange eph;
+  const ddp::PortRange eph = ddp::ephemeral_port_range();
   std::set<int> seen;
   for (int i = 0; i < 100; ++i) {
     const int port = ddp::pick_free_port();
@@ -42,7 +42,7 @@ TEST_CASE("pick_free_port: a port someone listens on is never picked, nor one th
 }
 
 TEST_CASE("pick_free_port: when the caller refuses every candidate, the kernel's pick") {
-  const ddp::test::EphemeralRange eph;
+  const ddp::PortRange eph = ddp::ephemeral_port_range();
   const int port = ddp::pick_free_port([](int) { return false; });
   INFO("port " << port);
   CHECK(eph.contains(port));
@@ -50,7 +50,7 @@ TEST_CASE("pick_free_port: when the caller refuses every candidate, the kernel's
 }
 
 TEST_CASE("the tests' free_port(): pick_free_port's ports, never twice in a process") {
-  const ddp::test::EphemeralRange eph;
+  const ddp::PortRange eph = ddp::ephemeral_port_range();
   std::set<int> seen;
   for (int i = 0; i < 200; ++i) {
     const int port = ddp::test::free_port();

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "ddp/common/free_port.h"
 #include "reference_python.h"
 #include "scenario_util.h"
 #include "test_skip.h"
@@ -118,7 +119,7 @@ TEST_CASE("c10d: two launchers meet at the endpoint, node ranks come from the re
   // ephemeral range (ddp/common/free_port.h).
   REQUIRE(masters.size() == 1);
   CHECK(*masters.begin() != "127.0.0.1:" + std::to_string(job.port));
-  CHECK_FALSE(EphemeralRange().contains(std::atoi(job.env_of(0)["MASTER_PORT"].c_str())));
+  CHECK_FALSE(ddp::ephemeral_port_range().contains(std::atoi(job.env_of(0)["MASTER_PORT"].c_str())));
   CHECK_THAT(a.output(), Catch::Contains("round 0: this is node 0 of 2, ranks 0..1 of 4"));
   CHECK_THAT(b.output(), Catch::Contains("round 0: this is node 1 of 2, ranks 2..3 of 4"));
 }

@@ -2,6 +2,7 @@
 // Every wait is on a condition (a file, an exit) with a deadline.
 #include "test_skip.h"
 #include "scenario_util.h"
+#include "ddp/common/free_port.h"
 #include "test_support.h"
 
 #include <catch2/catch.hpp>
@@ -535,7 +536,7 @@ TEST_CASE("standalone runs on a free port, --help and --version exit 0") {
   CHECK(env["MASTER_PORT"] == parse_env_dump(read_file(out.file("env.1")))["MASTER_PORT"]);
   // Outside the kernel's ephemeral range: no other program's outgoing connection can take it
   // before rank 0's store binds it (ddp/common/free_port.h).
-  CHECK_FALSE(EphemeralRange().contains(std::atoi(env["MASTER_PORT"].c_str())));
+  CHECK_FALSE(ddp::ephemeral_port_range().contains(std::atoi(env["MASTER_PORT"].c_str())));
   CHECK(std::atoi(env["MASTER_PORT"].c_str()) >= 30000);
   CHECK(run({launcher(), "--help"}).exit_code == 0);
   CHECK_THAT(run({launcher(), "--version"}).output, Catch::StartsWith("ddp-launch "));
@@ -554,7 +555,7 @@ TEST_CASE("rdzv-endpoint localhost:0 runs a one-node job on a free port that eve
     const int port = std::atoi(env0["MASTER_PORT"].c_str());
     CHECK(port > 0);
     CHECK(port <= 65535);
-    CHECK_FALSE(EphemeralRange().contains(port));
+    CHECK_FALSE(ddp::ephemeral_port_range().contains(port));
     CHECK(env0["MASTER_PORT"] == parse_env_dump(read_file(out.file("env.1")))["MASTER_PORT"]);
     if (spelling != "--master_port=0") CHECK(env0["MASTER_ADDR"] == "localhost");
   }

@@ -174,8 +174,6 @@ int free_port() {
   return port;
 }
 
-EphemeralRange::EphemeralRange() { std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> lo >> hi; }
-
 bool can_listen_on_any(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;

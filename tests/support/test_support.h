@@ -80,14 +80,6 @@ bool wait_until(const std::function<bool()>& cond, double timeout_s);
 // same twice in one process.
 int free_port();
 
-// The kernel's ephemeral port range (/proc/sys/net/ipv4/ip_local_port_range):
-// where bind(0) and outgoing connections get their ports.
-struct EphemeralRange {
-  int lo = 32768, hi = 60999;
-  EphemeralRange();
-  bool contains(int port) const { return port >= lo && port <= hi; }
-};
-
 // True when a TCP server could listen on `port` on 0.0.0.0 right now.
 bool can_listen_on_any(int port);
 
