@@ -3,8 +3,7 @@
 #include "ddp/common/atomic_file.h"
 #include "ddp/common/untrusted_text.h"
 
-#include <boost/property_tree/json_parser.hpp>
-#include <boost/property_tree/ptree.hpp>
+#include "ddp/common/ptree_json.h"
 
 #include <algorithm>
 #include <cerrno>

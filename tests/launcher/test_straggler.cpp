@@ -4,6 +4,7 @@
 // (Boost.PropertyTree) for its tracks, slices and bound. The end-to-end
 // cases (a real job with a slow rank) are tests/worker/test_straggler_runtime.cpp.
 #include "ddp/common/heartbeat.h"
+#include "ddp/common/ptree_json.h"
 #include "ddp/launcher/config/options.h"
 #include "ddp/launcher/elastic/rdzv_agent.h"
 #include "ddp/launcher/report/summary.h"
@@ -13,8 +14,6 @@
 
 #include <catch2/catch.hpp>
 
-#include <boost/property_tree/json_parser.hpp>
-#include <boost/property_tree/ptree.hpp>
 #include <map>
 #include <sstream>
 #include <unistd.h>

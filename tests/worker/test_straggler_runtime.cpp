@@ -6,10 +6,10 @@
 // much of each step the others wait; a balanced job names no one. The trace
 // it writes is read back for its tracks and slices, and by Perfetto's own
 // trace processor where one can be run (check_trace.py).
+#include "ddp/common/ptree_json.h"
+
 #include <catch2/catch.hpp>
 
-#include <boost/property_tree/json_parser.hpp>
-#include <boost/property_tree/ptree.hpp>
 #include <map>
 #include <regex>
 #include <sstream>

@@ -3,8 +3,7 @@
 #include "ddp/launcher/base/signal_names.h"
 #include "ddp/launcher/base/time_text.h"
 
-#include <boost/property_tree/json_parser.hpp>
-#include <boost/property_tree/ptree.hpp>
+#include "ddp/common/ptree_json.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -1,7 +1,6 @@
 #include "ddp/text/prepared_stamp.h"
 
-#include <boost/property_tree/json_parser.hpp>
-#include <boost/property_tree/ptree.hpp>
+#include "ddp/common/ptree_json.h"
 
 #include <zlib.h>
 
