@@ -208,11 +208,13 @@ class PerfettoPage:
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
-        self.proc = subprocess.Popen(args, preexec_fn=child, pass_fds=(3, 4), stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        os.close(to_child_r)
-        os.close(from_child_w)
-        self.fds = (to_child_w, from_child_r)
+        self.fds = (to_child_w, from_child_r)  # ours, closed by close()
+        try:
+            self.proc = subprocess.Popen(args, preexec_fn=child, pass_fds=(3, 4), stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        finally:
+            os.close(to_child_r)
+            os.close(from_child_w)
         self.dt = DevTools(to_child_w, from_child_r)
         target = self.dt.call("Target.createTarget", {"url": "about:blank"}, timeout=self.left(30))["targetId"]
         self.session = self.dt.call("Target.attachToTarget", {"targetId": target, "flatten": True},
