@@ -15,6 +15,7 @@
 #include <catch2/catch.hpp>
 
 #include <map>
+#include <set>
 #include <sstream>
 #include <unistd.h>
 
@@ -199,11 +200,20 @@ TEST_CASE("trace: a process per rank with a steps and a collectives thread, coll
   trace.instant("exited: exit code 0", 1200 * kMs, 1);
   const auto t = parse(trace.json());
   std::map<std::string, int> names;  // process and thread names
+  std::set<int> named_processes;
+  std::set<std::pair<int, int>> named_threads, instant_threads;
   int steps = 0, collectives = 0, instants = 0;
   std::vector<std::pair<double, double>> rank0_collectives;
   for (const auto& [_, e] : t.get_child("traceEvents")) {
     const std::string ph = e.get<std::string>("ph");
     if (ph == "M" && e.get<std::string>("name") != "process_sort_index") ++names[e.get<std::string>("args.name")];
+    if (ph == "M" && e.get<std::string>("name") == "process_name") named_processes.insert(e.get<int>("pid"));
+    if (ph == "M" && e.get<std::string>("name") == "thread_name")
+      named_threads.insert({e.get<int>("pid"), e.get<int>("tid")});
+    // Thread-scoped: Perfetto puts global ("g") instants on a track of no
+    // process, which it titles "Unnamed SliceTrack".
+    if (ph == "i") CHECK(e.get<std::string>("s") == "t");
+    if (ph == "i") instant_threads.insert({e.get<int>("pid"), e.get<int>("tid")});
     if (ph == "X" && e.get<std::string>("cat") == "step") ++steps;
     if (ph == "X" && e.get<std::string>("cat") == "collective") {
       ++collectives;
@@ -215,6 +225,15 @@ TEST_CASE("trace: a process per rank with a steps and a collectives thread, coll
   CHECK(names["rank 0 (local_rank 0, host h1)"] == 1);
   CHECK(names["rank 1 (local_rank 1, host h1)"] == 1);
   CHECK(names["ddp-launch (h1)"] == 1);
+  CHECK(names["events"] == 1);  // the launcher's own thread
+  // Every track with events has its process's and its thread's name: none
+  // reads "Unnamed" in Perfetto.
+  CHECK(instant_threads.size() == 2);
+  for (const auto& [pid, tid] : instant_threads) {
+    CAPTURE(pid, tid);
+    CHECK(named_processes.count(pid) == 1);
+    CHECK(named_threads.count({pid, tid}) == 1);
+  }
   CHECK(names["steps"] == 2);
   CHECK(names["collectives"] == 2);
   CHECK(steps == 6);

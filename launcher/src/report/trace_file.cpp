@@ -63,6 +63,10 @@ std::string RunTrace::json() const {
        ",\"args\":{\"name\":" + python_json_string("ddp-launch (" + host_ + ")") + "}}";
   o += ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" + std::to_string(kLauncherPid) +
        ",\"args\":{\"sort_index\":-1}}";
+  // The launcher's own instants go on its named "events" thread: Perfetto
+  // puts global ("g") instants on a track of no process, "Unnamed SliceTrack".
+  o += ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + std::to_string(kLauncherPid) +
+       ",\"tid\":" + std::to_string(kLauncherPid) + ",\"args\":{\"name\":\"events\"}}";
   for (const auto& [rank, local_rank] : ranks_) {
     const std::string pid = std::to_string(rank_pid(rank));
     std::string name = "rank " + std::to_string(rank) + " (";
@@ -92,8 +96,8 @@ std::string RunTrace::json() const {
   for (const Instant& i : instants_) {
     const std::string pid = std::to_string(i.rank ? rank_pid(*i.rank) : kLauncherPid);
     const std::string tid = std::to_string(i.rank ? steps_tid(*i.rank) : kLauncherPid);
-    o += ",\n{\"name\":" + python_json_string(i.name) + ",\"cat\":\"launcher\",\"ph\":\"i\",\"s\":\"" + (i.rank ? "t" : "g") +
-         "\",\"ts\":" + us(i.at_ns) + ",\"pid\":" + pid + ",\"tid\":" + tid + "}";
+    o += ",\n{\"name\":" + python_json_string(i.name) + ",\"cat\":\"launcher\",\"ph\":\"i\",\"s\":\"t\",\"ts\":" +
+         us(i.at_ns) + ",\"pid\":" + pid + ",\"tid\":" + tid + "}";
   }
   o += "\n]}\n";
   return o;
