@@ -28,6 +28,7 @@
 //            [--is_host=auto|1|0] [--join_timeout=S] [--last_call_timeout=S]
 //            [--close_timeout=S] [--read_timeout=S] [--keep_alive_interval=S]
 //            [--keep_alive_max_attempt=N]
+#include "ddp/common/fd_io.h"
 #include "ddp/common/free_port.h"
 #include "rendezvous.h"
 #include "store_server.h"
@@ -69,10 +70,10 @@ class Commands {
     pollfd p{0, POLLIN, 0};
     if (::poll(&p, 1, ms) <= 0) return true;
     char buf[4096];
-    const ssize_t n = ::read(0, buf, sizeof(buf));
+    const ssize_t n = ddp::fd::read_some(0, buf, sizeof(buf));
     if (n <= 0) {
-      eof_ = n == 0 || errno != EINTR;
-      return !eof_;
+      eof_ = true;
+      return false;
     }
     pending_.append(buf, static_cast<std::size_t>(n));
     last_input_ = Clock::now();

@@ -3,6 +3,8 @@
 #include "ddp/launcher/base/own_programs.h"
 #include "ddp/launcher/process/spawn.h"
 
+#include "ddp/common/fd_io.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -131,8 +133,7 @@ RdzvAgent::~RdzvAgent() {
   if (from_ >= 0) {
     char buf[256];
     while (!closed && std::chrono::steady_clock::now() < until) {
-      const ssize_t n = ::read(from_, buf, sizeof(buf));
-      if (n == 0 || (n < 0 && errno != EINTR)) closed = true;
+      if (ddp::fd::read_some(from_, buf, sizeof(buf)) <= 0) closed = true;
     }
     ::close(from_);
   }
@@ -159,20 +160,9 @@ void RdzvAgent::send(const std::string& line) {
   for (char& c : l)
     if (c == '\n' || c == '\r') c = ' ';
   l += '\n';
-  const char* p = l.data();
-  std::size_t left = l.size();
-  while (left > 0) {
-    const ssize_t n = ::write(to_, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) {  // the pipe is full: a command waits for room
-      pollfd w{to_, POLLOUT, 0};
-      ::poll(&w, 1, -1);
-      continue;
-    }
-    if (n <= 0) return;  // the helper is gone: its EOF on fd() says so
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
+  // The pipe is full: a command waits for room. The helper is gone: its
+  // EOF on fd() says so.
+  ddp::fd::write_all(to_, l, ddp::fd::WhenFull::wait);
 }
 
 int RdzvAgent::ms_to_ping() const {
@@ -185,8 +175,7 @@ void RdzvAgent::ping_if_due() {
   if (now < next_ping_ || to_ < 0) return;
   next_ping_ = now + ping_every_;
   // 5 bytes: a pipe write of at most PIPE_BUF is whole or not at all.
-  while (::write(to_, "ping\n", 5) < 0 && errno == EINTR) {
-  }
+  ddp::fd::retry_eintr([&] { return ::write(to_, "ping\n", 5); });
 }
 
 std::vector<RdzvEvent> RdzvAgent::read() {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "ddp/common/atomic_file.h"
+#include "ddp/common/fd_io.h"
 #include "ddp/common/json_writer.h"
 
 namespace ddp::loop {
@@ -28,18 +29,11 @@ std::string num(double v) {
 }
 
 void write_all(int fd, const std::string& data, const std::string& path) {
-  std::size_t off = 0;
-  while (off < data.size()) {
-    const ssize_t w = ::write(fd, data.data() + off, data.size() - off);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      const int e = errno;
-      ::close(fd);
-      errno = e;
-      io_error("write", path);
-    }
-    off += static_cast<std::size_t>(w);
-  }
+  const ddp::fd::Moved m = ddp::fd::write_all(fd, data);
+  if (m.bytes == data.size()) return;
+  ::close(fd);
+  errno = m.error != 0 ? m.error : EIO;
+  io_error("write", path);
 }
 
 }  // namespace
