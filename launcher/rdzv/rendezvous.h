@@ -27,6 +27,7 @@
 // fails its TCPStore handshake there, and a ddp-launch node fails its hello
 // at a torchrun node's store (store_client.h: ForeignStore).
 
+#include "ddp/rdzv/agent_lines.h"
 #include "store_client.h"
 
 #include <chrono>
@@ -55,18 +56,6 @@ struct Config {
   double keep_alive_interval_s = 5;
   int keep_alive_max_attempt = 3;
   double exit_barrier_timeout_s = 300;
-};
-
-// One line of the rendezvous' answer (rendezvous_main.cpp writes it to the launcher).
-struct Round {
-  int round = 0;
-  int restart_count = 0;
-  int group_rank = 0;
-  int group_world_size = 1;
-  int base_rank = 0;            // global rank of this node's local rank 0
-  int world_size = 1;
-  std::string master_addr;
-  int master_port = 0;
 };
 
 // A reason for this node to stop its workers: `counted` restarts (a failure)

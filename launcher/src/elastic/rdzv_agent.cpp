@@ -4,6 +4,7 @@
 #include "ddp/launcher/process/spawn.h"
 
 #include "ddp/common/fd_io.h"
+#include "ddp/rdzv/agent_lines.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -19,42 +20,32 @@
 namespace ddp::launcher {
 
 RdzvEvent parse_rdzv_line(const std::string& line) {
+  using rdzv::lines::Answer;
+  const rdzv::lines::AnswerLine a = rdzv::lines::parse_answer(line);
   RdzvEvent e;
-  std::istringstream in(line);
-  std::string kind;
-  in >> kind;
-  auto rest = [&] {
-    std::string r;
-    std::getline(in, r);
-    if (!r.empty() && r[0] == ' ') r.erase(0, 1);
-    return r;
-  };
-  if (kind == "round") {
-    NodePlacement& p = e.placement;
-    if (in >> e.round >> e.restart_count >> p.group_rank >> p.group_world_size >> p.base_rank >> p.world_size >>
-        p.master_addr >> e.master_port) {
+  e.text = a.text;
+  e.counted = a.counted;
+  switch (a.answer) {
+    case Answer::Round: {
       e.kind = RdzvEvent::Round;
+      e.round = a.round.round;
+      e.restart_count = a.round.restart_count;
+      NodePlacement& p = e.placement;
+      p.group_rank = a.round.group_rank;
+      p.group_world_size = a.round.group_world_size;
+      p.base_rank = a.round.base_rank;
+      p.world_size = a.round.world_size;
+      p.master_addr = a.round.master_addr;
+      e.master_port = a.round.master_port;
       return e;
     }
-  } else if (kind == "restart") {
-    int counted = 1;
-    if (in >> counted) {
-      e.kind = RdzvEvent::Restart;
-      e.counted = counted != 0;
-      e.text = rest();
-      return e;
-    }
-  } else if (kind == "abort" || kind == "error" || kind == "finished") {
-    e.kind = kind == "abort" ? RdzvEvent::Abort : kind == "error" ? RdzvEvent::Error : RdzvEvent::Finished;
-    e.text = rest();
-    return e;
-  } else if (kind == "aborted") {
-    e.kind = RdzvEvent::Aborted;
-    return e;
-  } else if (kind == "job_steps") {
-    e.kind = RdzvEvent::JobSteps;
-    e.text = rest();
-    return e;
+    case Answer::Restart: e.kind = RdzvEvent::Restart; return e;
+    case Answer::Abort: e.kind = RdzvEvent::Abort; return e;
+    case Answer::Aborted: e.kind = RdzvEvent::Aborted; return e;
+    case Answer::Finished: e.kind = RdzvEvent::Finished; return e;
+    case Answer::Error: e.kind = RdzvEvent::Error; return e;
+    case Answer::JobSteps: e.kind = RdzvEvent::JobSteps; return e;
+    case Answer::Unexpected: break;
   }
   e.kind = RdzvEvent::Error;
   e.text = "the rendezvous helper said something unexpected: '" + line + "'";
@@ -174,8 +165,9 @@ void RdzvAgent::ping_if_due() {
   const auto now = std::chrono::steady_clock::now();
   if (now < next_ping_ || to_ < 0) return;
   next_ping_ = now + ping_every_;
-  // 5 bytes: a pipe write of at most PIPE_BUF is whole or not at all.
-  ddp::fd::retry_eintr([&] { return ::write(to_, "ping\n", 5); });
+  // A pipe write of at most PIPE_BUF is whole or not at all.
+  static const std::string ping = rdzv::lines::format_command(rdzv::lines::Command::Ping) + "\n";
+  ddp::fd::retry_eintr([&] { return ::write(to_, ping.data(), ping.size()); });
 }
 
 std::vector<RdzvEvent> RdzvAgent::read() {
