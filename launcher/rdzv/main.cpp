@@ -21,6 +21,7 @@
 #include "ddp/common/free_port.h"
 #include "ddp/rdzv/agent_lines.h"
 #include "rendezvous.h"
+#include "store_client.h"
 #include "store_server.h"
 
 #include <arpa/inet.h>

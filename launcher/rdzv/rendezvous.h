@@ -28,7 +28,7 @@
 // at a torchrun node's store (store_client.h: ForeignStore).
 
 #include "ddp/rdzv/agent_lines.h"
-#include "store_client.h"
+#include "store.h"
 
 #include <chrono>
 #include <functional>
@@ -40,6 +40,8 @@
 namespace ddp::rdzv {
 
 using Clock = std::chrono::steady_clock;
+// The rendezvous' time: Clock::now, or a test's fake clock.
+using Now = std::function<Clock::time_point()>;
 
 struct Config {
   std::string endpoint;         // host:port as given, for messages
@@ -74,10 +76,12 @@ struct RendezvousError : std::runtime_error {
 
 class Rendezvous {
  public:
-  // pick_port: a free port for the workers' store (injected for tests);
-  // idle: called between store polls with the milliseconds to wait, returns
-  // false when the caller wants to give up (the launcher has gone).
-  Rendezvous(StoreClient& store, Config cfg, std::function<int()> pick_port);
+  // store: a StoreClient (a MemoryStore in tests); pick_port: a free port
+  // for the workers' store; now: every timeout and heartbeat interval is
+  // measured on it (a fake clock in tests). idle: called between store
+  // polls with the milliseconds to wait, returns false when the caller
+  // wants to give up (the launcher has gone).
+  Rendezvous(Store& store, Config cfg, std::function<int()> pick_port, Now now = Clock::now);
 
   // Joins the next round and waits for it to close. Throws RendezvousError.
   Round join(const std::function<bool(int)>& idle);
@@ -122,10 +126,12 @@ class Rendezvous {
   void heartbeat();
   void saw_abort();
   std::string timeout_message(int round, double waited_s);
+  double since(Clock::time_point t) const;
 
-  StoreClient& store_;
+  Store& store_;
   Config cfg_;
   std::function<int()> pick_port_;
+  Now now_;
   int round_ = -1;                 // the round this node is in (-1 none)
   Round current_;
   std::vector<std::string> members_;      // descriptors of the round's nodes
