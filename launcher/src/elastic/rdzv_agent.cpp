@@ -68,7 +68,7 @@ RdzvAgent::RdzvAgent(const LaunchOptions& o, int nproc, const sigset_t& child_ma
   const std::string exe = rdzv_helper_path();
   if (::access(exe.c_str(), X_OK) != 0)
     throw std::runtime_error("--rdzv_backend c10d needs " + exe +
-                             " (built with the worker runtime, which needs LibTorch; install it beside ddp-launch), "
+                             " (built and installed with ddp-launch; put it beside ddp-launch), "
                              "or use static rendezvous: --nnodes N --node_rank R --master_addr HOST --master_port PORT");
   int in[2], out[2];
   if (::pipe2(in, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe failed: ") + std::strerror(errno));
