@@ -1,5 +1,7 @@
 #include "ddp/common/atomic_file.h"
 
+#include "ddp/common/fd_io.h"
+
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -71,12 +73,10 @@ void write_file_atomically(const std::string& path, std::string_view data, mode_
   }
   if (fd < 0) fail("creating temp file", tmp);
   created = true;
-  std::size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail("writing", tmp);
-    done += static_cast<std::size_t>(n);
+  const ddp::fd::Moved written = ddp::fd::write_all(fd, data);
+  if (written.bytes < data.size()) {
+    errno = written.error != 0 ? written.error : EIO;
+    fail("writing", tmp);
   }
   // Data on disk before the rename makes it visible: otherwise a crash can
   // leave the new name pointing at an empty or partial file.

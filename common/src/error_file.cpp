@@ -1,6 +1,7 @@
 #include "ddp/common/error_file.h"
 
 #include "ddp/common/atomic_file.h"
+#include "ddp/common/fd_io.h"
 #include "ddp/common/untrusted_text.h"
 
 #include "ddp/common/ptree_json.h"
@@ -204,15 +205,9 @@ std::optional<ErrorRecord> read_error_file(const std::string& path) {
   // One byte more than the limit tells a file at the limit from a larger
   // one (it may grow while we read: the size is only a hint).
   std::string text(kMaxErrorFileBytes + 1, '\0');
-  size_t got = 0;
-  int read_errno = 0;
-  while (got < text.size()) {
-    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) read_errno = errno;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
+  const ddp::fd::Moved in = ddp::fd::read_full(fd, text.data(), text.size());
+  const size_t got = in.bytes;
+  const int read_errno = in.error;
   ::close(fd);
   text.resize(got);
   if (read_errno != 0) return problem("error file " + path + " exists but cannot be read: " + std::strerror(read_errno));

@@ -1,6 +1,7 @@
 #include "ddp/common/output_file.h"
 
 #include "ddp/common/duration_text.h"
+#include "ddp/common/fd_io.h"
 
 #include <cerrno>
 #include <cstring>
@@ -28,17 +29,13 @@ void write_all(int fd, std::string_view data, std::chrono::milliseconds wait, co
   const auto deadline = std::chrono::steady_clock::now() + wait;
   std::size_t done = 0;
   while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n >= 0) {
-      done += static_cast<std::size_t>(n);
-      continue;
-    }
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN) fail("writing", path, errno);
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const ddp::fd::Moved m = ddp::fd::write_all(fd, data.substr(done));
+    done += m.bytes;
+    if (done == data.size()) break;
+    if (m.error == 0) continue;  // a write that moved nothing: try again, as before
+    if (m.error != EAGAIN) fail("writing", path, m.error);
     pollfd p{fd, POLLOUT, 0};
-    const int r = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(left.count())) : 0;
-    if (r < 0 && errno == EINTR) continue;
+    const int r = ddp::fd::poll_until(&p, 1, deadline);
     if (r < 0) fail("waiting to write", path, errno);
     if (r == 0)
       throw AtomicWriteError("writing '" + path + "': its reader took " + std::to_string(done) + " of " +

@@ -2,19 +2,8 @@
 // own (only a c10d run starts this): every store request may wait for
 // seconds, and the node that hosts the store serves it from a thread, while
 // the launcher's loop never blocks and holds no thread of its own.
-// The launcher talks to it over stdin/stdout, one line each way:
-//   join          -> round <round> <restart_count> <group_rank> <group_world_size>
-//                          <base_rank> <world_size> <master_addr> <master_port>
-//                    | error <message>
-//   fail <reason> -> restart <counted 0|1> <reason>      (the round's first reason)
-//   abort <reason>-> aborted
-//   done          -> finished [<what cut the exit barrier short>]
-//   steps <payload> -> job_steps <every node's payload, '|' between>
-//                    (while the workers run: the step statistics the
-//                    launchers compare across nodes; Rendezvous::share_steps)
-//   ping          (no answer: the launcher is alive; it writes one every
-//                  keep_alive_interval / 2 from its poll loops)
-// and, unasked while the workers run: restart <counted> <reason> | abort <reason>.
+// The launcher talks to it over stdin/stdout, one line each way
+// (agent_lines.h has the lines).
 // While the workers run, this node's heartbeat goes to the store only while
 // the launcher's last line is younger than keep_alive_interval *
 // keep_alive_max_attempt; a launcher silent for longer (stopped, hung) makes
@@ -28,8 +17,11 @@
 //            [--is_host=auto|1|0] [--join_timeout=S] [--last_call_timeout=S]
 //            [--close_timeout=S] [--read_timeout=S] [--keep_alive_interval=S]
 //            [--keep_alive_max_attempt=N]
+#include "ddp/common/fd_io.h"
 #include "ddp/common/free_port.h"
+#include "ddp/rdzv/agent_lines.h"
 #include "rendezvous.h"
+#include "store_client.h"
 #include "store_server.h"
 
 #include <arpa/inet.h>
@@ -49,16 +41,11 @@
 #include <unistd.h>
 
 using ddp::rdzv::Clock;
+namespace lines = ddp::rdzv::lines;
 
 namespace {
 
-std::string one_line(std::string s) {
-  for (char& c : s)
-    if (c == '\n' || c == '\r') c = ' ';
-  return s;
-}
-
-void say(const std::string& line) { std::cout << one_line(line) << std::endl; }
+void say(const std::string& line) { std::cout << ddp::rdzv::lines::one_line(line) << std::endl; }
 
 // Reads stdin lines without blocking the rendezvous: poll with a timeout.
 class Commands {
@@ -69,10 +56,10 @@ class Commands {
     pollfd p{0, POLLIN, 0};
     if (::poll(&p, 1, ms) <= 0) return true;
     char buf[4096];
-    const ssize_t n = ::read(0, buf, sizeof(buf));
+    const ssize_t n = ddp::fd::read_some(0, buf, sizeof(buf));
     if (n <= 0) {
-      eof_ = n == 0 || errno != EINTR;
-      return !eof_;
+      eof_ = true;
+      return false;
     }
     pending_.append(buf, static_cast<std::size_t>(n));
     last_input_ = Clock::now();
@@ -244,9 +231,9 @@ int main(int argc, char** argv) {
   try {
     const std::string is_host = get("is_host", "auto");
     if (free_port_store && !can_host(host, port)) {
-      say("error rendezvous at " + cfg.endpoint + " (rdzv_id " + cfg.run_id + "): port 0 means this node hosts the "
+      say(lines::format_error("rendezvous at " + cfg.endpoint + " (rdzv_id " + cfg.run_id + "): port 0 means this node hosts the "
           "store on a free port, but " + host + " is not an address of this machine; give --rdzv_endpoint "
-          "localhost:0, or a fixed port of the node that hosts the store");
+          "localhost:0, or a fixed port of the node that hosts the store"));
       return 1;
     }
     if (free_port_store || is_host == "1" || (is_host == "auto" && can_host(host, port))) {
@@ -279,13 +266,13 @@ int main(int argc, char** argv) {
       store = std::make_unique<ddp::rdzv::StoreClient>(host, port, std::min(ms(cfg.join_timeout_s), kFirstAnswer),
                                                        ms(read_timeout_s), DDP_LAUNCH_VERSION);
     } catch (const ddp::rdzv::ForeignStore& e) {
-      say("error " + foreign_store(cfg, e));
+      say(lines::format_error(foreign_store(cfg, e)));
       return 1;
     }
   } catch (const std::exception& e) {
-    say("error rendezvous at " + cfg.endpoint + " (rdzv_id " + cfg.run_id + "): no store could be reached within " +
+    say(lines::format_error("rendezvous at " + cfg.endpoint + " (rdzv_id " + cfg.run_id + "): no store could be reached within " +
         get("join_timeout", "600") + " s (join_timeout); check that --rdzv_endpoint names a node that runs ddp-launch "
-        "and that its port is open: " + e.what());
+        "and that its port is open: " + e.what()));
     return 1;
   }
 
@@ -296,40 +283,35 @@ int main(int argc, char** argv) {
   ddp::rdzv::Rendezvous rz(*store, cfg, free_port);
   bool running = false;
   auto report = [&](const ddp::rdzv::Stop& s) {
-    if (s.kind == ddp::rdzv::Stop::Abort) say("abort " + s.reason);
-    else say(std::string("restart ") + (s.counted ? "1 " : "0 ") + s.reason);
+    if (s.kind == ddp::rdzv::Stop::Abort) say(lines::format_abort(s.reason));
+    else say(lines::format_restart(s.counted, s.reason));
     running = false;
   };
   Clock::time_point next_tick = Clock::now();
   try {
     while (true) {
       while (auto line = in.next()) {
-        const std::string cmd = line->substr(0, line->find(' '));
-        const std::string arg = line->size() > cmd.size() ? line->substr(cmd.size() + 1) : "";
-        if (cmd == "join") {
+        const lines::CommandLine c = lines::parse_command(*line);
+        if (c.command == lines::Command::Join) {
           try {
-            const ddp::rdzv::Round r = rz.join(idle);
-            say("round " + std::to_string(r.round) + " " + std::to_string(r.restart_count) + " " +
-                std::to_string(r.group_rank) + " " + std::to_string(r.group_world_size) + " " +
-                std::to_string(r.base_rank) + " " + std::to_string(r.world_size) + " " + r.master_addr + " " +
-                std::to_string(r.master_port));
+            say(lines::format_round(rz.join(idle)));
             running = true;
             next_tick = Clock::now() + std::chrono::milliseconds(rz.tick_ms());
           } catch (const ddp::rdzv::RendezvousError& e) {
-            say(std::string("error ") + e.what());
+            say(lines::format_error(e.what()));
           }
-        } else if (cmd == "fail") {
-          report(rz.fail(arg));
-        } else if (cmd == "abort") {
-          rz.abort(arg, idle);
+        } else if (c.command == lines::Command::Fail) {
+          report(rz.fail(c.arg));
+        } else if (c.command == lines::Command::Abort) {
+          rz.abort(c.arg, idle);
           running = false;
-          say("aborted");
-        } else if (cmd == "done") {
+          say(lines::format_aborted());
+        } else if (c.command == lines::Command::Done) {
           running = false;
-          say("finished " + rz.done(idle));
-        } else if (cmd == "steps") {
-          if (running) say("job_steps " + rz.share_steps(arg));
-        } else if (cmd == "quit") {
+          say(lines::format_finished(rz.done(idle)));
+        } else if (c.command == lines::Command::Steps) {
+          if (running) say(lines::format_job_steps(rz.share_steps(c.arg)));
+        } else if (c.command == lines::Command::Quit) {
           return 0;
         }
       }
@@ -346,9 +328,9 @@ int main(int argc, char** argv) {
       in.wait(wait_ms);
     }
   } catch (const std::exception& e) {
-    say("error the rendezvous store at " + cfg.endpoint + " stopped answering (" +
+    say(lines::format_error("the rendezvous store at " + cfg.endpoint + " stopped answering (" +
         (cfg.hosts_store ? std::string("this node hosts it") : "the launcher of the node that hosts it has likely exited") +
-        "): " + e.what());
+        "): " + e.what()));
     return 1;
   }
 }

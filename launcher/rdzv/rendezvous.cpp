@@ -11,7 +11,6 @@ namespace {
 Clock::duration seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 std::string seconds_text(double s) {
   std::ostringstream o;
@@ -37,8 +36,10 @@ Descriptor parse_descriptor(const std::string& s) {
 
 }  // namespace
 
-Rendezvous::Rendezvous(StoreClient& store, Config cfg, std::function<int()> pick_port)
-    : store_(store), cfg_(std::move(cfg)), pick_port_(std::move(pick_port)) {}
+Rendezvous::Rendezvous(Store& store, Config cfg, std::function<int()> pick_port, Now now)
+    : store_(store), cfg_(std::move(cfg)), pick_port_(std::move(pick_port)), now_(std::move(now)) {}
+
+double Rendezvous::since(Clock::time_point t) const { return std::chrono::duration<double>(now_() - t).count(); }
 
 std::string Rendezvous::key(const std::string& k) const { return "/ddp-rdzv/" + cfg_.run_id + "/" + k; }
 std::string Rendezvous::rkey(int round, const std::string& k) const {
@@ -98,7 +99,7 @@ std::string Rendezvous::timeout_message(int round, double waited_s) {
 }
 
 Round Rendezvous::join(const std::function<bool(int)>& idle) {
-  const auto start = Clock::now();
+  const auto start = now_();
   const auto deadline = start + seconds(cfg_.join_timeout_s);
   if (!members_.empty()) last_members_ = members_;
   members_.clear();
@@ -132,7 +133,7 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
                                 "): the job already finished in round " + std::to_string(R - 1) +
                                 "; start a new job with another --rdzv_id");
       }
-      if (Clock::now() >= deadline) throw RendezvousError(timeout_message(R, since(start)));
+      if (now_() >= deadline) throw RendezvousError(timeout_message(R, since(start)));
       const long long k = counter(rkey(R, "joined"));
       // A round opens only after the previous one has ended for all its
       // nodes (its restart key is set): a late node must not start alone.
@@ -140,7 +141,7 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
       if (prev_over && k >= cfg_.max_nodes) {
         store_.compare_set(rkey(R, "closed"), "", std::to_string(cfg_.max_nodes));
       } else if (prev_over && k >= cfg_.min_nodes) {
-        if (!min_seen) min_seen = Clock::now();
+        if (!min_seen) min_seen = now_();
         if (since(*min_seen) >= cfg_.last_call_timeout_s)
           store_.compare_set(rkey(R, "closed"), "", std::to_string(k));
       }
@@ -200,7 +201,7 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
   std::istringstream m(store_.get(master));
   m >> current_.master_addr >> current_.master_port;
   beats_.assign(members_.size(), -1);
-  beat_seen_.assign(members_.size(), Clock::now());
+  beat_seen_.assign(members_.size(), now_());
   last_beat_sent_ = Clock::time_point{};
   heartbeat();
   return current_;
@@ -209,7 +210,7 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
 void Rendezvous::heartbeat() {
   if (since(last_beat_sent_) < cfg_.keep_alive_interval_s) return;
   store_.add(rkey(round_, "hb/" + std::to_string(current_.group_rank)), 1);
-  last_beat_sent_ = Clock::now();
+  last_beat_sent_ = now_();
 }
 
 std::optional<Stop> Rendezvous::pending_stop() {
@@ -228,7 +229,7 @@ std::optional<std::string> Rendezvous::lost_node() {
     const long long b = counter(rkey(round_, "hb/" + std::to_string(i)));
     if (b != beats_[i]) {
       beats_[i] = b;
-      beat_seen_[i] = Clock::now();
+      beat_seen_[i] = now_();
     } else if (since(beat_seen_[i]) > limit) {
       return node_name(i) + " left during round " + std::to_string(round_) + " (no heartbeat for " +
              seconds_text(since(beat_seen_[i])) + ")";
@@ -280,8 +281,8 @@ void Rendezvous::abort(const std::string& reason, const std::function<bool(int)>
   // The store lives in this process: keep it up until the round's other
   // nodes have read why the job ends (or a while, for nodes that are gone).
   const long long others = static_cast<long long>(members_.size());
-  const auto until = Clock::now() + seconds(std::min(cfg_.close_timeout_s, 10.0));
-  while (cfg_.hosts_store && counter(key("abort_seen")) < others && Clock::now() < until)
+  const auto until = now_() + seconds(std::min(cfg_.close_timeout_s, 10.0));
+  while (cfg_.hosts_store && counter(key("abort_seen")) < others && now_() < until)
     if (!idle(50)) break;
 }
 
@@ -289,7 +290,7 @@ std::string Rendezvous::done(const std::function<bool(int)>& idle) {
   const int K = current_.group_world_size;
   store_.set(rkey(round_, "done/" + std::to_string(current_.group_rank)), "1");
   store_.add(rkey(round_, "done_count"), 1);
-  const auto start = Clock::now();
+  const auto start = now_();
   std::string note;
   while (counter(rkey(round_, "done_count")) < K) {
     if (auto s = pending_stop()) {
@@ -309,8 +310,8 @@ std::string Rendezvous::done(const std::function<bool(int)>& idle) {
   }
   store_.add(rkey(round_, "left"), 1);
   // The store lives in this process: keep it up until the others are through.
-  const auto until = Clock::now() + seconds(std::min(cfg_.close_timeout_s, 10.0));
-  while (cfg_.hosts_store && note.empty() && counter(rkey(round_, "left")) < K && Clock::now() < until)
+  const auto until = now_() + seconds(std::min(cfg_.close_timeout_s, 10.0));
+  while (cfg_.hosts_store && note.empty() && counter(rkey(round_, "left")) < K && now_() < until)
     if (!idle(50)) break;
   return note;
 }

@@ -27,7 +27,8 @@
 // fails its TCPStore handshake there, and a ddp-launch node fails its hello
 // at a torchrun node's store (store_client.h: ForeignStore).
 
-#include "store_client.h"
+#include "ddp/rdzv/agent_lines.h"
+#include "store.h"
 
 #include <chrono>
 #include <functional>
@@ -39,6 +40,8 @@
 namespace ddp::rdzv {
 
 using Clock = std::chrono::steady_clock;
+// The rendezvous' time: Clock::now, or a test's fake clock.
+using Now = std::function<Clock::time_point()>;
 
 struct Config {
   std::string endpoint;         // host:port as given, for messages
@@ -57,18 +60,6 @@ struct Config {
   double exit_barrier_timeout_s = 300;
 };
 
-// One line of the rendezvous' answer (rendezvous_main.cpp writes it to the launcher).
-struct Round {
-  int round = 0;
-  int restart_count = 0;
-  int group_rank = 0;
-  int group_world_size = 1;
-  int base_rank = 0;            // global rank of this node's local rank 0
-  int world_size = 1;
-  std::string master_addr;
-  int master_port = 0;
-};
-
 // A reason for this node to stop its workers: `counted` restarts (a failure)
 // count against --max_restarts, a new node waiting to join does not; an
 // abort ends the job on every node.
@@ -85,10 +76,12 @@ struct RendezvousError : std::runtime_error {
 
 class Rendezvous {
  public:
-  // pick_port: a free port for the workers' store (injected for tests);
-  // idle: called between store polls with the milliseconds to wait, returns
-  // false when the caller wants to give up (the launcher has gone).
-  Rendezvous(StoreClient& store, Config cfg, std::function<int()> pick_port);
+  // store: a StoreClient (a MemoryStore in tests); pick_port: a free port
+  // for the workers' store; now: every timeout and heartbeat interval is
+  // measured on it (a fake clock in tests). idle: called between store
+  // polls with the milliseconds to wait, returns false when the caller
+  // wants to give up (the launcher has gone).
+  Rendezvous(Store& store, Config cfg, std::function<int()> pick_port, Now now = Clock::now);
 
   // Joins the next round and waits for it to close. Throws RendezvousError.
   Round join(const std::function<bool(int)>& idle);
@@ -133,10 +126,12 @@ class Rendezvous {
   void heartbeat();
   void saw_abort();
   std::string timeout_message(int round, double waited_s);
+  double since(Clock::time_point t) const;
 
-  StoreClient& store_;
+  Store& store_;
   Config cfg_;
   std::function<int()> pick_port_;
+  Now now_;
   int round_ = -1;                 // the round this node is in (-1 none)
   Round current_;
   std::vector<std::string> members_;      // descriptors of the round's nodes

@@ -4,6 +4,8 @@
 // deadline (io_timeout, plus its own wait for get and wait), and a store
 // that misses it is an error, never a wait without end. After an error the
 // connection is closed and every later request fails.
+#include "store.h"
+
 #include <chrono>
 #include <optional>
 #include <stdexcept>
@@ -13,11 +15,6 @@
 #include <boost/asio/ip/tcp.hpp>
 
 namespace ddp::rdzv {
-
-// The store could not be reached, or stopped answering in time.
-struct StoreError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 // Something answers at the endpoint, but not as a ddp-launch rendezvous
 // store of this protocol version: what it is, as far as the hello tells.
@@ -30,7 +27,7 @@ struct OtherVersionStore : ForeignStore {
   using ForeignStore::ForeignStore;
 };
 
-class StoreClient {
+class StoreClient final : public Store {
  public:
   // Connects to host:port and says hello, both within connect_timeout.
   // Throws StoreError (nothing accepts the connection in time) or
@@ -39,16 +36,15 @@ class StoreClient {
   StoreClient(const std::string& host, int port, std::chrono::milliseconds connect_timeout,
               std::chrono::milliseconds io_timeout, const std::string& launcher_version);
 
-  void set(const std::string& key, const std::string& value);
+  void set(const std::string& key, const std::string& value) override;
   // Waits for the key up to io_timeout.
-  std::string get(const std::string& key);
-  std::optional<std::string> try_get(const std::string& key);
-  long long add(const std::string& key, long long delta);
-  bool check(const std::string& key);
+  std::string get(const std::string& key) override;
+  std::optional<std::string> try_get(const std::string& key) override;
+  long long add(const std::string& key, long long delta) override;
+  bool check(const std::string& key) override;
   // See store_protocol.h: the value after the request ("" if still absent).
-  std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired);
-  // False when the key was not set within timeout.
-  bool wait(const std::string& key, std::chrono::milliseconds timeout);
+  std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired) override;
+  bool wait(const std::string& key, std::chrono::milliseconds timeout) override;
 
   // The ddp-launch version of the node that hosts the store.
   const std::string& store_launcher_version() const { return store_version_; }

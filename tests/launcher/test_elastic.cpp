@@ -32,7 +32,7 @@ struct Job {
 
   Job() {
     if (::access(bin_path("ddp-rdzv").c_str(), X_OK) != 0)
-      DDP_SKIP("ddp-rdzv was not built (it needs LibTorch): c10d rendezvous is unavailable in this build");
+      DDP_SKIP("ddp-rdzv was not built: c10d rendezvous is unavailable in this build");
   }
 
   // Starts one launcher; the first started hosts the store.
@@ -233,7 +233,7 @@ TEST_CASE("c10d --rdzv-endpoint localhost:0 --nnodes 1: two such jobs at once, e
   // torchrun's "stacked single-node multi-worker" recipe: the node hosts the
   // rendezvous store on a port the kernel picks, and the workers get another.
   if (::access(bin_path("ddp-rdzv").c_str(), X_OK) != 0)
-    DDP_SKIP("ddp-rdzv was not built (it needs LibTorch): c10d rendezvous is unavailable in this build");
+    DDP_SKIP("ddp-rdzv was not built: c10d rendezvous is unavailable in this build");
   TempDir out1, out2;
   auto job = [&](const TempDir& out) {
     return std::make_unique<Proc>(

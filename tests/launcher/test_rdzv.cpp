@@ -6,8 +6,68 @@
 
 #include "ddp/launcher/elastic/rdzv_agent.h"
 #include "ddp/launcher/config/worker_env.h"
+#include "ddp/rdzv/agent_lines.h"
 
 using namespace ddp::launcher;
+namespace lines = ddp::rdzv::lines;
+
+TEST_CASE("every line between the launcher and ddp-rdzv parses back to what was formatted (agent_lines.h)") {
+  using lines::Command;
+  for (const Command c : {Command::Join, Command::Done, Command::Ping, Command::Quit}) {
+    INFO(lines::command_word(c));
+    const lines::CommandLine back = lines::parse_command(lines::format_command(c));
+    CHECK(back.command == c);
+    CHECK(back.arg.empty());
+  }
+  for (const Command c : {Command::Fail, Command::Abort, Command::Steps}) {
+    INFO(lines::command_word(c));
+    const lines::CommandLine back = lines::parse_command(lines::format_command(c, "rank 3 (local_rank 1)\nexited 1"));
+    CHECK(back.command == c);
+    CHECK(back.arg == "rank 3 (local_rank 1) exited 1");  // one line: the break is a space
+  }
+  CHECK(lines::parse_command("hello there").command == Command::Unknown);
+
+  ddp::rdzv::Round r;
+  r.round = 3;
+  r.restart_count = 1;
+  r.group_rank = 2;
+  r.group_world_size = 3;
+  r.base_rank = 5;
+  r.world_size = 9;
+  r.master_addr = "10.0.0.7";
+  r.master_port = 41234;
+  CHECK(lines::format_round(r) == "round 3 1 2 3 5 9 10.0.0.7 41234");
+  const lines::AnswerLine round = lines::parse_answer(lines::format_round(r));
+  REQUIRE(round.answer == lines::Answer::Round);
+  CHECK(round.round.round == 3);
+  CHECK(round.round.restart_count == 1);
+  CHECK(round.round.group_rank == 2);
+  CHECK(round.round.group_world_size == 3);
+  CHECK(round.round.base_rank == 5);
+  CHECK(round.round.world_size == 9);
+  CHECK(round.round.master_addr == "10.0.0.7");
+  CHECK(round.round.master_port == 41234);
+  for (const bool counted : {true, false}) {
+    const lines::AnswerLine a = lines::parse_answer(lines::format_restart(counted, "node h2 left\r\n"));
+    CHECK(a.answer == lines::Answer::Restart);
+    CHECK(a.counted == counted);
+    CHECK(a.text == "node h2 left  ");
+  }
+  const std::pair<std::string, lines::Answer> texts[] = {
+      {lines::format_abort("no restarts left"), lines::Answer::Abort},
+      {lines::format_finished("the other nodes did not finish"), lines::Answer::Finished},
+      {lines::format_error("rendezvous at h:1: 1/2 nodes joined"), lines::Answer::Error},
+      {lines::format_job_steps("h1 0 1 2|h2 0 1 2"), lines::Answer::JobSteps}};
+  for (const auto& [line, answer] : texts) {
+    INFO(line);
+    const lines::AnswerLine a = lines::parse_answer(line);
+    CHECK(a.answer == answer);
+    CHECK(a.text == line.substr(line.find(' ') + 1));
+  }
+  CHECK(lines::parse_answer(lines::format_aborted()).answer == lines::Answer::Aborted);
+  CHECK(lines::parse_answer(lines::format_finished("")).text.empty());
+  CHECK(lines::parse_answer("hello").answer == lines::Answer::Unexpected);
+}
 
 TEST_CASE("the rendezvous helper's lines parse into events, and anything else is an error that quotes it") {
   RdzvEvent r = parse_rdzv_line("round 3 1 2 3 5 9 10.0.0.7 41234");

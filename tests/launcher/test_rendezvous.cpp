@@ -1,23 +1,35 @@
-// The c10d rendezvous (launcher/rdzv/rendezvous.cpp) over an in-process
-// store (store_server.h, on a free port of this machine): node ranks, base
-// ranks and the workers' store, with the order in which nodes join forced,
-// which the multi-process tests cannot do.
+// The c10d rendezvous (launcher/rdzv/rendezvous.cpp) in process: nodes are
+// threads over one MemoryStore, time is a fake clock the test moves, so
+// node ranks, base ranks, the workers' store and the keep-alive rules are
+// checked with the order in which nodes join forced (which the
+// multi-process tests cannot do), and without sleeping. One case runs the
+// rendezvous over the real store server on a free port (the wire itself is
+// test_rdzv_store.cpp's).
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <thread>
 
+#include "memory_store.h"
 #include "rendezvous.h"
+#include "store_client.h"
 #include "store_server.h"
 
+using ddp::rdzv::Clock;
 using ddp::rdzv::Config;
+using ddp::rdzv::MemoryStore;
 using ddp::rdzv::Rendezvous;
 using ddp::rdzv::Round;
+using ddp::rdzv::Store;
 using ddp::rdzv::StoreClient;
 using ddp::rdzv::StoreServer;
+using namespace std::chrono_literals;
 
 namespace {
+
+using Idle = std::function<bool(int)>;
 
 Config node(const std::string& name, int nproc, bool hosts_store) {
   Config c;
@@ -35,40 +47,56 @@ Config node(const std::string& name, int nproc, bool hosts_store) {
   return c;
 }
 
-bool idle(int ms) {
-  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-  return true;
-}
-
-// The store one node hosts, and a connection to it for each node (as each
-// node's helper has its own).
-struct Store {
-  StoreServer server{0, "test"};
-  StoreClient connect() {
-    return StoreClient("localhost", server.port(), std::chrono::seconds(5), std::chrono::seconds(20), "test");
+// The rendezvous' time, moved only by the test (or by a node's idle that
+// lets time pass). Starts an hour in, so the first heartbeat is due at once
+// as on the steady clock.
+class FakeClock {
+ public:
+  ddp::rdzv::Now now() {
+    return [this] { return Clock::time_point(Clock::duration(ticks_.load())); };
   }
+  void advance(std::chrono::milliseconds d) { ticks_ += std::chrono::duration_cast<Clock::duration>(d).count(); }
+
+ private:
+  std::atomic<Clock::rep> ticks_{std::chrono::duration_cast<Clock::duration>(1h).count()};
 };
 
-long long joined(StoreClient& store, int round) {
-  return store.add("/ddp-rdzv/unit/r" + std::to_string(round) + "/joined", 0);
+// A node's idle while another node moves: it returns when the store has
+// changed since this node's last poll, and no time passes. Nothing changing
+// for 10 s of real time is a test waiting on time it never gives: the node
+// gives up (the join throws) rather than hang.
+Idle on_change(MemoryStore& store) {
+  return [&store, seen = store.version()](int) mutable {
+    const unsigned long long now = store.await_change(seen, 10s);
+    const bool moved = now != seen;
+    seen = now;
+    return moved;
+  };
 }
 
-// Starts `first`'s join, waits until the store has counted it, then joins `second`.
-std::pair<Round, Round> join_in_order(StoreClient& store, Rendezvous& first, Rendezvous& second, int round) {
-  auto a = std::async(std::launch::async, [&] { return first.join(idle); });
-  while (joined(store, round) < 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  auto b = std::async(std::launch::async, [&] { return second.join(idle); });
+// A node's idle when it is alone: its wait passes on the fake clock.
+Idle time_passes(FakeClock& clock) {
+  return [&clock](int ms) {
+    clock.advance(std::chrono::milliseconds(ms));
+    return true;
+  };
+}
+
+std::string round_key(int round, const std::string& k) { return "/ddp-rdzv/unit/r" + std::to_string(round) + "/" + k; }
+
+// Starts `first`'s join, waits until it has written its descriptor to the
+// store, then joins `second`.
+std::pair<Round, Round> join_in_order(Store& store, Rendezvous& first, const Idle& first_idle, Rendezvous& second,
+                                      const Idle& second_idle, int round) {
+  auto a = std::async(std::launch::async, [&] { return first.join(first_idle); });
+  REQUIRE(store.wait(round_key(round, "node/0"), 10s));
+  auto b = std::async(std::launch::async, [&] { return second.join(second_idle); });
   return {a.get(), b.get()};
 }
 
-}  // namespace
-
-TEST_CASE("rendezvous: the node that hosts the store is node 0 of the first round even when it joins last") {
-  Store s;
-  StoreClient gc = s.connect(), hc = s.connect(), look = s.connect();
-  Rendezvous guest(gc, node("guest", 3, false), [] { return 1111; });
-  Rendezvous host(hc, node("host", 2, true), [] { return 2222; });
-  const auto [g, h] = join_in_order(look, guest, host, 0);
+// The guest (3 workers) joined first, the store's host (2 workers) second:
+// the host is node 0 of round 0 all the same.
+void check_host_is_node_0(const Round& g, const Round& h) {
   CHECK(h.group_rank == 0);
   CHECK(h.base_rank == 0);
   CHECK(g.group_rank == 1);
@@ -84,12 +112,39 @@ TEST_CASE("rendezvous: the node that hosts the store is node 0 of the first roun
   }
 }
 
+}  // namespace
+
+TEST_CASE("rendezvous: the node that hosts the store is node 0 of the first round even when it joins last") {
+  MemoryStore store;
+  FakeClock clock;
+  Rendezvous guest(store, node("guest", 3, false), [] { return 1111; }, clock.now());
+  Rendezvous host(store, node("host", 2, true), [] { return 2222; }, clock.now());
+  const auto [g, h] = join_in_order(store, guest, on_change(store), host, on_change(store), 0);
+  check_host_is_node_0(g, h);
+}
+
+TEST_CASE("rendezvous: over the real store server, each node on its own connection") {
+  StoreServer server{0, "test"};
+  auto connect = [&] { return StoreClient("localhost", server.port(), 5s, 20s, "test"); };
+  StoreClient gc = connect(), hc = connect(), look = connect();
+  Rendezvous guest(gc, node("guest", 3, false), [] { return 1111; });
+  Rendezvous host(hc, node("host", 2, true), [] { return 2222; });
+  // Real time, and the nodes poll the store without a pause: no time rule
+  // is at stake, only the requests on the wire.
+  const Idle poll = [](int) {
+    std::this_thread::yield();
+    return true;
+  };
+  const auto [g, h] = join_in_order(look, guest, poll, host, poll, 0);
+  check_host_is_node_0(g, h);
+}
+
 TEST_CASE("rendezvous: without the store's host, newcomers take node ranks in join order") {
-  Store s;
-  StoreClient ac = s.connect(), bc = s.connect(), look = s.connect();
-  Rendezvous a(ac, node("a", 1, false), [] { return 1111; });
-  Rendezvous b(bc, node("b", 1, false), [] { return 2222; });
-  const auto [ra, rb] = join_in_order(look, a, b, 0);
+  MemoryStore store;
+  FakeClock clock;
+  Rendezvous a(store, node("a", 1, false), [] { return 1111; }, clock.now());
+  Rendezvous b(store, node("b", 1, false), [] { return 2222; }, clock.now());
+  const auto [ra, rb] = join_in_order(store, a, on_change(store), b, on_change(store), 0);
   CHECK(ra.group_rank == 0);
   CHECK(rb.group_rank == 1);
   CHECK(ra.master_addr == "a-addr");
@@ -97,28 +152,32 @@ TEST_CASE("rendezvous: without the store's host, newcomers take node ranks in jo
 }
 
 TEST_CASE("rendezvous: a node keeps its node rank in later rounds, ahead of a store host that joined later") {
-  Store s;
-  StoreClient gc = s.connect(), hc = s.connect(), look = s.connect();
-  // --nnodes 1:2: the guest starts alone as node 0; the node that hosts the
-  // store arrives during round 0 and is a newcomer of round 1.
+  MemoryStore store;
+  FakeClock clock;
+  // --nnodes 1:2: the guest starts alone as node 0 (after last_call_timeout
+  // on the fake clock); the node that hosts the store arrives during round
+  // 0 and is a newcomer of round 1.
   Config one_or_two = node("guest", 1, false);
   one_or_two.min_nodes = 1;
-  Rendezvous guest(gc, one_or_two, [] { return 1111; });
-  const Round g0 = guest.join(idle);
+  Rendezvous guest(store, one_or_two, [] { return 1111; }, clock.now());
+  const Round g0 = guest.join(time_passes(clock));
   CHECK(g0.group_world_size == 1);
   CHECK(g0.group_rank == 0);
 
   Config host_cfg = node("host", 1, true);
   host_cfg.min_nodes = 1;
-  Rendezvous host(hc, host_cfg, [] { return 2222; });
-  auto h1 = std::async(std::launch::async, [&] { return host.join(idle); });
-  while (joined(look, 1) < 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  Rendezvous host(store, host_cfg, [] { return 2222; }, clock.now());
+  const Idle host_idle = on_change(store);
+  auto h1 = std::async(std::launch::async, [&] { return host.join(host_idle); });
+  REQUIRE(store.wait(round_key(1, "node/0"), 10s));
   // The guest's next tick stops its workers for the newcomer, uncounted.
   const auto stop = guest.tick();
   REQUIRE(stop);
   CHECK_FALSE(stop->counted);
   CHECK_THAT(stop->reason, Catch::Contains("node host (pid") && Catch::Contains("is waiting to join"));
-  const Round g1 = guest.join(idle);
+  // No time passes while both are in round 1's rendezvous: the host cannot
+  // close it alone after last_call_timeout.
+  const Round g1 = guest.join(on_change(store));
   const Round h = h1.get();
   CHECK(g1.round == 1);
   CHECK(g1.group_rank == 0);
@@ -132,7 +191,7 @@ TEST_CASE("rendezvous: a node keeps its node rank in later rounds, ahead of a st
   const auto seen = guest.tick();
   REQUIRE(seen);
   CHECK(seen->reason == "rank 1 exited with 1");
-  const auto [h2, g2] = join_in_order(look, host, guest, 2);
+  const auto [h2, g2] = join_in_order(store, host, on_change(store), guest, on_change(store), 2);
   CHECK(g2.group_rank == 0);
   CHECK(h2.group_rank == 1);
   CHECK(g2.restart_count == 1);
@@ -141,17 +200,17 @@ TEST_CASE("rendezvous: a node keeps its node rank in later rounds, ahead of a st
 
 TEST_CASE("rendezvous: a node whose launcher is silent longer than keep_alive_interval x keep_alive_max_attempt "
           "sends no heartbeat and ends the round as a node lost, named") {
-  Store s;
-  StoreClient gc = s.connect(), hc = s.connect(), store = s.connect();
-  Rendezvous guest(gc, node("guest", 1, false), [] { return 1111; });
-  Rendezvous host(hc, node("host", 1, true), [] { return 2222; });
-  const auto [g, h] = join_in_order(store, guest, host, 0);
+  MemoryStore store;
+  FakeClock clock;
+  Rendezvous guest(store, node("guest", 1, false), [] { return 1111; }, clock.now());
+  Rendezvous host(store, node("host", 1, true), [] { return 2222; }, clock.now());
+  const auto [g, h] = join_in_order(store, guest, on_change(store), host, on_change(store), 0);
   REQUIRE(g.group_rank == 1);
   // The limit is 0.1 s x 3: a launcher silent for less goes on.
   CHECK_FALSE(guest.tick(0.2));
-  const std::string beats_key = "/ddp-rdzv/unit/r0/hb/1";
+  const std::string beats_key = round_key(0, "hb/1");
   const long long beats = store.add(beats_key, 0);
-  idle(150);  // a heartbeat is due again (keep_alive_interval 0.1 s)
+  clock.advance(150ms);  // a heartbeat is due again (keep_alive_interval 0.1 s)
   const auto stop = guest.tick(0.5);
   REQUIRE(stop);
   CHECK(stop->counted);
@@ -163,4 +222,30 @@ TEST_CASE("rendezvous: a node whose launcher is silent longer than keep_alive_in
   const auto seen = host.tick();
   REQUIRE(seen);
   CHECK(seen->reason == stop->reason);
+}
+
+TEST_CASE("rendezvous: a node whose peer's heartbeat stops for keep_alive_interval x keep_alive_max_attempt "
+          "on the clock ends the round, naming the peer") {
+  MemoryStore store;
+  FakeClock clock;
+  Rendezvous guest(store, node("guest", 1, false), [] { return 1111; }, clock.now());
+  Rendezvous host(store, node("host", 1, true), [] { return 2222; }, clock.now());
+  join_in_order(store, guest, on_change(store), host, on_change(store), 0);
+  CHECK_FALSE(host.tick());  // sees the guest's first beat
+  clock.advance(200ms);
+  CHECK_FALSE(host.tick());  // 0.2 s without a beat: within 0.3 s
+  clock.advance(150ms);
+  const auto stop = host.tick();
+  REQUIRE(stop);
+  CHECK(stop->counted);
+  CHECK_THAT(stop->reason, Catch::StartsWith("node n1 (pid ") && Catch::Contains("host guest)") &&
+                               Catch::Contains("left during round 0 (no heartbeat for"));
+}
+
+TEST_CASE("rendezvous: a round that never fills ends at join_timeout on the clock, saying how many joined") {
+  MemoryStore store;
+  FakeClock clock;
+  Rendezvous alone(store, node("alone", 1, false), [] { return 1111; }, clock.now());
+  CHECK_THROWS_WITH(alone.join(time_passes(clock)),
+                    Catch::StartsWith("rendezvous at store:29400 (rdzv_id unit): 1/2 nodes joined after 20 s"));
 }

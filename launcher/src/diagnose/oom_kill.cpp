@@ -1,5 +1,7 @@
 #include "ddp/launcher/diagnose/oom_kill.h"
 
+#include "ddp/common/fd_io.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -169,8 +171,8 @@ void OomWatch::read_kernel_log() {
   // were overwritten meanwhile (the next read goes on). A file ends with 0.
   char buf[8192];
   for (int reads = 0; reads < 100000; ++reads) {
-    const ssize_t n = ::read(kmsg_, buf, sizeof(buf));
-    if (n < 0 && (errno == EINTR || errno == EPIPE)) continue;
+    const ssize_t n = ddp::fd::read_some(kmsg_, buf, sizeof(buf));
+    if (n < 0 && errno == EPIPE) continue;
     if (n <= 0) break;
     for (pid_t p : parse_oom_victims(std::string(buf, static_cast<size_t>(n)))) victims_.push_back(p);
   }

@@ -1,6 +1,7 @@
 #include "ddp/launcher/diagnose/stack_dump.h"
 
 #include "ddp/common/duration_text.h"
+#include "ddp/common/fd_io.h"
 #include "ddp/launcher/base/own_programs.h"
 #include "ddp/launcher/base/time_text.h"
 #include "ddp/launcher/config/options.h"
@@ -82,26 +83,9 @@ struct Chain {
   std::vector<std::string> notes;
 };
 
-void write_all(int fd, const std::string& s) {
-  size_t done = 0;
-  while (done < s.size()) {
-    const ssize_t n = ::write(fd, s.data() + done, s.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<size_t>(n);
-  }
-}
-
 std::string read_range(int fd, off_t from, off_t to) {
   std::string s(static_cast<size_t>(std::max<off_t>(0, to - from)), '\0');
-  size_t done = 0;
-  while (done < s.size()) {
-    const ssize_t n = ::pread(fd, s.data() + done, s.size() - done, from + static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += static_cast<size_t>(n);
-  }
-  s.resize(done);
+  s.resize(ddp::fd::pread_full(fd, s.data(), s.size(), from).bytes);
   return s;
 }
 
@@ -147,10 +131,9 @@ class Dumper {
           fds.push_back(pollfd{c.pidfd, POLLIN, 0});
           owners.push_back(&c);
         }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now()).count();
-      if (left <= 0) break;
-      const int r = ::poll(fds.data(), fds.size(), static_cast<int>(left));
-      if (r < 0 && errno != EINTR) break;
+      if (Clock::now() >= deadline_) break;
+      const int r = ddp::fd::poll_until(fds.data(), fds.size(), deadline_);
+      if (r < 0) break;
       for (size_t i = 0; i < fds.size(); ++i)
         if (fds[i].revents != 0) finish_step(*owners[i], false);
       fill();
@@ -206,7 +189,7 @@ class Dumper {
       return;
     }
     c.out.file = path;
-    write_all(c.fd, "# ddp-launch: stacks of rank " + std::to_string(t.rank) + " (local_rank " +
+    ddp::fd::write_all(c.fd, "# ddp-launch: stacks of rank " + std::to_string(t.rank) + " (local_rank " +
                         std::to_string(t.local_rank) + ", pid " + pid + "), " + tag + ", " +
                         format_time(std::chrono::system_clock::now()) + "\n");
   }
@@ -225,7 +208,7 @@ class Dumper {
     while (c.next < c.steps.size() && Clock::now() < deadline_) {
       const Step& s = c.steps[c.next++];
       if (s.fallback && has_native_frames(c.native_text)) continue;
-      write_all(c.fd, "== " + s.title + " ==\n");
+      ddp::fd::write_all(c.fd, "== " + s.title + " ==\n");
       c.from = size_of(c.fd);
       c.err = static_cast<int>(::syscall(SYS_memfd_create, "stack-tool-stderr", MFD_CLOEXEC));
       SpawnSpec spec;
@@ -258,8 +241,7 @@ class Dumper {
     const Step& s = c.steps[c.next - 1];
     if (overran) ::kill(-c.tool, SIGKILL);
     int status = 0;
-    while (::waitpid(c.tool, &status, 0) < 0 && errno == EINTR) {
-    }
+    ddp::fd::retry_eintr([&] { return ::waitpid(c.tool, &status, 0); });
     if (overran) ::kill(c.target.pid, SIGCONT);  // a tracer killed while attached may leave it stopped
     if (c.pidfd >= 0) ::close(c.pidfd);
     c.pidfd = -1;
@@ -269,7 +251,7 @@ class Dumper {
     std::string err;
     if (c.err >= 0) {
       err = read_range(c.err, 0, size_of(c.err));
-      write_all(c.fd, err);  // warnings and errors stay in the file too
+      ddp::fd::write_all(c.fd, err);  // warnings and errors stay in the file too
       close_err(c);
     }
     (s.python ? c.python_text : c.native_text) = text;  // a fallback replaces the text without frames
@@ -297,7 +279,7 @@ class Dumper {
     if (c.out.signature.empty()) c.out.signature = native_signature(c.native_text, c.target.pid);
     for (const std::string& n : c.notes) c.out.note += (c.out.note.empty() ? "" : "\n") + n;
     if (c.fd >= 0) {
-      if (!c.out.note.empty()) write_all(c.fd, "== notes ==\n" + c.out.note + "\n");
+      if (!c.out.note.empty()) ddp::fd::write_all(c.fd, "== notes ==\n" + c.out.note + "\n");
       ::close(c.fd);
     }
   }

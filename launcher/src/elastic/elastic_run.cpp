@@ -11,6 +11,8 @@ namespace ddp::launcher {
 
 namespace {
 
+using rdzv::lines::Command;
+
 // The launcher's signals while it waits on the rendezvous: a forwarded one
 // ends the wait (there are no workers to dump stacks of).
 class SignalWait final : public EventLoop::Source {
@@ -74,7 +76,7 @@ void ElasticRun::run(const RunAttempt& run_attempt, std::vector<AttemptResult>& 
   for (int attempt = 0;; ++attempt) {
     log_ << "ddp-launch: joining the rendezvous at " << endpoint() << " (rdzv_id " << plan_.opts.run_id << ", "
          << nodes_text() << ")" << std::endl;
-    agent.send("join");
+    agent.send(Command::Join);
     const std::optional<RdzvEvent> round = await(agent, {RdzvEvent::Round});
     if (!round) return;
     if (round->kind == RdzvEvent::Error) {
@@ -96,7 +98,7 @@ void ElasticRun::run(const RunAttempt& run_attempt, std::vector<AttemptResult>& 
     attempts.push_back(run_attempt(setup));
     AttemptResult& last = attempts.back();
     if (last.succeeded()) {
-      agent.send("done");
+      agent.send(Command::Done);
       const auto fin = await(agent, {RdzvEvent::Finished});
       if (fin && !fin->text.empty())
         log_ << "ddp-launch: warning: this node's workers succeeded; the exit barrier ended early: " << fin->text
@@ -111,7 +113,7 @@ bool ElasticRun::rejoin(RdzvAgent& agent, const RdzvEvent& round, const RoundPla
   const int max_restarts = plan_.opts.max_restarts;
   if (last.launcher_signal || last.signal_during_teardown) {
     const int sig = last.launcher_signal ? last.launcher_signal : last.signal_during_teardown;
-    agent.send("abort the launcher of " + setup.node + " got " + signal_name(sig));
+    agent.send(Command::Abort, "the launcher of " + setup.node + " got " + signal_name(sig));
     await(agent, {RdzvEvent::Aborted});
     return false;
   }
@@ -132,12 +134,12 @@ bool ElasticRun::rejoin(RdzvAgent& agent, const RdzvEvent& round, const RoundPla
     return false;
   }
   if (!last.unkillable.empty()) {  // a new round here would meet them holding GPUs and ports
-    agent.send("abort " + reason + "; " + setup.node + " has workers that SIGKILL cannot end");
+    agent.send(Command::Abort, reason + "; " + setup.node + " has workers that SIGKILL cannot end");
     await(agent, {RdzvEvent::Aborted});
     return false;
   }
   if (last.spawn_failed || (last.rdzv_counted && round.restart_count >= max_restarts)) {
-    agent.send("abort " + reason + "; " + setup.node + " has no restarts left (max_restarts " +
+    agent.send(Command::Abort, reason + "; " + setup.node + " has no restarts left (max_restarts " +
                std::to_string(max_restarts) + ")");
     await(agent, {RdzvEvent::Aborted});
     return false;

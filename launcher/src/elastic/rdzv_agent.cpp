@@ -3,6 +3,9 @@
 #include "ddp/launcher/base/own_programs.h"
 #include "ddp/launcher/process/spawn.h"
 
+#include "ddp/common/fd_io.h"
+#include "ddp/rdzv/agent_lines.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -17,42 +20,32 @@
 namespace ddp::launcher {
 
 RdzvEvent parse_rdzv_line(const std::string& line) {
+  using rdzv::lines::Answer;
+  const rdzv::lines::AnswerLine a = rdzv::lines::parse_answer(line);
   RdzvEvent e;
-  std::istringstream in(line);
-  std::string kind;
-  in >> kind;
-  auto rest = [&] {
-    std::string r;
-    std::getline(in, r);
-    if (!r.empty() && r[0] == ' ') r.erase(0, 1);
-    return r;
-  };
-  if (kind == "round") {
-    NodePlacement& p = e.placement;
-    if (in >> e.round >> e.restart_count >> p.group_rank >> p.group_world_size >> p.base_rank >> p.world_size >>
-        p.master_addr >> e.master_port) {
+  e.text = a.text;
+  e.counted = a.counted;
+  switch (a.answer) {
+    case Answer::Round: {
       e.kind = RdzvEvent::Round;
+      e.round = a.round.round;
+      e.restart_count = a.round.restart_count;
+      NodePlacement& p = e.placement;
+      p.group_rank = a.round.group_rank;
+      p.group_world_size = a.round.group_world_size;
+      p.base_rank = a.round.base_rank;
+      p.world_size = a.round.world_size;
+      p.master_addr = a.round.master_addr;
+      e.master_port = a.round.master_port;
       return e;
     }
-  } else if (kind == "restart") {
-    int counted = 1;
-    if (in >> counted) {
-      e.kind = RdzvEvent::Restart;
-      e.counted = counted != 0;
-      e.text = rest();
-      return e;
-    }
-  } else if (kind == "abort" || kind == "error" || kind == "finished") {
-    e.kind = kind == "abort" ? RdzvEvent::Abort : kind == "error" ? RdzvEvent::Error : RdzvEvent::Finished;
-    e.text = rest();
-    return e;
-  } else if (kind == "aborted") {
-    e.kind = RdzvEvent::Aborted;
-    return e;
-  } else if (kind == "job_steps") {
-    e.kind = RdzvEvent::JobSteps;
-    e.text = rest();
-    return e;
+    case Answer::Restart: e.kind = RdzvEvent::Restart; return e;
+    case Answer::Abort: e.kind = RdzvEvent::Abort; return e;
+    case Answer::Aborted: e.kind = RdzvEvent::Aborted; return e;
+    case Answer::Finished: e.kind = RdzvEvent::Finished; return e;
+    case Answer::Error: e.kind = RdzvEvent::Error; return e;
+    case Answer::JobSteps: e.kind = RdzvEvent::JobSteps; return e;
+    case Answer::Unexpected: break;
   }
   e.kind = RdzvEvent::Error;
   e.text = "the rendezvous helper said something unexpected: '" + line + "'";
@@ -75,7 +68,7 @@ RdzvAgent::RdzvAgent(const LaunchOptions& o, int nproc, const sigset_t& child_ma
   const std::string exe = rdzv_helper_path();
   if (::access(exe.c_str(), X_OK) != 0)
     throw std::runtime_error("--rdzv_backend c10d needs " + exe +
-                             " (built with the worker runtime, which needs LibTorch; install it beside ddp-launch), "
+                             " (built and installed with ddp-launch; put it beside ddp-launch), "
                              "or use static rendezvous: --nnodes N --node_rank R --master_addr HOST --master_port PORT");
   int in[2], out[2];
   if (::pipe2(in, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe failed: ") + std::strerror(errno));
@@ -131,8 +124,7 @@ RdzvAgent::~RdzvAgent() {
   if (from_ >= 0) {
     char buf[256];
     while (!closed && std::chrono::steady_clock::now() < until) {
-      const ssize_t n = ::read(from_, buf, sizeof(buf));
-      if (n == 0 || (n < 0 && errno != EINTR)) closed = true;
+      if (ddp::fd::read_some(from_, buf, sizeof(buf)) <= 0) closed = true;
     }
     ::close(from_);
   }
@@ -159,20 +151,9 @@ void RdzvAgent::send(const std::string& line) {
   for (char& c : l)
     if (c == '\n' || c == '\r') c = ' ';
   l += '\n';
-  const char* p = l.data();
-  std::size_t left = l.size();
-  while (left > 0) {
-    const ssize_t n = ::write(to_, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) {  // the pipe is full: a command waits for room
-      pollfd w{to_, POLLOUT, 0};
-      ::poll(&w, 1, -1);
-      continue;
-    }
-    if (n <= 0) return;  // the helper is gone: its EOF on fd() says so
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
+  // The pipe is full: a command waits for room. The helper is gone: its
+  // EOF on fd() says so.
+  ddp::fd::write_all(to_, l, ddp::fd::WhenFull::wait);
 }
 
 int RdzvAgent::ms_to_ping() const {
@@ -184,9 +165,9 @@ void RdzvAgent::ping_if_due() {
   const auto now = std::chrono::steady_clock::now();
   if (now < next_ping_ || to_ < 0) return;
   next_ping_ = now + ping_every_;
-  // 5 bytes: a pipe write of at most PIPE_BUF is whole or not at all.
-  while (::write(to_, "ping\n", 5) < 0 && errno == EINTR) {
-  }
+  // A pipe write of at most PIPE_BUF is whole or not at all.
+  static const std::string ping = rdzv::lines::format_command(rdzv::lines::Command::Ping) + "\n";
+  ddp::fd::retry_eintr([&] { return ::write(to_, ping.data(), ping.size()); });
 }
 
 std::vector<RdzvEvent> RdzvAgent::read() {

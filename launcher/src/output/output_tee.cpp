@@ -1,5 +1,7 @@
 #include "ddp/launcher/output/output_tee.h"
 
+#include "ddp/common/fd_io.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -97,8 +99,7 @@ std::string OutputTee::take_warning() {
 void OutputTee::read_stream(Stream& s, bool at_end) {
   static thread_local std::vector<char> buf(kReadChunk);
   for (int reads = 0; reads < (at_end ? kReadsAtEnd : kReadsPerPump); ++reads) {
-    const ssize_t n = ::read(s.read_fd, buf.data(), buf.size());
-    if (n < 0 && errno == EINTR) continue;
+    const ssize_t n = ddp::fd::read_some(s.read_fd, buf.data(), buf.size());
     if (n < 0) return;  // EAGAIN: nothing more for now (or a writer still alive at the end)
     if (n == 0) {       // every writer closed it
       flush_partial(s);
@@ -185,18 +186,10 @@ void OutputTee::to_duplicate(Duplicate* d, const std::string& lines, const std::
 }
 
 bool OutputTee::write_all(int fd, const char* data, size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, data, n);
-    if (w > 0) {
-      data += w;
-      n -= static_cast<size_t>(w);
-      continue;
-    }
-    if (w < 0 && errno == EINTR) continue;
-    if (w == 0) errno = EIO;
-    return false;
-  }
-  return true;
+  const ddp::fd::Moved m = ddp::fd::write_all(fd, data, n);
+  if (m.bytes == n) return true;
+  errno = m.error != 0 ? m.error : EIO;
+  return false;
 }
 
 void OutputTee::close_stream(Stream& s) {
@@ -207,41 +200,20 @@ void OutputTee::close_stream(Stream& s) {
 
 void OutputTee::to_console(int fd, const std::string& text) {
   if (std::find(console_gone_.begin(), console_gone_.end(), fd) != console_gone_.end()) return;
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n > 0) {
-      done += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) {  // a console someone made non-blocking: wait until it takes more
-      pollfd p{fd, POLLOUT, 0};
-      ::poll(&p, 1, -1);
-      continue;
-    }
-    // EPIPE (the reader went away) or a broken console: files keep going.
-    drain_sigpipe();
-    console_gone_.push_back(fd);
-    return;
-  }
+  // A console someone made non-blocking: wait until it takes more.
+  if (ddp::fd::write_all(fd, text, ddp::fd::WhenFull::wait).bytes == text.size()) return;
+  // EPIPE (the reader went away) or a broken console: files keep going.
+  drain_sigpipe();
+  console_gone_.push_back(fd);
 }
 
 void OutputTee::to_file(Stream& s, const char* data, size_t n) {
   if (s.file_failed) return;
-  while (n > 0) {
-    const ssize_t w = ::write(s.file_fd, data, n);
-    if (w > 0) {
-      data += w;
-      n -= static_cast<size_t>(w);
-      continue;
-    }
-    if (w < 0 && errno == EINTR) continue;
-    s.file_failed = true;
-    warning_ += std::string(warning_.empty() ? "" : "\n") + "ddp-launch: warning: cannot write " + s.path + ": " +
-                (w < 0 ? std::strerror(errno) : "no progress") + "; its console copy goes on";
-    return;
-  }
+  const ddp::fd::Moved m = ddp::fd::write_all(s.file_fd, data, n);
+  if (m.bytes == n) return;
+  s.file_failed = true;
+  warning_ += std::string(warning_.empty() ? "" : "\n") + "ddp-launch: warning: cannot write " + s.path + ": " +
+              (m.error != 0 ? std::strerror(m.error) : "no progress") + "; its console copy goes on";
 }
 
 }  // namespace ddp::launcher

@@ -1,5 +1,7 @@
 #include "ddp/launcher/output/stderr_relay.h"
 
+#include "ddp/common/fd_io.h"
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -163,8 +165,7 @@ void StderrRelay::follow_window_size() {
 void StderrRelay::read_stream(Stream& s, bool at_end) {
   static thread_local std::vector<char> buf(kReadChunk);
   for (int reads = 0; reads < (at_end ? kReadsAtEnd : kReadsPerPump); ++reads) {
-    const ssize_t n = ::read(s.read_fd, buf.data(), buf.size());
-    if (n < 0 && errno == EINTR) continue;
+    const ssize_t n = ddp::fd::read_some(s.read_fd, buf.data(), buf.size());
     if (n < 0 && errno == EAGAIN) return;  // nothing more for now (or a writer still alive at the end)
     if (n <= 0) {  // EOF; a pty master's EIO: every slave fd is closed and its bytes are read
       close_fd(s.read_fd);
@@ -177,29 +178,16 @@ void StderrRelay::read_stream(Stream& s, bool at_end) {
 
 void StderrRelay::to_console(int fd, const char* data, size_t n) {
   if (console_gone_) return;
-  while (n > 0) {
-    const ssize_t w = ::write(fd, data, n);
-    if (w > 0) {
-      data += w;
-      n -= static_cast<size_t>(w);
-      continue;
-    }
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0 && errno == EAGAIN) {  // a console someone made non-blocking: wait until it takes more
-      pollfd p{fd, POLLOUT, 0};
-      ::poll(&p, 1, -1);
-      continue;
-    }
-    // EPIPE (the reader went away) or a broken console: the tails keep going.
-    sigset_t pipe_set;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    const timespec zero{0, 0};
-    while (::sigtimedwait(&pipe_set, nullptr, &zero) == SIGPIPE) {
-    }
-    console_gone_ = true;
-    return;
+  // A console someone made non-blocking: wait until it takes more.
+  if (ddp::fd::write_all(fd, data, n, ddp::fd::WhenFull::wait).bytes == n) return;
+  // EPIPE (the reader went away) or a broken console: the tails keep going.
+  sigset_t pipe_set;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  const timespec zero{0, 0};
+  while (::sigtimedwait(&pipe_set, nullptr, &zero) == SIGPIPE) {
   }
+  console_gone_ = true;
 }
 
 }  // namespace ddp::launcher

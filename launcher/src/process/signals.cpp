@@ -1,5 +1,7 @@
 #include "ddp/launcher/process/signals.h"
 
+#include "ddp/common/fd_io.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -48,12 +50,11 @@ std::vector<int> SignalChannel::drain() {
   std::vector<int> out;
   signalfd_siginfo info;
   for (;;) {
-    ssize_t n = ::read(fd_, &info, sizeof(info));
+    const ssize_t n = ddp::fd::read_some(fd_, &info, sizeof(info));
     if (n == static_cast<ssize_t>(sizeof(info))) {
       out.push_back(static_cast<int>(info.ssi_signo));
       continue;
     }
-    if (n < 0 && errno == EINTR) continue;
     return out;  // EAGAIN: nothing more pending
   }
 }

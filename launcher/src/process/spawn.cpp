@@ -1,5 +1,7 @@
 #include "ddp/launcher/process/spawn.h"
 
+#include "ddp/common/fd_io.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -60,9 +62,7 @@ std::string exec_failure_text(const std::string& exe, int err) {
   struct stat st;
   char buf[256];
   ssize_t n = -1;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
-    while ((n = ::read(fd, buf, sizeof buf)) < 0 && errno == EINTR) {
-    }
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) n = ddp::fd::read_some(fd, buf, sizeof buf);
   ::close(fd);
   if (n < 0) return "";
   const std::string head(buf, static_cast<size_t>(n));
@@ -187,8 +187,7 @@ pid_t spawn_worker(const SpawnSpec& spec) {
   if (exec_errno != 0) {
     const int e = exec_errno;
     int status;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    ddp::fd::retry_eintr([&] { return ::waitpid(pid, &status, 0); });
     // Why execve failed is read here, in the parent, once the child is gone:
     // the vfork child may not allocate or read files.
     const std::string why = affinity_failed ? "" : exec_failure_text(exe, e);

@@ -1,5 +1,7 @@
 #include "ddp/launcher/process/watchdog.h"
 
+#include "ddp/common/fd_io.h"
+
 #include "ddp/launcher/base/signal_names.h"
 
 #include "ddp/launcher/process/shm_segments.h"
@@ -83,10 +85,9 @@ void wait_dead(const std::vector<int>& pidfds) {
   for (int fd : pidfds) left.push_back(pollfd{fd, POLLIN, 0});
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(Watchdog::kCleanupWaitS);
   while (!left.empty()) {
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (ms.count() <= 0) return;
-    const int r = ::poll(left.data(), left.size(), static_cast<int>(ms.count()));
-    if (r < 0 && errno != EINTR) return;
+    const int r = ddp::fd::poll_until(left.data(), left.size(),
+                                      std::chrono::time_point_cast<std::chrono::steady_clock::duration>(deadline));
+    if (r <= 0) return;  // the deadline passed, or poll failed
     left.erase(std::remove_if(left.begin(), left.end(), [](const pollfd& p) { return p.revents != 0; }), left.end());
   }
 }
@@ -99,8 +100,7 @@ void wait_dead(const std::vector<int>& pidfds) {
   bool keep_dir = false;
   for (;;) {
     int v = 0;
-    ssize_t n = ::recv(fd, &v, sizeof(v), MSG_WAITALL);
-    if (n < 0 && errno == EINTR) continue;
+    const ssize_t n = ddp::fd::retry_eintr([&] { return ::recv(fd, &v, sizeof(v), MSG_WAITALL); });
     if (n != static_cast<ssize_t>(sizeof(v))) break;  // EOF: the launcher is gone
     if (v > 1) groups.insert(v);             // a group started
     else if (v < -1) groups.erase(-v);       // a group ended
@@ -170,8 +170,7 @@ Watchdog::~Watchdog() {
   // wait is short. One that did not answer (stopped) is left, not waited for.
   int status = 0;
   if (pid_ > 0)
-    while (::waitpid(pid_, &status, waited > 0 ? 0 : WNOHANG) < 0 && errno == EINTR) {
-    }
+    ddp::fd::retry_eintr([&] { return ::waitpid(pid_, &status, waited > 0 ? 0 : WNOHANG); });
 }
 
 void Watchdog::add_group(pid_t pgid) { send(pgid); }

@@ -1,5 +1,7 @@
 #include "ddp/launcher/process/worker_group.h"
 
+#include "ddp/common/fd_io.h"
+
 #include "ddp/launcher/process/shm_segments.h"
 #include "ddp/launcher/process/watchdog.h"
 
@@ -47,8 +49,7 @@ std::vector<WorkerGroup::Event> WorkerGroup::reap() {
   for (;;) {
     int status = 0;
     rusage ru{};
-    const pid_t pid = ::wait4(-1, &status, WNOHANG | WUNTRACED | WCONTINUED, &ru);
-    if (pid < 0 && errno == EINTR) continue;
+    const pid_t pid = ddp::fd::retry_eintr([&] { return ::wait4(-1, &status, WNOHANG | WUNTRACED | WCONTINUED, &ru); });
     if (pid <= 0) break;  // 0: nothing changed; ECHILD: no children at all
     Event e;
     e.pid = pid;

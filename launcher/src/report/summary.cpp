@@ -3,9 +3,9 @@
 #include "ddp/launcher/base/rank_list.h"
 #include "ddp/launcher/base/number_text.h"
 #include "ddp/launcher/base/signal_names.h"
+#include "ddp/common/json_writer.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <sstream>
 
 namespace ddp::launcher {
@@ -38,40 +38,21 @@ std::string pad(const std::string& s, size_t width, bool right) {
   return right ? std::string(width - s.size(), ' ') + s : s + std::string(width - s.size(), ' ');
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (const char ch : s) {
-    const unsigned char c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out + "\"";
-}
-
-std::string json_or_null(const std::string& s) { return s.empty() ? "null" : json_string(s); }
-
 std::string ms_cell(double ms) { return fixed_text(ms, ms >= 100 ? 0 : ms >= 10 ? 1 : 2); }
 
-std::string steps_json(const std::optional<RankStepStats>& st) {
-  if (!st) return "null";
-  return "{\"steps\": " + std::to_string(st->steps) + ", \"steps_per_s\": " + fixed_text(st->steps_per_s, 3) +
-         ", \"step_ms_median\": " + fixed_text(st->step_ms_median, 3) + ", \"step_ms_p90\": " + fixed_text(st->step_ms_p90, 3) +
-         ", \"work_ms_median\": " + fixed_text(st->work_ms_median, 3) + ", \"wait_share\": " + fixed_text(st->wait_share, 4) +
-         ", \"relative_score\": " + fixed_text(st->relative_score, 3) +
-         ", \"individual_score\": " + fixed_text(st->individual_score, 3) + "}";
+void steps_json(json::Writer& j, const std::optional<RankStepStats>& st) {
+  if (!st) {
+    j.null();
+    return;
+  }
+  j.object().key("steps").integer(st->steps);
+  j.key("steps_per_s").number(fixed_text(st->steps_per_s, 3));
+  j.key("step_ms_median").number(fixed_text(st->step_ms_median, 3));
+  j.key("step_ms_p90").number(fixed_text(st->step_ms_p90, 3));
+  j.key("work_ms_median").number(fixed_text(st->work_ms_median, 3));
+  j.key("wait_share").number(fixed_text(st->wait_share, 4));
+  j.key("relative_score").number(fixed_text(st->relative_score, 3));
+  j.key("individual_score").number(fixed_text(st->individual_score, 3)).end();
 }
 
 }  // namespace
@@ -134,46 +115,47 @@ std::string format_run_summary(const std::vector<AttemptResult>& attempts, const
 }
 
 std::string format_summary_json(const std::vector<AttemptResult>& attempts, const RunTotals& totals) {
-  std::ostringstream s;
-  s << "{\"exit_code\": " << totals.exit_code << ", \"wall_s\": " << fixed_text(totals.wall_s, 3)
-    << ", \"host\": " << json_string(totals.host) << ", \"log_dir\": " << json_or_null(totals.log_dir)
-    << ", \"attempts\": [";
-  for (size_t i = 0; i < attempts.size(); ++i) {
-    const AttemptResult& a = attempts[i];
-    s << (i ? ", " : "") << "\n  {\"attempt\": " << a.attempt << ", \"exit_code\": " << a.exit_code()
-      << ", \"workers\": [";
-    const auto workers = by_rank(a);
-    for (size_t j = 0; j < workers.size(); ++j) {
-      const WorkerExit& w = *workers[j];
-      s << (j ? "," : "") << "\n    {\"rank\": " << w.rank << ", \"local_rank\": " << w.local_rank
-        << ", \"pid\": " << (w.pid > 0 ? std::to_string(w.pid) : "null")
-        << ", \"started\": " << (w.pid > 0 ? "true" : "false") << ", \"exit_code\": " << w.shell_code()
-        << ", \"signal\": " << (w.signaled ? json_string(signal_name(w.code)) : "null")
-        << ", \"wall_s\": " << fixed_text(w.wall_s, 3) << ", \"cpu_s\": " << fixed_text(w.cpu_s, 3)
-        << ", \"max_rss_kb\": " << w.max_rss_kb << ", \"error_file\": " << json_or_null(w.error ? w.error_file : "")
-        << ", \"stdout_log\": " << json_or_null(w.stdout_log) << ", \"stderr_log\": " << json_or_null(w.stderr_log)
-        << ", \"steps\": " << steps_json(w.steps) << "}";
+  // One attempt, and one worker, a line (the workers' commas end their lines).
+  constexpr json::Layout kAttempts{", ", ": ", "\n  "};
+  constexpr json::Layout kWorkers{",", ": ", "\n    "};
+  json::Writer j(json::Ascii::utf8);
+  j.object().key("exit_code").integer(totals.exit_code).key("wall_s").number(fixed_text(totals.wall_s, 3));
+  j.key("host").string(totals.host).key("log_dir").string_or_null(totals.log_dir);
+  j.key("attempts").array(kAttempts);
+  for (const AttemptResult& a : attempts) {
+    j.object().key("attempt").integer(a.attempt).key("exit_code").integer(a.exit_code());
+    j.key("workers").array(kWorkers);
+    for (const WorkerExit* w : by_rank(a)) {
+      j.object().key("rank").integer(w->rank).key("local_rank").integer(w->local_rank);
+      j.key("pid");
+      w->pid > 0 ? j.integer(w->pid) : j.null();
+      j.key("started").boolean(w->pid > 0).key("exit_code").integer(w->shell_code());
+      j.key("signal");
+      w->signaled ? j.string(signal_name(w->code)) : j.null();
+      j.key("wall_s").number(fixed_text(w->wall_s, 3)).key("cpu_s").number(fixed_text(w->cpu_s, 3));
+      j.key("max_rss_kb").integer(w->max_rss_kb).key("error_file").string_or_null(w->error ? w->error_file : "");
+      j.key("stdout_log").string_or_null(w->stdout_log).key("stderr_log").string_or_null(w->stderr_log);
+      steps_json(j.key("steps"), w->steps);
+      j.end();
     }
-    s << "]";
+    j.end();
     if (!a.never_started.empty()) {
-      s << ", \"never_started\": [";
-      for (size_t j = 0; j < a.never_started.size(); ++j) s << (j ? ", " : "") << a.never_started[j];
-      s << "]";
+      j.key("never_started").array();
+      for (const int r : a.never_started) j.integer(r);
+      j.end();
     }
     if (!a.unkillable.empty()) {
-      s << ", \"not_killed\": [";
-      for (size_t j = 0; j < a.unkillable.size(); ++j) {
-        const UnkillableProcess& u = a.unkillable[j];
-        s << (j ? ", " : "") << "{\"rank\": " << u.rank << ", \"pid\": " << u.pid
-          << ", \"worker\": " << (u.worker ? "true" : "false") << ", \"state\": " << json_string(std::string(1, u.proc.state))
-          << ", \"wchan\": " << json_or_null(u.proc.wchan) << "}";
+      j.key("not_killed").array();
+      for (const UnkillableProcess& u : a.unkillable) {
+        j.object().key("rank").integer(u.rank).key("pid").integer(u.pid).key("worker").boolean(u.worker);
+        j.key("state").string(std::string(1, u.proc.state)).key("wchan").string_or_null(u.proc.wchan).end();
       }
-      s << "]";
+      j.end();
     }
-    s << "}";
+    j.end();
   }
-  s << "]}\n";
-  return s.str();
+  j.end().end();
+  return j.text() + "\n";
 }
 
 }  // namespace ddp::launcher

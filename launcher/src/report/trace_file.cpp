@@ -1,10 +1,9 @@
 #include "ddp/launcher/report/trace_file.h"
 
 #include "ddp/launcher/base/number_text.h"
-#include "ddp/launcher/report/event_log.h"
+#include "ddp/common/json_writer.h"
 
 #include <algorithm>
-#include <cstdio>
 
 namespace ddp::launcher {
 
@@ -55,52 +54,55 @@ std::string RunTrace::json() const {
   auto us = [this](uint64_t ns) { return fixed_text(ns > origin_ns_ ? static_cast<double>(ns - origin_ns_) / 1e3 : 0.0, 3); };
   auto dur_us = [](uint64_t ns) { return fixed_text(static_cast<double>(ns) / 1e3, 3); };
   auto ms = [](uint64_t ns) { return fixed_text(static_cast<double>(ns) / 1e6, 3); };
-  std::string o;
-  o.reserve(256 + slices_.size() * 150);
-  o += "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"ddp-launch\",\"host\":" + python_json_string(host_) +
-       ",\"dropped_slices\":" + std::to_string(dropped_) + "},\"traceEvents\":[\n";
-  o += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + std::to_string(kLauncherPid) +
-       ",\"args\":{\"name\":" + python_json_string("ddp-launch (" + host_ + ")") + "}}";
-  o += ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" + std::to_string(kLauncherPid) +
-       ",\"args\":{\"sort_index\":-1}}";
+  // Compact, one event a line.
+  constexpr json::Layout kEvents{",", ":", "\n", "\n"};
+  json::Writer j(json::Ascii::ensure, json::kCompact);
+  j.object().key("displayTimeUnit").string("ms");
+  j.key("otherData").object().key("producer").string("ddp-launch").key("host").string(host_);
+  j.key("dropped_slices").integer(dropped_).end();
+  j.key("traceEvents").array(kEvents);
+  auto metadata = [&j](const char* name, int pid) -> json::Writer& {
+    return j.object().key("name").string(name).key("ph").string("M").key("pid").integer(pid);
+  };
+  metadata("process_name", kLauncherPid).key("args").object().key("name").string("ddp-launch (" + host_ + ")").end().end();
+  metadata("process_sort_index", kLauncherPid).key("args").object().key("sort_index").integer(-1).end().end();
   // The launcher's own instants go on its named "events" thread: Perfetto
   // puts global ("g") instants on a track of no process, "Unnamed SliceTrack".
-  o += ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + std::to_string(kLauncherPid) +
-       ",\"tid\":" + std::to_string(kLauncherPid) + ",\"args\":{\"name\":\"events\"}}";
+  metadata("thread_name", kLauncherPid).key("tid").integer(kLauncherPid);
+  j.key("args").object().key("name").string("events").end().end();
   for (const auto& [rank, local_rank] : ranks_) {
-    const std::string pid = std::to_string(rank_pid(rank));
     std::string name = "rank " + std::to_string(rank) + " (";
     if (local_rank >= 0) name += "local_rank " + std::to_string(local_rank) + ", ";
     name += "host " + host_ + ")";
-    o += ",\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + pid + ",\"args\":{\"name\":" + python_json_string(name) + "}}";
-    o += ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" + pid + ",\"args\":{\"sort_index\":" +
-         std::to_string(rank) + "}}";
-    o += ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + pid + ",\"tid\":" + std::to_string(steps_tid(rank)) +
-         ",\"args\":{\"name\":\"steps\"}}";
-    o += ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + pid + ",\"tid\":" +
-         std::to_string(collectives_tid(rank)) + ",\"args\":{\"name\":\"collectives\"}}";
+    const int pid = rank_pid(rank);
+    metadata("process_name", pid).key("args").object().key("name").string(name).end().end();
+    metadata("process_sort_index", pid).key("args").object().key("sort_index").integer(rank).end().end();
+    metadata("thread_name", pid).key("tid").integer(steps_tid(rank));
+    j.key("args").object().key("name").string("steps").end().end();
+    metadata("thread_name", pid).key("tid").integer(collectives_tid(rank));
+    j.key("args").object().key("name").string("collectives").end().end();
   }
   for (const Slice& s : slices_) {
-    const std::string where = ",\"pid\":" + std::to_string(rank_pid(s.rank)) + ",\"tid\":" +
-                              std::to_string(s.collective ? collectives_tid(s.rank) : steps_tid(s.rank));
-    const std::string when = ",\"ts\":" + us(s.begin_ns) + ",\"dur\":" + dur_us(s.end_ns - s.begin_ns);
-    if (s.collective) {
-      o += ",\n{\"name\":\"" + std::string(collective_kind_name(static_cast<CollectiveKind>(s.b))) +
-           "\",\"cat\":\"collective\",\"ph\":\"X\"" + when + where + ",\"args\":{\"seq\":" + std::to_string(s.a) +
-           ",\"bytes\":" + std::to_string(s.c) + ",\"queued_ms\":" + ms(s.queued_ns) + "}}";
-    } else {
-      o += ",\n{\"name\":\"step " + std::to_string(s.a) + "\",\"cat\":\"step\",\"ph\":\"X\"" + when + where +
-           ",\"args\":{\"step\":" + std::to_string(s.a) + ",\"wait_ms\":" + ms(s.b) + "}}";
-    }
+    if (s.collective)
+      j.object().key("name").string(collective_kind_name(static_cast<CollectiveKind>(s.b))).key("cat").string("collective");
+    else
+      j.object().key("name").string("step " + std::to_string(s.a)).key("cat").string("step");
+    j.key("ph").string("X").key("ts").number(us(s.begin_ns)).key("dur").number(dur_us(s.end_ns - s.begin_ns));
+    j.key("pid").integer(rank_pid(s.rank)).key("tid").integer(s.collective ? collectives_tid(s.rank) : steps_tid(s.rank));
+    j.key("args").object();
+    if (s.collective)
+      j.key("seq").integer(s.a).key("bytes").integer(s.c).key("queued_ms").number(ms(s.queued_ns));
+    else
+      j.key("step").integer(s.a).key("wait_ms").number(ms(s.b));
+    j.end().end();
   }
   for (const Instant& i : instants_) {
-    const std::string pid = std::to_string(i.rank ? rank_pid(*i.rank) : kLauncherPid);
-    const std::string tid = std::to_string(i.rank ? steps_tid(*i.rank) : kLauncherPid);
-    o += ",\n{\"name\":" + python_json_string(i.name) + ",\"cat\":\"launcher\",\"ph\":\"i\",\"s\":\"t\",\"ts\":" +
-         us(i.at_ns) + ",\"pid\":" + pid + ",\"tid\":" + tid + "}";
+    j.object().key("name").string(i.name).key("cat").string("launcher").key("ph").string("i").key("s").string("t");
+    j.key("ts").number(us(i.at_ns)).key("pid").integer(i.rank ? rank_pid(*i.rank) : kLauncherPid);
+    j.key("tid").integer(i.rank ? steps_tid(*i.rank) : kLauncherPid).end();
   }
-  o += "\n]}\n";
-  return o;
+  j.end().end();
+  return j.text() + "\n";
 }
 
 }  // namespace ddp::launcher

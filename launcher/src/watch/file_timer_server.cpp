@@ -1,5 +1,7 @@
 #include "ddp/launcher/watch/file_timer_server.h"
 
+#include "ddp/common/fd_io.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -99,8 +101,7 @@ std::string FileTimerServer::read(double now, const std::function<bool(pid_t)>& 
   };
   char buf[65536];
   for (size_t total = 0; total < kMaxReadBytes;) {
-    const ssize_t n = ::read(rd_, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
+    const ssize_t n = ddp::fd::read_some(rd_, buf, sizeof(buf));
     if (n <= 0) break;  // EAGAIN: drained (never 0: the launcher holds a write end)
     total += static_cast<size_t>(n);
     for (const LineSplitter::Line& line : lines_.feed(buf, static_cast<size_t>(n))) {

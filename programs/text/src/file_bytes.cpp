@@ -1,5 +1,6 @@
 #include "file_bytes.h"
 
+#include "ddp/common/fd_io.h"
 #include "ddp/text/text_data_error.h"
 
 #include <cerrno>
@@ -35,19 +36,13 @@ std::optional<std::string> read_file_bytes(const std::string& path, const std::s
     throw TextDataError(path + " is not a regular file; " + fix);
   }
   std::string data(static_cast<std::size_t>(st.st_size), '\0');
-  std::size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::read(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      fail("read", path, err, fix);
-    }
-    if (n == 0) break;  // shrank while reading: keep what is there
-    done += static_cast<std::size_t>(n);
+  // Short at end of file: it shrank while reading, keep what is there.
+  const ddp::fd::Moved got = ddp::fd::read_full(fd, data.data(), data.size());
+  if (got.error != 0) {
+    ::close(fd);
+    fail("read", path, got.error, fix);
   }
-  data.resize(done);
+  data.resize(got.bytes);
   ::close(fd);
   return data;
 }

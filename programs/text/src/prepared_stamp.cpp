@@ -1,5 +1,6 @@
 #include "ddp/text/prepared_stamp.h"
 
+#include "ddp/common/json_writer.h"
 #include "ddp/common/ptree_json.h"
 
 #include <zlib.h>
@@ -10,31 +11,6 @@
 namespace ddp::text {
 
 namespace pt = boost::property_tree;
-
-namespace {
-
-// Boost's write_json writes every number as a string; the stamp's numbers are
-// numbers (Python reads them as int), so the few lines of writing are here.
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20) {
-      static const char* hex = "0123456789abcdef";
-      out += "\\u00";
-      out += hex[u >> 4];
-      out += hex[u & 15];
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-}  // namespace
 
 std::string prepared_path(const std::string& data_dir, const std::string& name) { return data_dir + "/" + name; }
 
@@ -49,18 +25,17 @@ std::uint32_t content_crc32(const std::string& bytes) {
   return static_cast<std::uint32_t>(crc);
 }
 
+// Boost's write_json writes every number as a string; the stamp's numbers are
+// numbers (Python reads them as int).
 std::string serialize_stamp(const PreparedStamp& s) {
-  std::ostringstream out;
-  out << "{\"format\": " << json_string(s.format) << ", \"min_count\": " << s.min_count << ", \"sources\": [";
-  for (std::size_t i = 0; i < s.sources.size(); ++i) {
-    const auto& src = s.sources[i];
-    out << (i ? ", " : "") << "{\"file\": " << json_string(src.file) << ", \"size\": " << src.size
-        << ", \"mtime_ns\": " << src.mtime_ns << "}";
-  }
-  out << "], \"train_rows\": " << s.train_rows << ", \"test_rows\": " << s.test_rows
-      << ", \"vocab_size\": " << s.vocab_size << ", \"vocab_crc32\": " << s.vocab_crc32
-      << ", \"wordnet_dir\": " << json_string(s.wordnet_dir) << "}\n";
-  return out.str();
+  json::Writer j(json::Ascii::utf8);
+  j.object().key("format").string(s.format).key("min_count").integer(s.min_count).key("sources").array();
+  for (const auto& src : s.sources)
+    j.object().key("file").string(src.file).key("size").integer(src.size).key("mtime_ns").integer(src.mtime_ns).end();
+  j.end().key("train_rows").integer(s.train_rows).key("test_rows").integer(s.test_rows);
+  j.key("vocab_size").integer(s.vocab_size).key("vocab_crc32").integer(s.vocab_crc32);
+  j.key("wordnet_dir").string(s.wordnet_dir).end();
+  return j.text() + "\n";
 }
 
 std::optional<PreparedStamp> parse_stamp(const std::string& json) {

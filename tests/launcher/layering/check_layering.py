@@ -3,8 +3,11 @@
 
 Each folder of launcher/src and launcher/include/ddp/launcher is a layer. A
 file may include its own layer and the layers below it, never one above it
-nor a peer on its own level; ddp/common is below every layer. Every source
-and header lives in a layer folder. Prints each crossing as
+nor a peer on its own level; ddp/common is below every layer. Of the
+rendezvous helper's code (launcher/rdzv) only its line protocol,
+ddp/rdzv/agent_lines.h, may be included, and only from the elastic layer
+up (the layer that runs the helper). Every source and header lives in a
+layer folder. Prints each crossing as
   path:line: <layer> includes <layer> (<header>)
 and exits 1 when there is one, 0 when there is none.
 
@@ -28,6 +31,9 @@ LEVELS = [
 LEVEL = {name: i for i, names in enumerate(LEVELS) for name in names}
 MAIN_LEVEL = len(LEVELS)  # main.cpp: above every layer
 INCLUDE = re.compile(r'^\s*#\s*include\s+"ddp/launcher/([^"]+)"')
+RDZV_INCLUDE = re.compile(r'^\s*#\s*include\s+"ddp/rdzv/([^"]+)"')
+RDZV_HEADERS = {"agent_lines.h"}
+RDZV_FROM = LEVEL["elastic"]
 
 
 def layer_of(rel):
@@ -59,6 +65,10 @@ def check(root):
             level = LEVEL[name]
         with open(path, encoding="utf-8") as f:
             for n, line in enumerate(f, 1):
+                r = RDZV_INCLUDE.match(line)
+                if r and (r.group(1) not in RDZV_HEADERS or level < RDZV_FROM):
+                    problems.append(f"{path}:{n}: {name} includes ddp/rdzv/{r.group(1)}; the launcher may include "
+                                    f"only ddp/rdzv/agent_lines.h, from elastic up")
                 m = INCLUDE.match(line)
                 if not m:
                     continue

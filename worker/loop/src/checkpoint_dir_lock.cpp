@@ -1,5 +1,7 @@
 #include "ddp/loop/checkpoint_dir_lock.h"
 
+#include "ddp/common/fd_io.h"
+
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -33,9 +35,7 @@ CheckpointDirLock::CheckpointDirLock(const std::string& dir) : path_(checkpoint_
   if (fd_ < 0)
     throw std::runtime_error("checkpoint directory '" + dir + "' is not writable (creating its lock file '" +
                              path_ + "': " + std::strerror(errno) + "); pass a writable --checkpoint_dir");
-  int rc;
-  while ((rc = ::flock(fd_, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
-  }
+  const int rc = ddp::fd::retry_eintr([&] { return ::flock(fd_, LOCK_EX | LOCK_NB); });
   if (rc != 0) {
     const int err = errno;
     const std::string holder = read_holder(fd_);

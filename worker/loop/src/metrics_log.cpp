@@ -7,11 +7,12 @@
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <unistd.h>
 
 #include "ddp/common/atomic_file.h"
+#include "ddp/common/fd_io.h"
+#include "ddp/common/json_writer.h"
 
 namespace ddp::loop {
 namespace {
@@ -23,55 +24,30 @@ std::string num(double v) {
   return buf;
 }
 
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
-
 [[noreturn]] void io_error(const std::string& what, const std::string& path) {
   throw std::runtime_error("cannot " + what + " metrics file '" + path + "': " + std::strerror(errno));
 }
 
 void write_all(int fd, const std::string& data, const std::string& path) {
-  std::size_t off = 0;
-  while (off < data.size()) {
-    const ssize_t w = ::write(fd, data.data() + off, data.size() - off);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      const int e = errno;
-      ::close(fd);
-      errno = e;
-      io_error("write", path);
-    }
-    off += static_cast<std::size_t>(w);
-  }
+  const ddp::fd::Moved m = ddp::fd::write_all(fd, data);
+  if (m.bytes == data.size()) return;
+  ::close(fd);
+  errno = m.error != 0 ? m.error : EIO;
+  io_error("write", path);
 }
 
 }  // namespace
 
 std::string to_json_line(const EpochRecord& r) {
-  std::ostringstream o;
-  o << "{\"epoch\": " << r.epoch << ", \"global_step\": " << r.global_step
-    << ", \"train_loss\": " << num(r.train_loss) << ", \"test_loss\": " << num(r.test_loss);
-  for (const auto& [name, value] : r.metrics) o << ", " << quoted(name) << ": " << num(value);
-  o << ", \"learning_rate\": " << num(r.learning_rate)
-    << ", \"train_samples\": " << r.train_samples << ", \"eval_samples\": " << r.eval_samples
-    << ", \"train_seconds\": " << num(r.train_seconds)
-    << ", \"samples_per_second\": " << num(r.samples_per_second)
-    << ", \"world_size\": " << r.world_size << ", \"checkpoint\": " << quoted(r.checkpoint) << "}";
-  return o.str();
+  ddp::json::Writer j(ddp::json::Ascii::utf8);
+  j.object().key("epoch").integer(r.epoch).key("global_step").integer(r.global_step);
+  j.key("train_loss").number(num(r.train_loss)).key("test_loss").number(num(r.test_loss));
+  for (const auto& [name, value] : r.metrics) j.key(name).number(num(value));
+  j.key("learning_rate").number(num(r.learning_rate));
+  j.key("train_samples").integer(r.train_samples).key("eval_samples").integer(r.eval_samples);
+  j.key("train_seconds").number(num(r.train_seconds)).key("samples_per_second").number(num(r.samples_per_second));
+  j.key("world_size").integer(r.world_size).key("checkpoint").string(r.checkpoint).end();
+  return j.text();
 }
 
 void append_metrics(const std::string& path, const EpochRecord& r) {

@@ -4,8 +4,9 @@
 // rendezvous store (and serves it on the node that hosts it) so the
 // launcher's loop never does; ddp-launch starts it only for --rdzv_backend
 // c10d. The two talk
-// over a pipe each way, one line per message (launcher/rdzv/main.cpp has the
-// protocol); parse_rdzv_line() is pure so tests check it without processes.
+// over a pipe each way, one line per message (ddp/rdzv/agent_lines.h, which
+// both compile, has the protocol); parse_rdzv_line() is pure so tests check
+// it without processes.
 // The helper leads its own process group (Ctrl-C is the launcher's to
 // forward) and dies with the launcher (PR_SET_PDEATHSIG).
 // Liveness: the launcher writes `ping` every keep_alive_interval / 2 from
@@ -17,6 +18,7 @@
 
 #include "ddp/launcher/config/options.h"
 #include "ddp/launcher/config/worker_env.h"
+#include "ddp/rdzv/agent_lines.h"
 
 #include <chrono>
 #include <csignal>
@@ -55,6 +57,9 @@ class RdzvAgent {
   RdzvAgent& operator=(const RdzvAgent&) = delete;
 
   int fd() const { return from_; }
+  void send(rdzv::lines::Command command, const std::string& arg = "") {
+    send(rdzv::lines::format_command(command, arg));
+  }
   void send(const std::string& line);
   // The complete lines the helper has written so far (call when fd() is
   // readable). Its exit without a final line is one Error event.

@@ -14,8 +14,9 @@
 // scores named while the job ran (straggler_scores.h), its numbers under
 // "straggler" in the inner metadata document.
 // torchrun's RENDEZVOUS and ASSIGN_WORKER_RANKS timing events are not
-// emitted: static rendezvous has no such step here. Formatting is pure so
-// tests check it byte by byte; null is the default handler and prints nothing.
+// emitted: static rendezvous has no such step here. Formatting is pure
+// (json_writer.h, strings as Python writes them), so tests check it byte by
+// byte; null is the default handler and prints nothing.
 
 #include <optional>
 #include <string>
@@ -42,17 +43,14 @@ struct StatusEvent {
   long long worker_id = 0;     // its pid
   std::optional<int> exit_code;
   std::optional<long long> worker_pid;
-  // More members of the inner metadata document, as JSON ("\"k\": v, ..."),
-  // "" for none: ddp-launch's own STRAGGLER event puts its numbers there.
+  // More members of the inner metadata document, as JSON ("\"k\": v, ...",
+  // as json::Writer::members() writes them), "" for none: ddp-launch's own
+  // STRAGGLER event puts its numbers there.
   std::string more_metadata;
 };
 
 // One line, "\n" included.
 std::string format_status_event(const StatusEvent& e);
-
-// A JSON string as Python's json.dumps writes it (ensure_ascii: non-ASCII as
-// \uXXXX, bytes that are not UTF-8 as U+FFFD).
-std::string python_json_string(const std::string& s);
 
 // raw_error of a FAILED worker: its error file's JSON as written, or
 // torchrun's stand-in when there is none.

@@ -1,0 +1,162 @@
+#pragma once
+// The lines between ddp-launch and its rendezvous helper ddp-rdzv, one a
+// message, over the helper's stdin and stdout. Both sides compile this one
+// header (ddp-rdzv's main.cpp, the launcher's elastic/rdzv_agent.cpp), so a
+// change to a line changes both. Header-only and free of Boost: the
+// launcher includes nothing else of launcher/rdzv.
+//
+// launcher -> helper:
+//   join            -> round <round> <restart_count> <group_rank> <group_world_size>
+//                            <base_rank> <world_size> <master_addr> <master_port>
+//                      | error <message>
+//   fail <reason>   -> restart <counted 0|1> <reason>   (the round's first reason)
+//   abort <reason>  -> aborted
+//   done            -> finished [<what cut the exit barrier short>]
+//   steps <payload> -> job_steps <every node's payload, '|' between>
+//                      (while the workers run: the step statistics the
+//                      launchers compare across nodes; Rendezvous::share_steps)
+//   ping            (no answer: the launcher is alive; it writes one every
+//                    keep_alive_interval / 2 from its poll loops)
+//   quit            (no answer: the helper exits)
+// helper -> launcher, unasked while the workers run:
+//   restart <counted> <reason> | abort <reason>
+// Reasons and messages are free text to the end of the line; a line break
+// in one becomes a space (one_line).
+
+#include <sstream>
+#include <string>
+
+namespace ddp::rdzv {
+
+// One round of the rendezvous as the `round` line carries it.
+struct Round {
+  int round = 0;
+  int restart_count = 0;
+  int group_rank = 0;
+  int group_world_size = 1;
+  int base_rank = 0;            // global rank of this node's local rank 0
+  int world_size = 1;
+  std::string master_addr;
+  int master_port = 0;
+};
+
+namespace lines {
+
+// Text made one line: '\n' and '\r' become spaces.
+inline std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
+// ---- launcher -> helper -------------------------------------------------
+
+enum class Command { Join, Fail, Abort, Done, Steps, Ping, Quit, Unknown };
+
+struct CommandLine {
+  Command command = Command::Unknown;
+  std::string arg;  // fail/abort: the reason; steps: the payload
+};
+
+inline const char* command_word(Command c) {
+  switch (c) {
+    case Command::Join: return "join";
+    case Command::Fail: return "fail";
+    case Command::Abort: return "abort";
+    case Command::Done: return "done";
+    case Command::Steps: return "steps";
+    case Command::Ping: return "ping";
+    case Command::Quit: return "quit";
+    case Command::Unknown: break;
+  }
+  return "";
+}
+
+// A command line, without its '\n'.
+inline std::string format_command(Command c, const std::string& arg = "") {
+  std::string line = command_word(c);
+  if (!arg.empty()) line += " " + one_line(arg);
+  return line;
+}
+
+inline CommandLine parse_command(const std::string& line) {
+  const std::string word = line.substr(0, line.find(' '));
+  CommandLine c;
+  c.arg = line.size() > word.size() ? line.substr(word.size() + 1) : "";
+  for (const Command k : {Command::Join, Command::Fail, Command::Abort, Command::Done, Command::Steps, Command::Ping,
+                          Command::Quit})
+    if (word == command_word(k)) c.command = k;
+  return c;
+}
+
+// ---- helper -> launcher -------------------------------------------------
+
+enum class Answer { Round, Restart, Abort, Aborted, Finished, Error, JobSteps, Unexpected };
+
+struct AnswerLine {
+  Answer answer = Answer::Unexpected;
+  Round round;          // Round
+  bool counted = true;  // Restart: counts against --max_restarts
+  std::string text;     // Restart/Abort: the reason; Finished: the note; Error: the message;
+                        // JobSteps: the payloads; Unexpected: the line
+};
+
+// Answer lines, without their '\n'.
+inline std::string format_round(const Round& r) {
+  return "round " + std::to_string(r.round) + " " + std::to_string(r.restart_count) + " " +
+         std::to_string(r.group_rank) + " " + std::to_string(r.group_world_size) + " " + std::to_string(r.base_rank) +
+         " " + std::to_string(r.world_size) + " " + one_line(r.master_addr) + " " + std::to_string(r.master_port);
+}
+inline std::string format_restart(bool counted, const std::string& reason) {
+  return std::string("restart ") + (counted ? "1 " : "0 ") + one_line(reason);
+}
+inline std::string format_abort(const std::string& reason) { return "abort " + one_line(reason); }
+inline std::string format_aborted() { return "aborted"; }
+inline std::string format_finished(const std::string& note) { return "finished " + one_line(note); }
+inline std::string format_error(const std::string& message) { return "error " + one_line(message); }
+inline std::string format_job_steps(const std::string& payloads) { return "job_steps " + one_line(payloads); }
+
+inline AnswerLine parse_answer(const std::string& line) {
+  AnswerLine a;
+  std::istringstream in(line);
+  std::string word;
+  in >> word;
+  auto rest = [&] {
+    std::string r;
+    std::getline(in, r);
+    if (!r.empty() && r[0] == ' ') r.erase(0, 1);
+    return r;
+  };
+  if (word == "round") {
+    Round& r = a.round;
+    if (in >> r.round >> r.restart_count >> r.group_rank >> r.group_world_size >> r.base_rank >> r.world_size >>
+        r.master_addr >> r.master_port) {
+      a.answer = Answer::Round;
+      return a;
+    }
+  } else if (word == "restart") {
+    int counted = 1;
+    if (in >> counted) {
+      a.answer = Answer::Restart;
+      a.counted = counted != 0;
+      a.text = rest();
+      return a;
+    }
+  } else if (word == "abort" || word == "error" || word == "finished" || word == "job_steps") {
+    a.answer = word == "abort"      ? Answer::Abort
+               : word == "error"    ? Answer::Error
+               : word == "finished" ? Answer::Finished
+                                    : Answer::JobSteps;
+    a.text = rest();
+    return a;
+  } else if (word == "aborted") {
+    a.answer = Answer::Aborted;
+    return a;
+  }
+  a = AnswerLine{};
+  a.text = line;
+  return a;
+}
+
+}  // namespace lines
+}  // namespace ddp::rdzv

@@ -1,0 +1,1 @@
+#include "ddp/rdzv/agent_lines.h"
