@@ -129,14 +129,21 @@ bool Attempt::start_worker(int lr, GroupSpec& spec, std::string& attempt_log_dir
     s.exe = plan_.command.exe;
     s.args = plan_.command.argv_for(lr);
     if (!plan_.cpu_binding.empty()) s.cpus = plan_.cpu_binding[static_cast<size_t>(lr)];
-    WorkerSlot slot{lr, info_.base_rank + lr, s, spec, attempt_log_dir, paths, close_after, "", nullptr, "", ""};
+    std::string heartbeat_file;
+    if (const int fd = pages_.create(lr); fd >= 0) {
+      heartbeat_file = Heartbeat::fd_path(fd);
+      s.inherit_fds.push_back(fd);
+    }
+    if (const std::string warning = pages_.take_warning(); !warning.empty()) log_ << warning << std::endl;
+    WorkerSlot slot{lr, info_.base_rank + lr, s, spec, attempt_log_dir, paths, close_after, heartbeat_file, "", ""};
     for (auto& f : features_) f->before_spawn(slot);
     live.stdout_log = slot.stdout_log;
     live.stderr_log = slot.stderr_log;
-    s.env = worker_environment(plan_.parent_env, spec, lr, live.error_file, slot.heartbeat_file);
+    s.env = worker_environment(plan_.parent_env, spec, lr, live.error_file, heartbeat_file);
     live.start = std::chrono::steady_clock::now();
     const pid_t pid = group_.spawn(std::move(s), lr, lr == 0 && stdin_to_rank0_);
     for (int fd : close_after) ::close(fd);
+    pages_.started(lr);
     live_[pid] = live;
     started_.push_back(pid);
     for (auto& f : features_) f->spawned(lr, pid);

@@ -7,8 +7,8 @@ std::vector<std::unique_ptr<Feature>> make_features(AttemptControl& ctl) {
   std::vector<std::unique_ptr<Feature>> f;
   f.push_back(make_worker_output(ctl));
   f.push_back(make_progress(ctl));
-  // After progress: it reads the pages progress makes. --straggler_threshold 0
-  // without --trace_file: nothing is sampled (and the summary has no steps).
+  // --straggler_threshold 0 without --trace_file: nothing is sampled (and
+  // the summary has no steps).
   if (info.plan.opts.straggler_threshold > 0 || info.setup.trace) f.push_back(make_step_stats(ctl));
   if (info.setup.trace) f.push_back(make_trace_events(ctl));
   if (info.setup.timers) f.push_back(make_file_timer(ctl));

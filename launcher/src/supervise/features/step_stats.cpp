@@ -86,15 +86,11 @@ class StepStats final : public Feature, public EventLoop::Source {
     }
   }
 
-  void before_spawn(WorkerSlot& w) override {
-    if (w.local_rank >= 0 && static_cast<size_t>(w.local_rank) >= pages_.size()) pages_.resize(static_cast<size_t>(w.local_rank) + 1);
-    if (w.local_rank >= 0) pages_[static_cast<size_t>(w.local_rank)] = w.heartbeat;
-  }
-
   void spawned(int local_rank, pid_t /*pid*/) override {
-    if (local_rank < 0 || static_cast<size_t>(local_rank) >= pages_.size() || !pages_[static_cast<size_t>(local_rank)]) return;
+    std::shared_ptr<const Heartbeat> page = ctl_.pages().page(local_rank);
+    if (!page) return;
     const int rank = ctl_.info().base_rank + local_rank;
-    sampler_.watch(local_rank, rank, std::move(pages_[static_cast<size_t>(local_rank)]));
+    sampler_.watch(local_rank, rank, std::move(page));
     if (trace_) trace_->rank(rank, local_rank);
     if (!watching_) next_ = EventLoop::Clock::now() + kSampleInterval;
     watching_ = true;
@@ -143,7 +139,6 @@ class StepStats final : public Feature, public EventLoop::Source {
   RunTrace* trace_;
   StepSampler sampler_;
   StragglerScores scores_;
-  std::vector<std::shared_ptr<const Heartbeat>> pages_;  // by local rank, until spawned
   EventLoop::Clock::time_point next_;
   bool watching_ = false, drained_ = false;
   static constexpr int kAloneWindows = 3;

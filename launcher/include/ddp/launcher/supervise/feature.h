@@ -7,11 +7,11 @@
 // its teardown and the loop never name a feature. docs/architecture.md,
 // "Adding a feature to the launcher", walks through one.
 
-#include "ddp/common/heartbeat.h"
 #include "ddp/launcher/config/plan.h"
 #include "ddp/launcher/config/worker_env.h"
 #include "ddp/launcher/output/log_dir.h"
 #include "ddp/launcher/process/event_loop.h"
+#include "ddp/launcher/process/heartbeat_pages.h"
 #include "ddp/launcher/process/run_dir.h"
 #include "ddp/launcher/process/spawn.h"
 #include "ddp/launcher/report/report.h"
@@ -63,8 +63,7 @@ struct WorkerSlot {
   const std::string& attempt_log_dir;  // <run_log_dir>/attempt_<n>; "" without log options
   const RankLogPaths& paths;           // its files there (empty without log options)
   std::vector<int>& close_after;       // the child's ends of pipes and files, closed once it runs
-  std::string heartbeat_file;          // DDP_HEARTBEAT_FILE, "" for none
-  std::shared_ptr<const Heartbeat> heartbeat;  // the launcher's mapping of that page, null for none
+  const std::string& heartbeat_file;   // DDP_HEARTBEAT_FILE, "" for none (its page: AttemptControl::pages())
   std::string stdout_log, stderr_log;  // the files its streams are written to, "" when none
 };
 
@@ -94,6 +93,9 @@ class AttemptControl {
   virtual pid_t worker_pid(int local_rank) const = 0;
   // The attempt's result so far (where its workers sit, its exits).
   virtual const AttemptResult& result() const = 0;
+  // Every worker's heartbeat page, made by the attempt before any
+  // feature's before_spawn (null for a worker without one).
+  virtual const HeartbeatPages& pages() const = 0;
 };
 
 class Feature {

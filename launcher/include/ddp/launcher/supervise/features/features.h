@@ -15,7 +15,7 @@ namespace ddp::launcher {
 // stderr relay), --duplicate_*_filters, and each failed worker's stderr
 // tail quoted when it left no error file.
 std::unique_ptr<Feature> make_worker_output(AttemptControl& ctl);
-// Heartbeat pages and --stall_timeout.
+// --stall_timeout: a rank without progress (heartbeat pages, CPU time, output) ends the attempt.
 std::unique_ptr<Feature> make_progress(AttemptControl& ctl);
 // Steps and waits from the heartbeat pages: straggler verdicts
 // (--straggler_threshold), the summary's step columns, the trace's slices.
