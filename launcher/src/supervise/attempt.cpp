@@ -37,12 +37,13 @@ class Attempt::TeardownSource final : public EventLoop::Source {
 };
 
 Attempt::Attempt(const LaunchPlan& plan, RunDirectory& dir, SignalChannel& signals, Watchdog& watchdog, int attempt,
-                 AttemptSetup setup, bool stdin_to_rank0, std::ostream& log)
+                 Placement placement, RunServices& services, bool stdin_to_rank0, std::ostream& log)
     : plan_(plan),
       watchdog_(watchdog),
       signals_(signals),
-      setup_(std::move(setup)),
-      info_{plan, dir, setup_, attempt, setup_.placement ? setup_.placement->base_rank : plan.opts.node_rank * plan.nproc},
+      placement_(std::move(placement)),
+      info_{plan, dir, placement_, services, attempt,
+            placement_.placement ? placement_.placement->base_rank : plan.opts.node_rank * plan.nproc},
       stdin_to_rank0_(stdin_to_rank0),
       log_(log),
       group_(signals.original_mask(), &watchdog),
@@ -50,10 +51,10 @@ Attempt::Attempt(const LaunchPlan& plan, RunDirectory& dir, SignalChannel& signa
       outcome_(group_, teardown_),
       stacks_(info_, watchdog, log) {
   result_.attempt = attempt;
-  result_.restart_count = setup_.restart_count;
-  result_.group_rank = setup_.placement ? setup_.placement->group_rank : plan.opts.node_rank;
-  result_.group_world_size = setup_.placement ? setup_.placement->group_world_size : plan.opts.nnodes;
-  result_.world_size = setup_.placement ? setup_.placement->world_size : plan.opts.nnodes * plan.nproc;
+  result_.restart_count = placement_.restart_count;
+  result_.group_rank = placement_.placement ? placement_.placement->group_rank : plan.opts.node_rank;
+  result_.group_world_size = placement_.placement ? placement_.placement->group_world_size : plan.opts.nnodes;
+  result_.world_size = placement_.placement ? placement_.placement->world_size : plan.opts.nnodes * plan.nproc;
   result_.base_rank = info_.base_rank;
   // The order of a wake: the features' fds (a file-timer request or output
   // a worker wrote just before it exited is read while its group exists),
@@ -98,9 +99,9 @@ void Attempt::start_workers() {
   GroupSpec spec;
   spec.opts = &plan_.opts;
   spec.nproc = plan_.nproc;
-  spec.master_port = setup_.port;
-  spec.restart_count = setup_.restart_count;
-  spec.placement = setup_.placement;
+  spec.master_port = placement_.port;
+  spec.restart_count = placement_.restart_count;
+  spec.placement = placement_.placement;
   spec.omp_threads = plan_.omp_threads;
   std::string attempt_log_dir;
   for (int lr = 0; lr < plan_.nproc && !teardown_.stopping(); ++lr) {

@@ -5,9 +5,10 @@
 // local failure seen first stays the root cause; the reason is kept either
 // way, and the rounds (elastic_run.h) decide what follows. Every node's
 // last window of steps, as the helper shares them, is kept for the step
-// statistics (AttemptSetup::job_windows).
+// statistics (RunServices::job_windows).
 #include "ddp/launcher/elastic/agent_source.h"
 #include "ddp/launcher/supervise/features/features.h"
+#include "ddp/launcher/supervise/run_services.h"
 
 namespace ddp::launcher {
 
@@ -15,7 +16,7 @@ namespace {
 
 class Rendezvous final : public Feature, public AgentSource {
  public:
-  explicit Rendezvous(AttemptControl& ctl) : AgentSource(*ctl.info().setup.agent), ctl_(ctl) {}
+  explicit Rendezvous(AttemptControl& ctl) : AgentSource(*ctl.info().services.agent), ctl_(ctl) {}
 
   EventLoop::Source* source() override { return this; }
 
@@ -26,7 +27,7 @@ class Rendezvous final : public Feature, public AgentSource {
                              : w.expired_scope      ? format_expired_scope(*w.expired_scope)
                                                     : w.status_text();
     agent_.send("fail rank " + std::to_string(w.rank) + " (local_rank " + std::to_string(w.local_rank) +
-                (w.pid > 0 ? ", pid " + std::to_string(w.pid) : "") + ") on " + ctl_.info().setup.node +
+                (w.pid > 0 ? ", pid " + std::to_string(w.pid) : "") + ") on " + ctl_.info().placement.node +
                 " failed: " + what);
   }
 
@@ -41,7 +42,7 @@ class Rendezvous final : public Feature, public AgentSource {
  private:
   void on_event(const RdzvEvent& e) override {
     if (e.kind == RdzvEvent::JobSteps) {  // for the step statistics' next window
-      if (ctl_.info().setup.job_windows) *ctl_.info().setup.job_windows = parse_job_windows(e.text);
+      ctl_.info().services.job_windows = parse_job_windows(e.text);
       return;
     }
     if (e.kind != RdzvEvent::Restart && e.kind != RdzvEvent::Abort && e.kind != RdzvEvent::Error) return;

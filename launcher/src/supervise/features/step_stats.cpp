@@ -9,6 +9,7 @@
 #include "ddp/launcher/report/run_events.h"
 #include "ddp/launcher/report/trace_file.h"
 #include "ddp/launcher/supervise/features/features.h"
+#include "ddp/launcher/supervise/run_services.h"
 #include "ddp/launcher/watch/step_sampler.h"
 
 #include <cstdio>
@@ -44,9 +45,9 @@ std::string straggler_metadata(const StragglerVerdict& v) {
 class StepStats final : public Feature, public EventLoop::Source {
  public:
   explicit StepStats(AttemptControl& ctl)
-      : ctl_(ctl), trace_(ctl.info().setup.trace), scores_(straggler_options(ctl.info().plan.opts)) {
+      : ctl_(ctl), trace_((ctl.info().services.trace ? &*ctl.info().services.trace : nullptr)), scores_(straggler_options(ctl.info().plan.opts)) {
     // Another round's windows (its ranks were other workers) say nothing of this one's.
-    if (ctl.info().setup.job_windows) ctl.info().setup.job_windows->clear();
+    ctl.info().services.job_windows.clear();
   }
 
   EventLoop::Source* source() override { return this; }
@@ -63,15 +64,14 @@ class StepStats final : public Feature, public EventLoop::Source {
     take(s);
     const uint64_t now = monotonic_ns();
     if (!scores_.window_due(now)) return;
-    const std::vector<WindowRank> none;
-    const AttemptSetup& setup = ctl_.info().setup;
-    const std::vector<WindowRank>& others = setup.job_windows ? *setup.job_windows : none;
+    const RunServices& services = ctl_.info().services;
+    const std::vector<WindowRank>& others = services.job_windows;
     const std::optional<StragglerVerdict> v = scores_.evaluate(now, others, may_name(others));
     if (host_.empty()) host_ = host_name();
     // c10d: this node's window to the others, through the rendezvous store;
     // their answer is compared at the next window.
-    if (setup.agent && !scores_.local_window().empty())
-      setup.agent->send("steps " + format_node_window(host_, scores_.local_window()));
+    if (services.agent && !scores_.local_window().empty())
+      services.agent->send("steps " + format_node_window(host_, scores_.local_window()));
     if (v) {
       ctl_.log() << format_straggler_line(*v, host_) << std::endl;
       if (ctl_.info().plan.opts.event_log_handler == "console" && v->host.empty()) {
@@ -120,7 +120,7 @@ class StepStats final : public Feature, public EventLoop::Source {
   // after kAloneWindows windows without (the others mark no steps).
   bool may_name(const std::vector<WindowRank>& others) {
     const AttemptInfo& info = ctl_.info();
-    if (!info.setup.agent || ctl_.result().world_size <= info.plan.nproc) return true;
+    if (!info.services.agent || ctl_.result().world_size <= info.plan.nproc) return true;
     for (const WindowRank& w : others)
       if (w.rank < info.base_rank || w.rank >= info.base_rank + info.plan.nproc) return true;
     return ++alone_windows_ > kAloneWindows;

@@ -11,6 +11,7 @@
 // The attempts themselves are the caller's (run_attempt): this layer knows
 // the rendezvous, not the supervision.
 
+#include "ddp/launcher/config/placement.h"
 #include "ddp/launcher/config/plan.h"
 #include "ddp/launcher/elastic/rdzv_agent.h"
 #include "ddp/launcher/process/signals.h"
@@ -25,14 +26,11 @@
 
 namespace ddp::launcher {
 
-// One round's attempt, as the rendezvous placed this node.
-struct RoundPlacement {
+// One round's attempt, as the rendezvous placed this node (placement is
+// always set).
+struct RoundPlacement : Placement {
   int attempt = 0;
-  int port = 0;
-  int restart_count = 0;
-  NodePlacement placement;
   RdzvAgent* agent = nullptr;
-  std::string node;  // "node n1 (pid P, host h)" in messages to other nodes
 };
 
 class ElasticRun {

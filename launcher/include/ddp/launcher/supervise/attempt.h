@@ -40,7 +40,7 @@ namespace ddp::launcher {
 class Attempt final : public AttemptControl {
  public:
   Attempt(const LaunchPlan& plan, RunDirectory& dir, SignalChannel& signals, Watchdog& watchdog, int attempt,
-          AttemptSetup setup, bool stdin_to_rank0, std::ostream& log);
+          Placement placement, RunServices& services, bool stdin_to_rank0, std::ostream& log);
   ~Attempt() override;
 
   AttemptResult run();
@@ -82,7 +82,7 @@ class Attempt final : public AttemptControl {
   const LaunchPlan& plan_;
   Watchdog& watchdog_;
   SignalChannel& signals_;
-  AttemptSetup setup_;
+  Placement placement_;
   AttemptInfo info_;
   bool stdin_to_rank0_;
   std::ostream& log_;

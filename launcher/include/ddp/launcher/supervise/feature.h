@@ -7,6 +7,7 @@
 // its teardown and the loop never name a feature. docs/architecture.md,
 // "Adding a feature to the launcher", walks through one.
 
+#include "ddp/launcher/config/placement.h"
 #include "ddp/launcher/config/plan.h"
 #include "ddp/launcher/config/worker_env.h"
 #include "ddp/launcher/output/log_dir.h"
@@ -15,7 +16,6 @@
 #include "ddp/launcher/process/run_dir.h"
 #include "ddp/launcher/process/spawn.h"
 #include "ddp/launcher/report/report.h"
-#include "ddp/launcher/watch/straggler_scores.h"
 
 #include <memory>
 #include <optional>
@@ -26,30 +26,14 @@
 
 namespace ddp::launcher {
 
-class RdzvAgent;
-class FileTimerServer;
-class RunTrace;
-
-// What an attempt's workers are told of their place: static rendezvous
-// fills it from the options, a c10d round from the rendezvous.
-struct AttemptSetup {
-  int port = 0;
-  int restart_count = 0;
-  std::optional<NodePlacement> placement;
-  RdzvAgent* agent = nullptr;  // c10d: told of a local failure, may stop the workers
-  std::string node;            // "node n1 (host h)" in messages to other nodes
-  FileTimerServer* timers = nullptr;  // TORCHELASTIC_ENABLE_FILE_TIMER=1: torchrun's file timer
-  RunTrace* trace = nullptr;          // --trace_file: the run's timeline, every attempt's
-  // c10d: every node's last window of steps, as the rendezvous last shared
-  // them (the rendezvous feature writes, the step statistics read).
-  std::vector<WindowRank>* job_windows = nullptr;
-};
+struct RunServices;  // run_services.h
 
 // The facts of one attempt, the same for every feature.
 struct AttemptInfo {
   const LaunchPlan& plan;
   RunDirectory& dir;
-  const AttemptSetup& setup;
+  const Placement& placement;  // where its workers sit
+  RunServices& services;       // the run's, lent to every attempt
   int attempt = 0;
   int base_rank = 0;  // RANK of local rank 0
 };

@@ -1,0 +1,33 @@
+#pragma once
+// The run-wide services an attempt's features use: made once by the
+// Supervisor (its Run owns them), lent to every attempt as
+// AttemptInfo::services. Each is absent when its option is off; a feature
+// that needs one is made only when it is there (make_features). Nothing
+// here knows an attempt.
+
+#include "ddp/launcher/report/trace_file.h"
+#include "ddp/launcher/watch/file_timer_server.h"
+#include "ddp/launcher/watch/straggler_scores.h"
+
+#include <optional>
+#include <vector>
+
+namespace ddp::launcher {
+
+class RdzvAgent;
+
+struct RunServices {
+  // c10d: the rendezvous helper (ElasticRun's, one for the run); null for
+  // static rendezvous.
+  RdzvAgent* agent = nullptr;
+  // TORCHELASTIC_ENABLE_FILE_TIMER=1: torchrun's file timer, one FIFO for
+  // every attempt.
+  std::optional<FileTimerServer> timers;
+  // --trace_file: the run's timeline, every attempt's (written by end_run).
+  std::optional<RunTrace> trace;
+  // c10d: every node's last window of steps, as the rendezvous last shared
+  // them (the rendezvous feature writes, the step statistics read).
+  std::vector<WindowRank> job_windows;
+};
+
+}  // namespace ddp::launcher
