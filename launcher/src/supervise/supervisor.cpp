@@ -43,6 +43,8 @@ int Supervisor::run() {
     elastic.run(
         [this](const RoundPlacement& r) {
           run_->services.agent = r.agent;
+          if (!run_->services.job_windows) run_->services.job_windows.emplace(*r.agent);
+          run_->services.job_windows->new_round();
           return attempt(r.attempt, r);
         },
         attempts_);

@@ -4,8 +4,8 @@
 // waits to join; the job was ended) stops this node's healthy workers. A
 // local failure seen first stays the root cause; the reason is kept either
 // way, and the rounds (elastic_run.h) decide what follows. Every node's
-// last window of steps, as the helper shares them, is kept for the step
-// statistics (RunServices::job_windows).
+// last window of steps, as the helper shares them, goes to the run's
+// JobWindows (job_windows.h), which the step statistics read.
 #include "ddp/launcher/elastic/agent_source.h"
 #include "ddp/launcher/supervise/features/features.h"
 #include "ddp/launcher/supervise/run_services.h"
@@ -42,7 +42,7 @@ class Rendezvous final : public Feature, public AgentSource {
  private:
   void on_event(const RdzvEvent& e) override {
     if (e.kind == RdzvEvent::JobSteps) {  // for the step statistics' next window
-      ctl_.info().services.job_windows = parse_job_windows(e.text);
+      if (ctl_.info().services.job_windows) ctl_.info().services.job_windows->heard(e.text);
       return;
     }
     if (e.kind != RdzvEvent::Restart && e.kind != RdzvEvent::Abort && e.kind != RdzvEvent::Error) return;

@@ -5,7 +5,6 @@
 // the summary. With --trace_file the same steps and collectives go into the
 // run's trace (trace_file.h).
 #include "ddp/launcher/base/host_name.h"
-#include "ddp/launcher/elastic/rdzv_agent.h"
 #include "ddp/launcher/report/run_events.h"
 #include "ddp/launcher/report/trace_file.h"
 #include "ddp/launcher/supervise/features/features.h"
@@ -45,10 +44,10 @@ std::string straggler_metadata(const StragglerVerdict& v) {
 class StepStats final : public Feature, public EventLoop::Source {
  public:
   explicit StepStats(AttemptControl& ctl)
-      : ctl_(ctl), trace_((ctl.info().services.trace ? &*ctl.info().services.trace : nullptr)), scores_(straggler_options(ctl.info().plan.opts)) {
-    // Another round's windows (its ranks were other workers) say nothing of this one's.
-    ctl.info().services.job_windows.clear();
-  }
+      : ctl_(ctl),
+        trace_(ctl.info().services.trace ? &*ctl.info().services.trace : nullptr),
+        job_(ctl.info().services.job_windows ? &*ctl.info().services.job_windows : nullptr),
+        scores_(straggler_options(ctl.info().plan.opts)) {}
 
   EventLoop::Source* source() override { return this; }
 
@@ -64,14 +63,13 @@ class StepStats final : public Feature, public EventLoop::Source {
     take(s);
     const uint64_t now = monotonic_ns();
     if (!scores_.window_due(now)) return;
-    const RunServices& services = ctl_.info().services;
-    const std::vector<WindowRank>& others = services.job_windows;
+    const std::vector<WindowRank> none;
+    const std::vector<WindowRank>& others = job_ ? job_->others() : none;
     const std::optional<StragglerVerdict> v = scores_.evaluate(now, others, may_name(others));
     if (host_.empty()) host_ = host_name();
-    // c10d: this node's window to the others, through the rendezvous store;
-    // their answer is compared at the next window.
-    if (services.agent && !scores_.local_window().empty())
-      services.agent->send("steps " + format_node_window(host_, scores_.local_window()));
+    // c10d: this node's window to the others; their answer is compared at
+    // the next window.
+    if (job_) job_->publish(host_, scores_.local_window());
     if (v) {
       ctl_.log() << format_straggler_line(*v, host_) << std::endl;
       if (ctl_.info().plan.opts.event_log_handler == "console" && v->host.empty()) {
@@ -120,7 +118,7 @@ class StepStats final : public Feature, public EventLoop::Source {
   // after kAloneWindows windows without (the others mark no steps).
   bool may_name(const std::vector<WindowRank>& others) {
     const AttemptInfo& info = ctl_.info();
-    if (!info.services.agent || ctl_.result().world_size <= info.plan.nproc) return true;
+    if (!job_ || ctl_.result().world_size <= info.plan.nproc) return true;
     for (const WindowRank& w : others)
       if (w.rank < info.base_rank || w.rank >= info.base_rank + info.plan.nproc) return true;
     return ++alone_windows_ > kAloneWindows;
@@ -137,6 +135,7 @@ class StepStats final : public Feature, public EventLoop::Source {
 
   AttemptControl& ctl_;
   RunTrace* trace_;
+  JobWindows* job_;  // c10d: the nodes' windows; null for static rendezvous
   StepSampler sampler_;
   StragglerScores scores_;
   EventLoop::Clock::time_point next_;

@@ -5,12 +5,11 @@
 // that needs one is made only when it is there (make_features). Nothing
 // here knows an attempt.
 
+#include "ddp/launcher/elastic/job_windows.h"
 #include "ddp/launcher/report/trace_file.h"
 #include "ddp/launcher/watch/file_timer_server.h"
-#include "ddp/launcher/watch/straggler_scores.h"
 
 #include <optional>
-#include <vector>
 
 namespace ddp::launcher {
 
@@ -25,9 +24,9 @@ struct RunServices {
   std::optional<FileTimerServer> timers;
   // --trace_file: the run's timeline, every attempt's (written by end_run).
   std::optional<RunTrace> trace;
-  // c10d: every node's last window of steps, as the rendezvous last shared
-  // them (the rendezvous feature writes, the step statistics read).
-  std::vector<WindowRank> job_windows;
+  // c10d: every node's last window of steps (job_windows.h); none for
+  // static rendezvous.
+  std::optional<JobWindows> job_windows;
 };
 
 }  // namespace ddp::launcher
