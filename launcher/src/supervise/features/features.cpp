@@ -17,7 +17,7 @@ std::vector<std::unique_ptr<Feature>> make_features(AttemptControl& ctl) {
   f.push_back(make_flight_recorder(ctl));
   f.push_back(make_oom_verdict(ctl));
   f.push_back(make_exit_verdict(ctl));
-  if (info.plan.opts.event_log_handler == "console") f.push_back(make_start_events(ctl));
+  if (info.plan.opts.event_log_handler == EventLogHandler::Console) f.push_back(make_start_events(ctl));
   return f;
 }
 

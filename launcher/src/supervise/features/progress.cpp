@@ -48,9 +48,7 @@ class Progress final : public Feature, public EventLoop::Source {
     ctl_.log() << "ddp-launch: " << v.message << "; stopping the group" << std::endl;
     ctl_.dump_stacks("stalled");
     stall_ = v;
-    WorkerExit told = stalled_exit(ctl_.result());
-    told.spawn_error = "it stalled (no progress for " + std::to_string(static_cast<long long>(v.idle_s)) + " s)";
-    ctl_.fail(told);
+    ctl_.fail(stalled_exit(ctl_.result()));
   }
 
   WorkerExit stalled_exit(const AttemptResult& r) const {
@@ -62,6 +60,7 @@ class Progress final : public Feature, public EventLoop::Source {
     for (const WorkerExit& e : r.exits)
       if (e.pid == w.pid) w = e;
     w.stalled = stall_->message;
+    w.stalled_idle_s = stall_->idle_s;
     return w;
   }
 

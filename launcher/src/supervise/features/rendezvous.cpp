@@ -23,12 +23,9 @@ class Rendezvous final : public Feature, public AgentSource {
   void failed(const WorkerExit& w) override {
     if (told_ || !stop_.empty()) return;
     told_ = true;
-    const std::string what = !w.spawn_error.empty() ? w.spawn_error
-                             : w.expired_scope      ? format_expired_scope(*w.expired_scope)
-                                                    : w.status_text();
     agent_.send("fail rank " + std::to_string(w.rank) + " (local_rank " + std::to_string(w.local_rank) +
                 (w.pid > 0 ? ", pid " + std::to_string(w.pid) : "") + ") on " + ctl_.info().placement.node +
-                " failed: " + what);
+                " failed: " + w.reason_text());
   }
 
   void finish(AttemptResult& r) override {

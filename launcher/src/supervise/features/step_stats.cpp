@@ -72,7 +72,7 @@ class StepStats final : public Feature, public EventLoop::Source {
     if (job_) job_->publish(host_, scores_.local_window());
     if (v) {
       ctl_.log() << format_straggler_line(*v, host_) << std::endl;
-      if (ctl_.info().plan.opts.event_log_handler == "console" && v->host.empty()) {
+      if (ctl_.info().plan.opts.event_log_handler == EventLogHandler::Console && v->host.empty()) {
         StatusEvent e = worker_event(ctl_.info().plan, "STRAGGLER", ctl_.result(), v->local_rank,
                                      ctl_.worker_pid(v->local_rank));
         e.more_metadata = straggler_metadata(*v);
