@@ -7,7 +7,7 @@ std::vector<std::unique_ptr<Feature>> make_features(AttemptControl& ctl) {
   const AttemptInfo& info = ctl.info();
   std::vector<std::unique_ptr<Feature>> f;
   f.push_back(make_worker_output(ctl));
-  f.push_back(make_progress(ctl));
+  f.push_back(make_stalls(ctl));
   // --straggler_threshold 0 without --trace_file: nothing is sampled (and
   // the summary has no steps).
   if (info.plan.opts.straggler_threshold > 0 || info.services.trace) f.push_back(make_step_stats(ctl));

@@ -9,9 +9,9 @@ namespace ddp::launcher {
 
 namespace {
 
-class Progress final : public Feature, public EventLoop::Source {
+class Stalls final : public Feature, public EventLoop::Source {
  public:
-  explicit Progress(AttemptControl& ctl)
+  explicit Stalls(AttemptControl& ctl)
       : ctl_(ctl),
         progress_(ctl.info().plan.opts.stall_timeout_s, ctl.pages(), ctl.result().world_size <= ctl.info().plan.nproc) {}
 
@@ -71,6 +71,6 @@ class Progress final : public Feature, public EventLoop::Source {
 
 }  // namespace
 
-std::unique_ptr<Feature> make_progress(AttemptControl& ctl) { return std::make_unique<Progress>(ctl); }
+std::unique_ptr<Feature> make_stalls(AttemptControl& ctl) { return std::make_unique<Stalls>(ctl); }
 
 }  // namespace ddp::launcher
