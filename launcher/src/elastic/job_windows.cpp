@@ -1,6 +1,6 @@
 #include "ddp/launcher/elastic/job_windows.h"
 
-#include "ddp/launcher/elastic/rdzv_agent.h"
+#include "ddp/launcher/elastic/rdzv_link.h"
 
 namespace ddp::launcher {
 

@@ -13,7 +13,7 @@
 
 #include "ddp/launcher/config/placement.h"
 #include "ddp/launcher/config/plan.h"
-#include "ddp/launcher/elastic/rdzv_agent.h"
+#include "ddp/launcher/elastic/rdzv_link.h"
 #include "ddp/launcher/process/signals.h"
 #include "ddp/launcher/report/report.h"
 
@@ -30,7 +30,7 @@ namespace ddp::launcher {
 // always set).
 struct RoundPlacement : Placement {
   int attempt = 0;
-  RdzvAgent* agent = nullptr;
+  RdzvLink* agent = nullptr;
 };
 
 class ElasticRun {
@@ -49,9 +49,9 @@ class ElasticRun {
   int signal() const { return signal_; }
 
  private:
-  std::optional<RdzvEvent> await(RdzvAgent& agent, std::initializer_list<RdzvEvent::Kind> kinds);
+  std::optional<RdzvEvent> await(RdzvLink& agent, std::initializer_list<RdzvEvent::Kind> kinds);
   // After a failed attempt: false when the job ends on this node.
-  bool rejoin(RdzvAgent& agent, const RdzvEvent& round, const RoundPlacement& setup, AttemptResult& last);
+  bool rejoin(RdzvLink& agent, const RdzvEvent& round, const RoundPlacement& setup, AttemptResult& last);
   std::string endpoint() const;
   std::string nodes_text() const;
 

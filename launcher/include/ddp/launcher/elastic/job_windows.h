@@ -14,11 +14,11 @@
 
 namespace ddp::launcher {
 
-class RdzvAgent;
+class RdzvLink;
 
 class JobWindows {
  public:
-  explicit JobWindows(RdzvAgent& agent) : agent_(agent) {}
+  explicit JobWindows(RdzvLink& agent) : agent_(agent) {}
 
   // This node's last window (`host`: this node's name) to the other nodes;
   // nothing for an empty window. Their answer comes back through heard().
@@ -33,7 +33,7 @@ class JobWindows {
   void new_round() { others_.clear(); }
 
  private:
-  RdzvAgent& agent_;
+  RdzvLink& agent_;
   std::vector<WindowRank> others_;
 };
 

@@ -13,12 +13,12 @@
 
 namespace ddp::launcher {
 
-class RdzvAgent;
+class RdzvLink;
 
 struct RunServices {
-  // c10d: the rendezvous helper (ElasticRun's, one for the run); null for
-  // static rendezvous.
-  RdzvAgent* agent = nullptr;
+  // c10d: the rendezvous helper (ElasticRun's, one for the run;
+  // rdzv_link.h); null for static rendezvous.
+  RdzvLink* agent = nullptr;
   // TORCHELASTIC_ENABLE_FILE_TIMER=1: torchrun's file timer, one FIFO for
   // every attempt.
   std::optional<FileTimerServer> timers;
