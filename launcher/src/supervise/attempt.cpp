@@ -65,7 +65,8 @@ Attempt::Attempt(const LaunchPlan& plan, RunDirectory& dir, SignalChannel& signa
   teardown_source_ = std::make_unique<TeardownSource>(*this);
   for (bool after : {false, true}) {
     for (auto& f : features_)
-      if (EventLoop::Source* s = f->source(); s && f->after_reaping() == after) loop_.add(*s);
+      if (f->after_reaping() == after)
+        for (EventLoop::Source* s : f->sources()) loop_.add(*s);
     if (!after) loop_.add(*signal_source_);
   }
   loop_.add(*teardown_source_);

@@ -87,6 +87,13 @@ class Feature {
   virtual ~Feature() = default;
   // Its fds and deadline in the attempt's loop; nullptr when it has none.
   virtual EventLoop::Source* source() { return nullptr; }
+  // Every source it has, in the order the loop serves them: source() by
+  // default. A feature that waits on two kinds of fd has a source for each,
+  // so none splits its slice of the poll by counting.
+  virtual std::vector<EventLoop::Source*> sources() {
+    if (EventLoop::Source* s = source()) return {s};
+    return {};
+  }
   // Its source is served after the attempt has reaped the exits of the same
   // wake (a progress look must not blame a rank that has just exited); by
   // default before (what a worker wrote to a pipe just before it exited is
