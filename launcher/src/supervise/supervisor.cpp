@@ -42,6 +42,8 @@ int Supervisor::run() {
     ElasticRun elastic(plan_, run_->signals, run_->host, log_);
     elastic.run(
         [this](const RoundPlacement& r) {
+          // One helper for the run; a new round's ranks are other workers:
+          // the last round's windows say nothing of them.
           run_->services.agent = r.agent;
           if (!run_->services.job_windows) run_->services.job_windows.emplace(*r.agent);
           run_->services.job_windows->new_round();
@@ -84,7 +86,7 @@ void Supervisor::set_up() {
   // every attempt (removed before the run directory is).
   if (plan_.opts.file_timer)
     run_->services.timers.emplace(plan_.opts.file_timer_path.empty() ? run_->dir.path() + "/" + kTimerPipeName
-                                                            : plan_.opts.file_timer_path);
+                                                                     : plan_.opts.file_timer_path);
 }
 
 // Static rendezvous: with restarts left, a failed group is restarted whole

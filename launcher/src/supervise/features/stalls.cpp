@@ -1,7 +1,8 @@
 // --stall_timeout (watch/progress_watch.h): the launcher looks at the
-// attempt's heartbeat pages (and the output it sees) when due, and a straggler without progress for the timeout is the attempt's
-// root cause (exit code 124): its stacks are dumped, then the group is
-// stopped like a failed one, so --max_restarts applies.
+// attempt's heartbeat pages (and the output it sees) when due, and a
+// straggler without progress for the timeout is the attempt's root cause
+// (exit code 124): its stacks are dumped, then the group is stopped like a
+// failed one, so --max_restarts applies.
 #include "ddp/launcher/supervise/features/features.h"
 #include "ddp/launcher/watch/progress_watch.h"
 

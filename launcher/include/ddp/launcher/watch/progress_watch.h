@@ -1,8 +1,8 @@
 #pragma once
 // The workers' progress as one attempt's supervisor sees it: reads the
-// attempt's heartbeat pages (process/heartbeat_pages.h, made and owned by the
-// attempt) and, with --stall_timeout, looks at them and at the CPU time of each worker's
-// process group (/proc/<pid>/stat of every process in it) every
+// attempt's heartbeat pages (process/heartbeat_pages.h, made and owned by
+// the attempt) and, with --stall_timeout, looks at them and at the CPU time
+// of each worker's process group (/proc/<pid>/stat of every process in it) every
 // StallDetector::interval(), feeding a StallDetector. The supervisor calls it
 // from its one poll loop: ms_to_check() bounds the poll's timeout, check()
 // looks when due. No thread, no timer of its own, no sleeping.
