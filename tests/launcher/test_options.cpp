@@ -345,7 +345,7 @@ TEST_CASE("torchrun 2.x's newer options: both spellings, PET_ variables, default
   LaunchOptions d = parse({"x"});
   CHECK(d.signals_to_handle == std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT});
   CHECK_FALSE(d.virtual_local_rank);
-  CHECK(d.event_log_handler == "null");
+  CHECK(d.event_log_handler == EventLogHandler::Null);
   CHECK(d.numa_binding.empty());
   CHECK(d.logs.dup_stdout_filters.empty());
   CHECK(d.logs.dup_stderr_filters.empty());
@@ -363,9 +363,9 @@ TEST_CASE("torchrun 2.x's newer options: both spellings, PET_ variables, default
   CHECK(parse({"x"}, {{"PET_DUPLICATE_STDERR_FILTERS", "a"}}).logs.dup_stderr_filters ==
         std::vector<std::string>{"a"});
   CHECK(parse({"--duplicate-stdout-filters", "", "x"}).logs.dup_stdout_filters.empty());
-  CHECK(parse({"--event-log-handler", "console", "x"}).event_log_handler == "console");
-  CHECK(parse({"--event_log_handler=dynamic_rendezvous", "x"}).event_log_handler == "null");
-  CHECK(parse({"x"}, {{"PET_EVENT_LOG_HANDLER", "console"}}).event_log_handler == "console");
+  CHECK(parse({"--event-log-handler", "console", "x"}).event_log_handler == EventLogHandler::Console);
+  CHECK(parse({"--event_log_handler=dynamic_rendezvous", "x"}).event_log_handler == EventLogHandler::Null);
+  CHECK(parse({"x"}, {{"PET_EVENT_LOG_HANDLER", "console"}}).event_log_handler == EventLogHandler::Console);
   CHECK(parse({"--logs-specs", "default", "x"}).program == "x");
   CHECK(parse({"--logs_specs=default", "x"}).program == "x");
   for (const std::string mode : {"node", "socket", "exclusive", "core-complex"}) {

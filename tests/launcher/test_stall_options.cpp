@@ -2,6 +2,7 @@
 // page's path (DDP_HEARTBEAT_FILE) in the run directory.
 #include "ddp/common/heartbeat.h"
 #include "ddp/launcher/config/options.h"
+#include "ddp/launcher/process/heartbeat_pages.h"
 #include "ddp/launcher/watch/progress_watch.h"
 #include "ddp/launcher/process/run_dir.h"
 #include "ddp/launcher/config/worker_env.h"
@@ -49,20 +50,23 @@ TEST_CASE("stall_timeout option: below 1 s or non-numbers are one-line errors na
 }
 
 TEST_CASE("every worker gets its own sealed heartbeat page and none inherited") {
-  ProgressWatch watch(0);
+  HeartbeatPages pages;
+  ProgressWatch watch(0, pages);
   CHECK_FALSE(watch.watching());
   CHECK(watch.ms_to_check() == -1);
-  const int fd = watch.create_heartbeat(1);
+  const int fd = pages.create(1);
   REQUIRE(fd >= 0);
   CHECK((::fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);  // only the spawn hands it to its one worker
   CHECK(::ftruncate(fd, 0) != 0);                    // sealed: nobody can shrink it under a mapping
-  CHECK_FALSE(watch.heartbeat(1));  // nobody attached yet
+  CHECK_FALSE(pages.read(1));  // nobody attached yet
+  CHECK_FALSE(pages.page(0));  // none asked for
   auto worker = ddp::Heartbeat::attach(ddp::Heartbeat::fd_path(::dup(fd)));
   worker->collective_started(3, ddp::CollectiveKind::Broadcast, 10);
-  REQUIRE(watch.heartbeat(1));
-  CHECK(watch.heartbeat(1)->collective_started == 3);
-  watch.started(1, 5, 4242);
+  REQUIRE(pages.read(1));
+  CHECK(pages.read(1)->collective_started == 3);
+  pages.started(1);
   CHECK(::fcntl(fd, F_GETFD) == -1);  // the launcher's fd is closed once the worker runs; the page stays
+  watch.started(1, 5, 4242);
   CHECK(watch.collective_summary() == "rank 5 waits in #3 (broadcast, 10 B)");
 
   LaunchOptions o = parse_launch_options({"x"}, {});

@@ -279,8 +279,8 @@ void read_signals_devices_reports(OptionReader& r, LaunchOptions& o) {
   o.virtual_local_rank = r.flag("virtual_local_rank");
   if (auto v = r.value("event_log_handler")) {
     // torchrun's registered handlers: dynamic_rendezvous is a null handler for the agent's events.
-    if (v->first == "null" || v->first == "dynamic_rendezvous" || v->first.empty()) o.event_log_handler = "null";
-    else if (v->first == "console") o.event_log_handler = "console";
+    if (v->first == "null" || v->first == "dynamic_rendezvous" || v->first.empty()) o.event_log_handler = EventLogHandler::Null;
+    else if (v->first == "console") o.event_log_handler = EventLogHandler::Console;
     else
       throw UsageError(r.given_as("event_log_handler", *v) +
                        ": not an event log handler; use null (the default) or console (one JSON line per event on "

@@ -32,7 +32,7 @@ class SignalWait final : public EventLoop::Source {
 // The helper's lines until one of `kinds` (or an Error) comes, and its pings.
 class AgentWait final : public AgentSource {
  public:
-  AgentWait(RdzvAgent& agent, std::initializer_list<RdzvEvent::Kind> kinds) : AgentSource(agent), kinds_(kinds) {}
+  AgentWait(RdzvLink& agent, std::initializer_list<RdzvEvent::Kind> kinds) : AgentSource(agent), kinds_(kinds) {}
   std::optional<RdzvEvent> event;
 
  private:
@@ -50,7 +50,7 @@ ElasticRun::ElasticRun(const LaunchPlan& plan, SignalChannel& signals, std::stri
 
 // The helper's next event of one of `kinds`, serving signals meanwhile.
 // nullopt when a signal ended the wait (signal_ says which).
-std::optional<RdzvEvent> ElasticRun::await(RdzvAgent& agent, std::initializer_list<RdzvEvent::Kind> kinds) {
+std::optional<RdzvEvent> ElasticRun::await(RdzvLink& agent, std::initializer_list<RdzvEvent::Kind> kinds) {
   SignalWait signals(signals_);
   AgentWait events(agent, kinds);
   EventLoop loop;
@@ -72,7 +72,8 @@ std::optional<RdzvEvent> ElasticRun::await(RdzvAgent& agent, std::initializer_li
 }
 
 void ElasticRun::run(const RunAttempt& run_attempt, std::vector<AttemptResult>& attempts) {
-  RdzvAgent agent(plan_.opts, plan_.nproc, signals_.original_mask());
+  RdzvAgent helper(plan_.opts, plan_.nproc, signals_.original_mask());
+  AgentLink agent(helper);
   for (int attempt = 0;; ++attempt) {
     log_ << "ddp-launch: joining the rendezvous at " << endpoint() << " (rdzv_id " << plan_.opts.run_id << ", "
          << nodes_text() << ")" << std::endl;
@@ -109,7 +110,7 @@ void ElasticRun::run(const RunAttempt& run_attempt, std::vector<AttemptResult>& 
   }
 }
 
-bool ElasticRun::rejoin(RdzvAgent& agent, const RdzvEvent& round, const RoundPlacement& setup, AttemptResult& last) {
+bool ElasticRun::rejoin(RdzvLink& agent, const RdzvEvent& round, const RoundPlacement& setup, AttemptResult& last) {
   const int max_restarts = plan_.opts.max_restarts;
   if (last.launcher_signal || last.signal_during_teardown) {
     const int sig = last.launcher_signal ? last.launcher_signal : last.signal_during_teardown;

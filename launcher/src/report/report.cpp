@@ -19,6 +19,13 @@ std::string WorkerExit::status_text() const {
   return "exit code " + std::to_string(code);
 }
 
+std::string WorkerExit::reason_text() const {
+  if (!spawn_error.empty()) return spawn_error;
+  if (!stalled.empty()) return "it stalled (no progress for " + std::to_string(static_cast<long long>(stalled_idle_s)) + " s)";
+  if (expired_scope) return format_expired_scope(*expired_scope);
+  return status_text();
+}
+
 std::optional<WorkerExit> earliest_failure(const std::vector<WorkerExit>& exits) {
   // A failure its error file marks as following another rank's is the root
   // cause only when no other failure is there: the rank it follows (or any

@@ -37,12 +37,13 @@ class Attempt::TeardownSource final : public EventLoop::Source {
 };
 
 Attempt::Attempt(const LaunchPlan& plan, RunDirectory& dir, SignalChannel& signals, Watchdog& watchdog, int attempt,
-                 AttemptSetup setup, bool stdin_to_rank0, std::ostream& log)
+                 Placement placement, RunServices& services, bool stdin_to_rank0, std::ostream& log)
     : plan_(plan),
       watchdog_(watchdog),
       signals_(signals),
-      setup_(std::move(setup)),
-      info_{plan, dir, setup_, attempt, setup_.placement ? setup_.placement->base_rank : plan.opts.node_rank * plan.nproc},
+      placement_(std::move(placement)),
+      info_{plan, dir, placement_, services, attempt,
+            placement_.placement ? placement_.placement->base_rank : plan.opts.node_rank * plan.nproc},
       stdin_to_rank0_(stdin_to_rank0),
       log_(log),
       group_(signals.original_mask(), &watchdog),
@@ -50,10 +51,10 @@ Attempt::Attempt(const LaunchPlan& plan, RunDirectory& dir, SignalChannel& signa
       outcome_(group_, teardown_),
       stacks_(info_, watchdog, log) {
   result_.attempt = attempt;
-  result_.restart_count = setup_.restart_count;
-  result_.group_rank = setup_.placement ? setup_.placement->group_rank : plan.opts.node_rank;
-  result_.group_world_size = setup_.placement ? setup_.placement->group_world_size : plan.opts.nnodes;
-  result_.world_size = setup_.placement ? setup_.placement->world_size : plan.opts.nnodes * plan.nproc;
+  result_.restart_count = placement_.restart_count;
+  result_.group_rank = placement_.placement ? placement_.placement->group_rank : plan.opts.node_rank;
+  result_.group_world_size = placement_.placement ? placement_.placement->group_world_size : plan.opts.nnodes;
+  result_.world_size = placement_.placement ? placement_.placement->world_size : plan.opts.nnodes * plan.nproc;
   result_.base_rank = info_.base_rank;
   // The order of a wake: the features' fds (a file-timer request or output
   // a worker wrote just before it exited is read while its group exists),
@@ -64,7 +65,8 @@ Attempt::Attempt(const LaunchPlan& plan, RunDirectory& dir, SignalChannel& signa
   teardown_source_ = std::make_unique<TeardownSource>(*this);
   for (bool after : {false, true}) {
     for (auto& f : features_)
-      if (EventLoop::Source* s = f->source(); s && f->after_reaping() == after) loop_.add(*s);
+      if (f->after_reaping() == after)
+        for (EventLoop::Source* s : f->sources()) loop_.add(*s);
     if (!after) loop_.add(*signal_source_);
   }
   loop_.add(*teardown_source_);
@@ -98,9 +100,9 @@ void Attempt::start_workers() {
   GroupSpec spec;
   spec.opts = &plan_.opts;
   spec.nproc = plan_.nproc;
-  spec.master_port = setup_.port;
-  spec.restart_count = setup_.restart_count;
-  spec.placement = setup_.placement;
+  spec.master_port = placement_.port;
+  spec.restart_count = placement_.restart_count;
+  spec.placement = placement_.placement;
   spec.omp_threads = plan_.omp_threads;
   std::string attempt_log_dir;
   for (int lr = 0; lr < plan_.nproc && !teardown_.stopping(); ++lr) {
@@ -129,14 +131,21 @@ bool Attempt::start_worker(int lr, GroupSpec& spec, std::string& attempt_log_dir
     s.exe = plan_.command.exe;
     s.args = plan_.command.argv_for(lr);
     if (!plan_.cpu_binding.empty()) s.cpus = plan_.cpu_binding[static_cast<size_t>(lr)];
-    WorkerSlot slot{lr, info_.base_rank + lr, s, spec, attempt_log_dir, paths, close_after, "", nullptr, "", ""};
+    std::string heartbeat_file;
+    if (const int fd = pages_.create(lr); fd >= 0) {
+      heartbeat_file = Heartbeat::fd_path(fd);
+      s.inherit_fds.push_back(fd);
+    }
+    if (const std::string warning = pages_.take_warning(); !warning.empty()) log_ << warning << std::endl;
+    WorkerSlot slot{lr, info_.base_rank + lr, s, spec, attempt_log_dir, paths, close_after, heartbeat_file, "", ""};
     for (auto& f : features_) f->before_spawn(slot);
     live.stdout_log = slot.stdout_log;
     live.stderr_log = slot.stderr_log;
-    s.env = worker_environment(plan_.parent_env, spec, lr, live.error_file, slot.heartbeat_file);
+    s.env = worker_environment(plan_.parent_env, spec, lr, live.error_file, heartbeat_file);
     live.start = std::chrono::steady_clock::now();
     const pid_t pid = group_.spawn(std::move(s), lr, lr == 0 && stdin_to_rank0_);
     for (int fd : close_after) ::close(fd);
+    pages_.started(lr);
     live_[pid] = live;
     started_.push_back(pid);
     for (auto& f : features_) f->spawned(lr, pid);

@@ -7,10 +7,9 @@
 #include "ddp/launcher/process/signals.h"
 #include "ddp/launcher/process/watchdog.h"
 #include "ddp/launcher/process/worker_group.h"
-#include "ddp/launcher/report/trace_file.h"
 #include "ddp/launcher/supervise/attempt.h"
 #include "ddp/launcher/supervise/run_end.h"
-#include "ddp/launcher/watch/file_timer_server.h"
+#include "ddp/launcher/supervise/run_services.h"
 
 #include <chrono>
 #include <optional>
@@ -19,14 +18,12 @@
 namespace ddp::launcher {
 
 // What every attempt of a run shares: the signals, the private run
-// directory and its watchdog, the file timer's FIFO.
+// directory and its watchdog, the services its features use.
 struct Supervisor::Run {
   SignalChannel signals;
   RunDirectory dir;  // named, not yet created: the watchdog knows the name first
   std::optional<Watchdog> watchdog;
-  std::optional<FileTimerServer> timers;
-  std::optional<RunTrace> trace;  // --trace_file
-  std::vector<WindowRank> job_windows;  // c10d: every node's last window of steps
+  RunServices services;
   bool stdin_to_rank0 = false;
   std::string host;
 
@@ -43,14 +40,23 @@ int Supervisor::run() {
   end.host = run_->host;
   if (plan_.opts.rdzv.elastic()) {
     ElasticRun elastic(plan_, run_->signals, run_->host, log_);
-    elastic.run([this](const RoundPlacement& r) { return attempt(r.attempt, setup_of(r)); }, attempts_);
+    elastic.run(
+        [this](const RoundPlacement& r) {
+          // One helper for the run; a new round's ranks are other workers:
+          // the last round's windows say nothing of them.
+          run_->services.agent = r.agent;
+          if (!run_->services.job_windows) run_->services.job_windows.emplace(*r.agent);
+          run_->services.job_windows->new_round();
+          return attempt(r.attempt, r);
+        },
+        attempts_);
     end.rdzv_error = elastic.error();
     end.rdzv_signal = elastic.signal();
   } else {
     run_static();
   }
   end.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  end.trace = run_->trace ? &*run_->trace : nullptr;
+  end.trace = run_->services.trace ? &*run_->services.trace : nullptr;
   return end_run(plan_, attempts_, end, run_->dir, *run_->watchdog, log_);
 }
 
@@ -73,14 +79,14 @@ void Supervisor::set_up() {
   }
   run_->stdin_to_rank0 = stdin_is_ours();
   run_->host = host_name();
-  if (!plan_.opts.trace_file.empty()) run_->trace.emplace(plan_.opts.trace_file, run_->host, monotonic_ns());
+  if (!plan_.opts.trace_file.empty()) run_->services.trace.emplace(plan_.opts.trace_file, run_->host, monotonic_ns());
   if (!plan_.run_log_dir.empty()) log_ << "ddp-launch: worker logs and error files in " << plan_.run_log_dir << std::endl;
   ensure_fd_limit(launcher_fds_needed(plan_.opts.logs, plan_.nproc));
   // TORCHELASTIC_ENABLE_FILE_TIMER=1: torchrun's file timer, one FIFO for
   // every attempt (removed before the run directory is).
   if (plan_.opts.file_timer)
-    run_->timers.emplace(plan_.opts.file_timer_path.empty() ? run_->dir.path() + "/" + kTimerPipeName
-                                                            : plan_.opts.file_timer_path);
+    run_->services.timers.emplace(plan_.opts.file_timer_path.empty() ? run_->dir.path() + "/" + kTimerPipeName
+                                                                     : plan_.opts.file_timer_path);
 }
 
 // Static rendezvous: with restarts left, a failed group is restarted whole
@@ -88,39 +94,21 @@ void Supervisor::set_up() {
 // workers SIGKILL cannot end are never restarted (AttemptResult::restartable).
 void Supervisor::run_static() {
   for (int n = 0;; ++n) {
-    AttemptSetup setup;
+    Placement p;
     // 0 (--standalone, or port 0 given): a free port per attempt, as --standalone's.
-    setup.port = plan_.opts.master_port == 0 ? reserve_check_port(0) : plan_.opts.master_port;
-    setup.restart_count = n;
-    share_run_state(setup);
-    attempts_.push_back(attempt(n, setup));
+    p.port = plan_.opts.master_port == 0 ? reserve_check_port(0) : plan_.opts.master_port;
+    p.restart_count = n;
+    attempts_.push_back(attempt(n, p));
     const AttemptResult& a = attempts_.back();
     if (a.succeeded() || !a.restartable() || n >= plan_.opts.max_restarts) return;
     log_ << format_restart_line(a, plan_.opts.max_restarts) << std::endl;
   }
 }
 
-AttemptSetup Supervisor::setup_of(const RoundPlacement& r) const {
-  AttemptSetup setup;
-  setup.port = r.port;
-  setup.restart_count = r.restart_count;
-  setup.placement = r.placement;
-  setup.agent = r.agent;
-  setup.node = r.node;
-  share_run_state(setup);
-  return setup;
-}
-
-// What every attempt of the run shares: the file timer's FIFO, the trace,
-// the nodes' last windows of steps (read only by c10d attempts).
-void Supervisor::share_run_state(AttemptSetup& setup) const {
-  setup.timers = run_->timers ? &*run_->timers : nullptr;
-  setup.trace = run_->trace ? &*run_->trace : nullptr;
-  setup.job_windows = &run_->job_windows;
-}
-
-AttemptResult Supervisor::attempt(int n, const AttemptSetup& setup) {
-  return Attempt(plan_, run_->dir, run_->signals, *run_->watchdog, n, setup, run_->stdin_to_rank0, log_).run();
+AttemptResult Supervisor::attempt(int n, const Placement& placement) {
+  return Attempt(plan_, run_->dir, run_->signals, *run_->watchdog, n, placement, run_->services, run_->stdin_to_rank0,
+                 log_)
+      .run();
 }
 
 }  // namespace ddp::launcher

@@ -5,7 +5,6 @@
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
-#include <stdexcept>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <unordered_map>
@@ -75,39 +74,16 @@ char process_state(pid_t pid) {
   return close == std::string::npos || close + 2 >= stat.size() ? 0 : stat[close + 2];
 }
 
-ProgressWatch::ProgressWatch(double stall_timeout_s, bool whole_job_here) : whole_job_here_(whole_job_here) {
+ProgressWatch::ProgressWatch(double stall_timeout_s, const HeartbeatPages& pages, bool whole_job_here)
+    : pages_(pages), whole_job_here_(whole_job_here) {
   if (stall_timeout_s > 0) detector_.emplace(stall_timeout_s);
   next_look_ = Clock::now();
-}
-
-const Heartbeat* ProgressWatch::page(int local_rank) const {
-  if (local_rank < 0 || static_cast<size_t>(local_rank) >= pages_.size()) return nullptr;
-  return pages_[local_rank].get();
-}
-
-int ProgressWatch::create_heartbeat(int local_rank) {
-  if (local_rank < 0) return -1;
-  if (static_cast<size_t>(local_rank) >= pages_.size()) pages_.resize(static_cast<size_t>(local_rank) + 1);
-  try {
-    pages_[local_rank] = Heartbeat::create_sealed();
-  } catch (const std::runtime_error& e) {
-    pages_[local_rank].reset();
-    if (!warned_) {
-      warned_ = true;
-      warning_ = std::string("ddp-launch: warning: ") + e.what() +
-                 "; workers without one are watched by CPU time and output only (--stall_timeout)";
-    }
-    return -1;
-  }
-  return pages_[local_rank]->fd();
 }
 
 void ProgressWatch::started(int local_rank, int rank, pid_t pid) {
   if (local_rank >= 0 && static_cast<size_t>(local_rank) >= ranks_.size())
     ranks_.resize(static_cast<size_t>(local_rank) + 1, -1);
   if (local_rank >= 0) ranks_[local_rank] = rank;
-  if (local_rank >= 0 && static_cast<size_t>(local_rank) < pages_.size() && pages_[local_rank])
-    pages_[local_rank]->close_fd();  // the worker has its own; the mapping stays
   if (detector_) detector_->add(local_rank, rank, pid, Clock::now());
 }
 
@@ -119,27 +95,15 @@ void ProgressWatch::note_output(int local_rank) {
   if (detector_) detector_->note_output(local_rank, Clock::now());
 }
 
-std::shared_ptr<const Heartbeat> ProgressWatch::shared_page(int local_rank) const {
-  if (local_rank < 0 || static_cast<size_t>(local_rank) >= pages_.size()) return nullptr;
-  return pages_[local_rank];
-}
-
-std::optional<HeartbeatSnapshot> ProgressWatch::heartbeat(int local_rank) const {
-  const Heartbeat* p = page(local_rank);
-  if (!p) return std::nullopt;
-  const HeartbeatSnapshot s = p->read();
-  if (s.pid == 0) return std::nullopt;
-  return s;
-}
-
 std::string ProgressWatch::collective_summary() const {
   std::vector<RankProgress> ranks;
-  for (size_t lr = 0; lr < pages_.size() && lr < ranks_.size(); ++lr) {
-    if (!pages_[lr] || ranks_[lr] < 0) continue;
+  for (size_t lr = 0; lr < ranks_.size(); ++lr) {
+    const std::shared_ptr<const Heartbeat> page = pages_.page(static_cast<int>(lr));
+    if (!page || ranks_[lr] < 0) continue;
     RankProgress r;
     r.rank = ranks_[lr];
     r.local_rank = static_cast<int>(lr);
-    r.snapshot = pages_[lr]->read();
+    r.snapshot = page->read();
     r.heartbeat = r.snapshot.pid != 0 && (r.snapshot.collective_started > 0 || r.snapshot.step > 0);
     ranks.push_back(r);
   }
@@ -165,7 +129,7 @@ void ProgressWatch::look(Clock::time_point now) {
     // A group gone from /proc (between exit and reaping) keeps its last CPU time.
     const auto it = cpu.find(r.pid);
     std::optional<HeartbeatSnapshot> hb;
-    if (const Heartbeat* p = page(r.local_rank)) hb = p->read();
+    if (const std::shared_ptr<const Heartbeat> p = pages_.page(r.local_rank)) hb = p->read();
     detector_->observe(r.local_rank, hb, it == cpu.end() ? r.cpu_s : it->second, now);
   }
 }
@@ -185,12 +149,6 @@ std::optional<StallVerdict> ProgressWatch::check() {
     r.state = process_state(r.pid);
   }
   return decide_stall(ranks, now, detector_->timeout_s(), whole_job_here_);
-}
-
-std::string ProgressWatch::take_warning() {
-  std::string w;
-  w.swap(warning_);
-  return w;
 }
 
 }  // namespace ddp::launcher

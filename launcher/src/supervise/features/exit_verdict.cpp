@@ -2,8 +2,6 @@
 
 #include "ddp/common/heartbeat.h"
 
-#include <map>
-
 namespace ddp::launcher {
 
 namespace {
@@ -18,14 +16,11 @@ namespace {
 class ExitVerdict final : public Feature {
  public:
   explicit ExitVerdict(AttemptControl& ctl) : ctl_(ctl) {}
-  void before_spawn(WorkerSlot& slot) override {
-    if (slot.heartbeat) pages_[slot.local_rank] = slot.heartbeat;
-  }
   void exited(WorkerExit& w) override {
     if (!w.signaled || ctl_.killed() || w.after_teardown) return;
-    const auto it = pages_.find(w.local_rank);
-    if (it == pages_.end()) return;
-    const HeartbeatSnapshot s = it->second->read();
+    const std::shared_ptr<const Heartbeat> page = ctl_.pages().page(w.local_rank);
+    if (!page) return;
+    const HeartbeatSnapshot s = page->read();
     if (s.exiting_ns == 0 || s.pid != static_cast<uint64_t>(w.pid)) return;
     const uint64_t now = monotonic_ns();
     w.died_exiting_s = now > s.exiting_ns ? static_cast<double>(now - s.exiting_ns) / 1e9 : 0.0;
@@ -33,7 +28,6 @@ class ExitVerdict final : public Feature {
 
  private:
   AttemptControl& ctl_;
-  std::map<int, std::shared_ptr<const Heartbeat>> pages_;
 };
 
 }  // namespace

@@ -1,4 +1,5 @@
 #include "ddp/launcher/supervise/features/features.h"
+#include "ddp/launcher/supervise/run_services.h"
 
 namespace ddp::launcher {
 
@@ -6,17 +7,17 @@ std::vector<std::unique_ptr<Feature>> make_features(AttemptControl& ctl) {
   const AttemptInfo& info = ctl.info();
   std::vector<std::unique_ptr<Feature>> f;
   f.push_back(make_worker_output(ctl));
-  f.push_back(make_progress(ctl));
-  // After progress: it reads the pages progress makes. --straggler_threshold 0
-  // without --trace_file: nothing is sampled (and the summary has no steps).
-  if (info.plan.opts.straggler_threshold > 0 || info.setup.trace) f.push_back(make_step_stats(ctl));
-  if (info.setup.trace) f.push_back(make_trace_events(ctl));
-  if (info.setup.timers) f.push_back(make_file_timer(ctl));
-  if (info.setup.agent) f.push_back(make_rendezvous(ctl));
+  f.push_back(make_stalls(ctl));
+  // --straggler_threshold 0 without --trace_file: nothing is sampled (and
+  // the summary has no steps).
+  if (info.plan.opts.straggler_threshold > 0 || info.services.trace) f.push_back(make_step_stats(ctl));
+  if (info.services.trace) f.push_back(make_trace_events(ctl));
+  if (info.services.timers) f.push_back(make_file_timer(ctl));
+  if (info.services.agent) f.push_back(make_rendezvous(ctl));
   f.push_back(make_flight_recorder(ctl));
   f.push_back(make_oom_verdict(ctl));
   f.push_back(make_exit_verdict(ctl));
-  if (info.plan.opts.event_log_handler == "console") f.push_back(make_start_events(ctl));
+  if (info.plan.opts.event_log_handler == EventLogHandler::Console) f.push_back(make_start_events(ctl));
   return f;
 }
 

@@ -4,10 +4,11 @@
 // waits to join; the job was ended) stops this node's healthy workers. A
 // local failure seen first stays the root cause; the reason is kept either
 // way, and the rounds (elastic_run.h) decide what follows. Every node's
-// last window of steps, as the helper shares them, is kept for the step
-// statistics (AttemptSetup::job_windows).
+// last window of steps, as the helper shares them, goes to the run's
+// JobWindows (job_windows.h), which the step statistics read.
 #include "ddp/launcher/elastic/agent_source.h"
 #include "ddp/launcher/supervise/features/features.h"
+#include "ddp/launcher/supervise/run_services.h"
 
 namespace ddp::launcher {
 
@@ -15,19 +16,16 @@ namespace {
 
 class Rendezvous final : public Feature, public AgentSource {
  public:
-  explicit Rendezvous(AttemptControl& ctl) : AgentSource(*ctl.info().setup.agent), ctl_(ctl) {}
+  explicit Rendezvous(AttemptControl& ctl) : AgentSource(*ctl.info().services.agent), ctl_(ctl) {}
 
   EventLoop::Source* source() override { return this; }
 
   void failed(const WorkerExit& w) override {
     if (told_ || !stop_.empty()) return;
     told_ = true;
-    const std::string what = !w.spawn_error.empty() ? w.spawn_error
-                             : w.expired_scope      ? format_expired_scope(*w.expired_scope)
-                                                    : w.status_text();
     agent_.send("fail rank " + std::to_string(w.rank) + " (local_rank " + std::to_string(w.local_rank) +
-                (w.pid > 0 ? ", pid " + std::to_string(w.pid) : "") + ") on " + ctl_.info().setup.node +
-                " failed: " + what);
+                (w.pid > 0 ? ", pid " + std::to_string(w.pid) : "") + ") on " + ctl_.info().placement.node +
+                " failed: " + w.reason_text());
   }
 
   void finish(AttemptResult& r) override {
@@ -41,7 +39,7 @@ class Rendezvous final : public Feature, public AgentSource {
  private:
   void on_event(const RdzvEvent& e) override {
     if (e.kind == RdzvEvent::JobSteps) {  // for the step statistics' next window
-      if (ctl_.info().setup.job_windows) *ctl_.info().setup.job_windows = parse_job_windows(e.text);
+      if (ctl_.info().services.job_windows) ctl_.info().services.job_windows->heard(e.text);
       return;
     }
     if (e.kind != RdzvEvent::Restart && e.kind != RdzvEvent::Abort && e.kind != RdzvEvent::Error) return;

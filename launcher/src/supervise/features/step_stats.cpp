@@ -5,10 +5,10 @@
 // the summary. With --trace_file the same steps and collectives go into the
 // run's trace (trace_file.h).
 #include "ddp/launcher/base/host_name.h"
-#include "ddp/launcher/elastic/rdzv_agent.h"
 #include "ddp/launcher/report/run_events.h"
 #include "ddp/launcher/report/trace_file.h"
 #include "ddp/launcher/supervise/features/features.h"
+#include "ddp/launcher/supervise/run_services.h"
 #include "ddp/launcher/watch/step_sampler.h"
 
 #include <cstdio>
@@ -44,10 +44,10 @@ std::string straggler_metadata(const StragglerVerdict& v) {
 class StepStats final : public Feature, public EventLoop::Source {
  public:
   explicit StepStats(AttemptControl& ctl)
-      : ctl_(ctl), trace_(ctl.info().setup.trace), scores_(straggler_options(ctl.info().plan.opts)) {
-    // Another round's windows (its ranks were other workers) say nothing of this one's.
-    if (ctl.info().setup.job_windows) ctl.info().setup.job_windows->clear();
-  }
+      : ctl_(ctl),
+        trace_(ctl.info().services.trace ? &*ctl.info().services.trace : nullptr),
+        job_(ctl.info().services.job_windows ? &*ctl.info().services.job_windows : nullptr),
+        scores_(straggler_options(ctl.info().plan.opts)) {}
 
   EventLoop::Source* source() override { return this; }
 
@@ -64,17 +64,15 @@ class StepStats final : public Feature, public EventLoop::Source {
     const uint64_t now = monotonic_ns();
     if (!scores_.window_due(now)) return;
     const std::vector<WindowRank> none;
-    const AttemptSetup& setup = ctl_.info().setup;
-    const std::vector<WindowRank>& others = setup.job_windows ? *setup.job_windows : none;
+    const std::vector<WindowRank>& others = job_ ? job_->others() : none;
     const std::optional<StragglerVerdict> v = scores_.evaluate(now, others, may_name(others));
     if (host_.empty()) host_ = host_name();
-    // c10d: this node's window to the others, through the rendezvous store;
-    // their answer is compared at the next window.
-    if (setup.agent && !scores_.local_window().empty())
-      setup.agent->send("steps " + format_node_window(host_, scores_.local_window()));
+    // c10d: this node's window to the others; their answer is compared at
+    // the next window.
+    if (job_) job_->publish(host_, scores_.local_window());
     if (v) {
       ctl_.log() << format_straggler_line(*v, host_) << std::endl;
-      if (ctl_.info().plan.opts.event_log_handler == "console" && v->host.empty()) {
+      if (ctl_.info().plan.opts.event_log_handler == EventLogHandler::Console && v->host.empty()) {
         StatusEvent e = worker_event(ctl_.info().plan, "STRAGGLER", ctl_.result(), v->local_rank,
                                      ctl_.worker_pid(v->local_rank));
         e.more_metadata = straggler_metadata(*v);
@@ -86,15 +84,11 @@ class StepStats final : public Feature, public EventLoop::Source {
     }
   }
 
-  void before_spawn(WorkerSlot& w) override {
-    if (w.local_rank >= 0 && static_cast<size_t>(w.local_rank) >= pages_.size()) pages_.resize(static_cast<size_t>(w.local_rank) + 1);
-    if (w.local_rank >= 0) pages_[static_cast<size_t>(w.local_rank)] = w.heartbeat;
-  }
-
   void spawned(int local_rank, pid_t /*pid*/) override {
-    if (local_rank < 0 || static_cast<size_t>(local_rank) >= pages_.size() || !pages_[static_cast<size_t>(local_rank)]) return;
+    std::shared_ptr<const Heartbeat> page = ctl_.pages().page(local_rank);
+    if (!page) return;
     const int rank = ctl_.info().base_rank + local_rank;
-    sampler_.watch(local_rank, rank, std::move(pages_[static_cast<size_t>(local_rank)]));
+    sampler_.watch(local_rank, rank, std::move(page));
     if (trace_) trace_->rank(rank, local_rank);
     if (!watching_) next_ = EventLoop::Clock::now() + kSampleInterval;
     watching_ = true;
@@ -124,7 +118,7 @@ class StepStats final : public Feature, public EventLoop::Source {
   // after kAloneWindows windows without (the others mark no steps).
   bool may_name(const std::vector<WindowRank>& others) {
     const AttemptInfo& info = ctl_.info();
-    if (!info.setup.agent || ctl_.result().world_size <= info.plan.nproc) return true;
+    if (!job_ || ctl_.result().world_size <= info.plan.nproc) return true;
     for (const WindowRank& w : others)
       if (w.rank < info.base_rank || w.rank >= info.base_rank + info.plan.nproc) return true;
     return ++alone_windows_ > kAloneWindows;
@@ -141,9 +135,9 @@ class StepStats final : public Feature, public EventLoop::Source {
 
   AttemptControl& ctl_;
   RunTrace* trace_;
+  JobWindows* job_;  // c10d: the nodes' windows; null for static rendezvous
   StepSampler sampler_;
   StragglerScores scores_;
-  std::vector<std::shared_ptr<const Heartbeat>> pages_;  // by local rank, until spawned
   EventLoop::Clock::time_point next_;
   bool watching_ = false, drained_ = false;
   static constexpr int kAloneWindows = 3;

@@ -5,6 +5,7 @@
 // step statistics (step_stats.cpp).
 #include "ddp/launcher/report/trace_file.h"
 #include "ddp/launcher/supervise/features/features.h"
+#include "ddp/launcher/supervise/run_services.h"
 
 namespace ddp::launcher {
 
@@ -12,13 +13,13 @@ namespace {
 
 class TraceEvents final : public Feature {
  public:
-  explicit TraceEvents(AttemptControl& ctl) : ctl_(ctl), trace_(*ctl.info().setup.trace) {}
+  explicit TraceEvents(AttemptControl& ctl) : ctl_(ctl), trace_(*(ctl.info().services.trace ? &*ctl.info().services.trace : nullptr)) {}
 
   void all_started() override {
     const int n = ctl_.info().attempt;
     trace_.instant("attempt " + std::to_string(n) + " started" +
-                       (ctl_.info().setup.restart_count > 0
-                            ? " (restart " + std::to_string(ctl_.info().setup.restart_count) + ")"
+                       (ctl_.info().placement.restart_count > 0
+                            ? " (restart " + std::to_string(ctl_.info().placement.restart_count) + ")"
                             : ""),
                    monotonic_ns());
   }

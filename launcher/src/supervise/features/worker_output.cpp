@@ -23,7 +23,7 @@ namespace ddp::launcher {
 
 namespace {
 
-class WorkerOutput final : public Feature, public EventLoop::Source {
+class WorkerOutput final : public Feature {
  public:
   explicit WorkerOutput(AttemptControl& ctl)
       : ctl_(ctl), logs_(ctl.info().plan.opts.logs), tails_(static_cast<size_t>(ctl.info().plan.nproc)) {}
@@ -31,26 +31,8 @@ class WorkerOutput final : public Feature, public EventLoop::Source {
     if (devnull_w_ >= 0) ::close(devnull_w_);
   }
 
-  EventLoop::Source* source() override { return this; }
-
-  void fds(std::vector<int>& out) override {
-    tee_n_ = 0;
-    if (tee_)
-      for (int fd : tee_->fds()) {
-        out.push_back(fd);
-        ++tee_n_;
-      }
-    if (relay_)
-      for (int fd : relay_->fds()) out.push_back(fd);
-  }
-
-  void ready(const pollfd* polled, size_t n) override {
-    if (tee_) {
-      tee_->pump();
-      warn(tee_->take_warning());
-    }
-    if (relay_) relay_->pump(polled + tee_n_, n - tee_n_);
-  }
+  // The tee's pipes, then the relay's: each its own slice of the poll.
+  std::vector<EventLoop::Source*> sources() override { return {&tee_source_, &relay_source_}; }
 
   void before_spawn(WorkerSlot& w) override {
     if (w.local_rank == 0 && !w.attempt_log_dir.empty()) open_duplicates(w.attempt_log_dir);
@@ -83,6 +65,37 @@ class WorkerOutput final : public Feature, public EventLoop::Source {
   }
 
  private:
+  // The tee's pipes (only once some stream is tee'd).
+  class TeeSource final : public EventLoop::Source {
+   public:
+    explicit TeeSource(WorkerOutput& o) : o_(o) {}
+    void fds(std::vector<int>& out) override {
+      if (o_.tee_)
+        for (int fd : o_.tee_->fds()) out.push_back(fd);
+    }
+    void ready(const pollfd*, size_t) override {
+      o_.tee_->pump();
+      o_.warn(o_.tee_->take_warning());
+    }
+
+   private:
+    WorkerOutput& o_;
+  };
+
+  // The stderr relay's pipes and ptys (only once some stderr is relayed).
+  class RelaySource final : public EventLoop::Source {
+   public:
+    explicit RelaySource(WorkerOutput& o) : o_(o) {}
+    void fds(std::vector<int>& out) override {
+      if (o_.relay_)
+        for (int fd : o_.relay_->fds()) out.push_back(fd);
+    }
+    void ready(const pollfd* polled, size_t n) override { o_.relay_->pump(polled, n); }
+
+   private:
+    WorkerOutput& o_;
+  };
+
   void warn(const std::string& w) {
     if (!w.empty()) ctl_.log() << w << std::endl;
   }
@@ -161,8 +174,9 @@ class WorkerOutput final : public Feature, public EventLoop::Source {
   std::optional<OutputTee> tee_;          // only when some stream is tee'd
   std::optional<StderrRelay> relay_;      // only when some stderr goes to the console or nowhere
   std::vector<OutputTail> tails_;         // by local rank
-  size_t tee_n_ = 0;                      // the tee's fds at the front of the source's slice
   int devnull_w_ = -1;                    // for ranks outside --local_ranks_filter
+  TeeSource tee_source_{*this};
+  RelaySource relay_source_{*this};
 };
 
 }  // namespace

@@ -82,6 +82,11 @@ void parse_rdzv_endpoint(const std::string& text, const std::string& given_as, R
 // "k=v,k=v" into r. Throws UsageError naming an unknown key or a bad value.
 void parse_rdzv_conf(const std::string& text, const std::string& given_as, RdzvOptions& r);
 
+// --event_log_handler: torchrun's registered handlers a native launcher
+// can be: null (dynamic_rendezvous too) prints no event, console one JSON line
+// per event on stderr.
+enum class EventLogHandler { Null, Console };
+
 struct LaunchOptions {
   std::string nproc_spec = "1";   // as given (checked): integer, cpu, gpu or auto; see resolve_nproc()
   int nnodes = 1;
@@ -105,7 +110,7 @@ struct LaunchOptions {
   LogOptions logs;                 // --log_dir, --redirects, --tee, --local_ranks_filter, prefix
   std::vector<int> signals_to_handle = default_handled_signals();  // --signals_to_handle (signals.h)
   bool virtual_local_rank = false; // --virtual_local_rank: LOCAL_RANK=0, one GPU per worker (worker_env.h)
-  std::string event_log_handler = "null";  // --event_log_handler: null or console (event_log.h)
+  EventLogHandler event_log_handler = EventLogHandler::Null;  // --event_log_handler (event_log.h)
   std::string numa_binding;        // --numa_binding: "" none, node, socket, exclusive, core-complex (numa_binding.h)
   std::string numa_binding_source; // how it was given, for messages
   std::string summary_json;        // --summary_json PATH, "" none

@@ -1,16 +1,16 @@
 #pragma once
-// The rendezvous helper as a source of an EventLoop: its fd while it lives,
+// The rendezvous helper (rdzv_link.h) as a source of an EventLoop: its fd while it lives,
 // its next ping as the deadline, and each line it says handed to on_event().
 // The attempt's rendezvous feature and ElasticRun's wait are both one.
 
-#include "ddp/launcher/elastic/rdzv_agent.h"
+#include "ddp/launcher/elastic/rdzv_link.h"
 #include "ddp/launcher/process/event_loop.h"
 
 namespace ddp::launcher {
 
 class AgentSource : public EventLoop::Source {
  public:
-  explicit AgentSource(RdzvAgent& agent) : agent_(agent) {}
+  explicit AgentSource(RdzvLink& agent) : agent_(agent) {}
 
   void fds(std::vector<int>& out) override {
     if (!agent_.gone()) out.push_back(agent_.fd());
@@ -29,7 +29,7 @@ class AgentSource : public EventLoop::Source {
  protected:
   virtual void on_event(const RdzvEvent& e) = 0;
 
-  RdzvAgent& agent_;
+  RdzvLink& agent_;
 };
 
 }  // namespace ddp::launcher

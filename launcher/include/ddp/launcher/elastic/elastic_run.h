@@ -11,8 +11,9 @@
 // The attempts themselves are the caller's (run_attempt): this layer knows
 // the rendezvous, not the supervision.
 
+#include "ddp/launcher/config/placement.h"
 #include "ddp/launcher/config/plan.h"
-#include "ddp/launcher/elastic/rdzv_agent.h"
+#include "ddp/launcher/elastic/rdzv_link.h"
 #include "ddp/launcher/process/signals.h"
 #include "ddp/launcher/report/report.h"
 
@@ -25,14 +26,11 @@
 
 namespace ddp::launcher {
 
-// One round's attempt, as the rendezvous placed this node.
-struct RoundPlacement {
+// One round's attempt, as the rendezvous placed this node (placement is
+// always set).
+struct RoundPlacement : Placement {
   int attempt = 0;
-  int port = 0;
-  int restart_count = 0;
-  NodePlacement placement;
-  RdzvAgent* agent = nullptr;
-  std::string node;  // "node n1 (pid P, host h)" in messages to other nodes
+  RdzvLink* agent = nullptr;
 };
 
 class ElasticRun {
@@ -51,9 +49,9 @@ class ElasticRun {
   int signal() const { return signal_; }
 
  private:
-  std::optional<RdzvEvent> await(RdzvAgent& agent, std::initializer_list<RdzvEvent::Kind> kinds);
+  std::optional<RdzvEvent> await(RdzvLink& agent, std::initializer_list<RdzvEvent::Kind> kinds);
   // After a failed attempt: false when the job ends on this node.
-  bool rejoin(RdzvAgent& agent, const RdzvEvent& round, const RoundPlacement& setup, AttemptResult& last);
+  bool rejoin(RdzvLink& agent, const RdzvEvent& round, const RoundPlacement& setup, AttemptResult& last);
   std::string endpoint() const;
   std::string nodes_text() const;
 

@@ -49,6 +49,7 @@ struct WorkerExit {
   // --stall_timeout ended the attempt and this rank is the straggler: the
   // verdict's message (stall_detector.h). Its code is then 124 (timeout(1)'s).
   std::string stalled;
+  double stalled_idle_s = 0;  // that verdict's time without progress
   // No error file: the exception line and last frames quoted from the end
   // of its stderr (stderr_failure.h); "" when there was nothing to quote.
   std::string stderr_message;
@@ -73,6 +74,10 @@ struct WorkerExit {
   bool follower() const { return error && error->follows_rank.has_value(); }
   int shell_code() const { return !stalled.empty() ? kStallExitCode : signaled ? 128 + code : code; }
   std::string status_text() const;  // "exit code 3" / "signal 11 (SIGSEGV)"
+  // Why it failed, in a few words (the other nodes hear it from c10d's
+  // rendezvous): why it could not start, "it stalled (no progress for 5 s)",
+  // its expired timer scope, else status_text().
+  std::string reason_text() const;
   std::chrono::system_clock::time_point failure_time() const {
     return expired_scope ? expired_scope->expired_at : error_time ? *error_time : time;
   }

@@ -3,7 +3,9 @@
 // until no process of its groups is left, and say how it ended. The
 // attempt owns the processes (WorkerGroup), the loop (EventLoop), the
 // policies (Outcome over Teardown) and its features (features/features.h);
-// the features reach it only through AttemptControl.
+// the features reach it only through AttemptControl. It makes each
+// worker's heartbeat page (heartbeat_pages.h) before its features hear of
+// the worker, so no feature owns what several read.
 //  - spawning serves the loop after every worker, so a SIGTERM or a failure
 //    during the start of thousands of workers is not ignored;
 //  - an attempt ends only when no process of its groups is left, so a
@@ -38,7 +40,7 @@ namespace ddp::launcher {
 class Attempt final : public AttemptControl {
  public:
   Attempt(const LaunchPlan& plan, RunDirectory& dir, SignalChannel& signals, Watchdog& watchdog, int attempt,
-          AttemptSetup setup, bool stdin_to_rank0, std::ostream& log);
+          Placement placement, RunServices& services, bool stdin_to_rank0, std::ostream& log);
   ~Attempt() override;
 
   AttemptResult run();
@@ -56,6 +58,7 @@ class Attempt final : public AttemptControl {
   int local_rank_of_group(pid_t pgid) const override;
   pid_t worker_pid(int local_rank) const override;
   const AttemptResult& result() const override { return result_; }
+  const HeartbeatPages& pages() const override { return pages_; }
 
  private:
   // What the attempt remembers of a running worker.
@@ -79,7 +82,7 @@ class Attempt final : public AttemptControl {
   const LaunchPlan& plan_;
   Watchdog& watchdog_;
   SignalChannel& signals_;
-  AttemptSetup setup_;
+  Placement placement_;
   AttemptInfo info_;
   bool stdin_to_rank0_;
   std::ostream& log_;
@@ -90,6 +93,7 @@ class Attempt final : public AttemptControl {
   EventLoop loop_;
   std::unique_ptr<SignalSource> signal_source_;
   std::unique_ptr<TeardownSource> teardown_source_;
+  HeartbeatPages pages_;  // before the features: they read it
   std::vector<std::unique_ptr<Feature>> features_;
   AttemptResult result_;
   std::map<pid_t, Live> live_;

@@ -7,15 +7,15 @@
 // its teardown and the loop never name a feature. docs/architecture.md,
 // "Adding a feature to the launcher", walks through one.
 
-#include "ddp/common/heartbeat.h"
+#include "ddp/launcher/config/placement.h"
 #include "ddp/launcher/config/plan.h"
 #include "ddp/launcher/config/worker_env.h"
 #include "ddp/launcher/output/log_dir.h"
 #include "ddp/launcher/process/event_loop.h"
+#include "ddp/launcher/process/heartbeat_pages.h"
 #include "ddp/launcher/process/run_dir.h"
 #include "ddp/launcher/process/spawn.h"
 #include "ddp/launcher/report/report.h"
-#include "ddp/launcher/watch/straggler_scores.h"
 
 #include <memory>
 #include <optional>
@@ -26,30 +26,14 @@
 
 namespace ddp::launcher {
 
-class RdzvAgent;
-class FileTimerServer;
-class RunTrace;
-
-// What an attempt's workers are told of their place: static rendezvous
-// fills it from the options, a c10d round from the rendezvous.
-struct AttemptSetup {
-  int port = 0;
-  int restart_count = 0;
-  std::optional<NodePlacement> placement;
-  RdzvAgent* agent = nullptr;  // c10d: told of a local failure, may stop the workers
-  std::string node;            // "node n1 (host h)" in messages to other nodes
-  FileTimerServer* timers = nullptr;  // TORCHELASTIC_ENABLE_FILE_TIMER=1: torchrun's file timer
-  RunTrace* trace = nullptr;          // --trace_file: the run's timeline, every attempt's
-  // c10d: every node's last window of steps, as the rendezvous last shared
-  // them (the rendezvous feature writes, the step statistics read).
-  std::vector<WindowRank>* job_windows = nullptr;
-};
+struct RunServices;  // run_services.h
 
 // The facts of one attempt, the same for every feature.
 struct AttemptInfo {
   const LaunchPlan& plan;
   RunDirectory& dir;
-  const AttemptSetup& setup;
+  const Placement& placement;  // where its workers sit
+  RunServices& services;       // the run's, lent to every attempt
   int attempt = 0;
   int base_rank = 0;  // RANK of local rank 0
 };
@@ -63,8 +47,7 @@ struct WorkerSlot {
   const std::string& attempt_log_dir;  // <run_log_dir>/attempt_<n>; "" without log options
   const RankLogPaths& paths;           // its files there (empty without log options)
   std::vector<int>& close_after;       // the child's ends of pipes and files, closed once it runs
-  std::string heartbeat_file;          // DDP_HEARTBEAT_FILE, "" for none
-  std::shared_ptr<const Heartbeat> heartbeat;  // the launcher's mapping of that page, null for none
+  const std::string& heartbeat_file;   // DDP_HEARTBEAT_FILE, "" for none (its page: AttemptControl::pages())
   std::string stdout_log, stderr_log;  // the files its streams are written to, "" when none
 };
 
@@ -94,6 +77,9 @@ class AttemptControl {
   virtual pid_t worker_pid(int local_rank) const = 0;
   // The attempt's result so far (where its workers sit, its exits).
   virtual const AttemptResult& result() const = 0;
+  // Every worker's heartbeat page, made by the attempt before any
+  // feature's before_spawn (null for a worker without one).
+  virtual const HeartbeatPages& pages() const = 0;
 };
 
 class Feature {
@@ -101,6 +87,13 @@ class Feature {
   virtual ~Feature() = default;
   // Its fds and deadline in the attempt's loop; nullptr when it has none.
   virtual EventLoop::Source* source() { return nullptr; }
+  // Every source it has, in the order the loop serves them: source() by
+  // default. A feature that waits on two kinds of fd has a source for each,
+  // so none splits its slice of the poll by counting.
+  virtual std::vector<EventLoop::Source*> sources() {
+    if (EventLoop::Source* s = source()) return {s};
+    return {};
+  }
   // Its source is served after the attempt has reaped the exits of the same
   // wake (a progress look must not blame a rank that has just exited); by
   // default before (what a worker wrote to a pipe just before it exited is

@@ -1,6 +1,6 @@
 #pragma once
 // Runs a plan: sets up what every attempt shares (the signalfd, the private
-// run directory and its watchdog, the file timer's FIFO; the launcher
+// run directory and its watchdog, the services of run_services.h; the launcher
 // becomes a child subreaper, so orphaned descendants of workers are reaped
 // too), runs attempts (attempt.h) under the restart policy, static or c10d
 // (elastic_run.h), and ends the run (run_end.h). What an attempt does, and
@@ -16,8 +16,7 @@
 
 namespace ddp::launcher {
 
-struct AttemptSetup;
-struct RoundPlacement;
+struct Placement;
 
 class Supervisor {
  public:
@@ -35,9 +34,7 @@ class Supervisor {
   struct Run;
   void set_up();
   void run_static();
-  AttemptSetup setup_of(const RoundPlacement& r) const;
-  void share_run_state(AttemptSetup& setup) const;
-  AttemptResult attempt(int n, const AttemptSetup& setup);
+  AttemptResult attempt(int n, const Placement& placement);
 
   LaunchPlan plan_;
   std::ostream& log_;

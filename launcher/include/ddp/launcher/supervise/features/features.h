@@ -15,8 +15,8 @@ namespace ddp::launcher {
 // stderr relay), --duplicate_*_filters, and each failed worker's stderr
 // tail quoted when it left no error file.
 std::unique_ptr<Feature> make_worker_output(AttemptControl& ctl);
-// Heartbeat pages and --stall_timeout.
-std::unique_ptr<Feature> make_progress(AttemptControl& ctl);
+// --stall_timeout: a rank without progress (heartbeat pages, CPU time, output) ends the attempt.
+std::unique_ptr<Feature> make_stalls(AttemptControl& ctl);
 // Steps and waits from the heartbeat pages: straggler verdicts
 // (--straggler_threshold), the summary's step columns, the trace's slices.
 std::unique_ptr<Feature> make_step_stats(AttemptControl& ctl);

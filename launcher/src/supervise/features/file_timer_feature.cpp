@@ -4,6 +4,7 @@
 // attempt as a failure whose root cause is that rank (exit code 124); later
 // ones, during the teardown, only send theirs, as torchrun's watchdog would.
 #include "ddp/launcher/supervise/features/features.h"
+#include "ddp/launcher/supervise/run_services.h"
 #include "ddp/launcher/watch/file_timer_server.h"
 
 #include <algorithm>
@@ -17,7 +18,7 @@ namespace {
 
 class FileTimer final : public Feature, public EventLoop::Source {
  public:
-  explicit FileTimer(AttemptControl& ctl) : ctl_(ctl), timers_(*ctl.info().setup.timers) {
+  explicit FileTimer(AttemptControl& ctl) : ctl_(ctl), timers_(*ctl.info().services.timers) {
     timers_.table().clear();  // an earlier attempt's scopes went with its processes
   }
 

@@ -1,9 +1,8 @@
-// Heartbeat pages and --stall_timeout (watch/progress_watch.h): each worker
-// gets a page, the launcher looks at the pages (and the output it sees) when
-// due, and a straggler without progress for the timeout is the attempt's
-// root cause (exit code 124): its stacks are dumped, then the group is
-// stopped like a failed one, so --max_restarts applies.
-#include "ddp/common/heartbeat.h"
+// --stall_timeout (watch/progress_watch.h): the launcher looks at the
+// attempt's heartbeat pages (and the output it sees) when due, and a
+// straggler without progress for the timeout is the attempt's root cause
+// (exit code 124): its stacks are dumped, then the group is stopped like a
+// failed one, so --max_restarts applies.
 #include "ddp/launcher/supervise/features/features.h"
 #include "ddp/launcher/watch/progress_watch.h"
 
@@ -11,11 +10,11 @@ namespace ddp::launcher {
 
 namespace {
 
-class Progress final : public Feature, public EventLoop::Source {
+class Stalls final : public Feature, public EventLoop::Source {
  public:
-  explicit Progress(AttemptControl& ctl)
+  explicit Stalls(AttemptControl& ctl)
       : ctl_(ctl),
-        progress_(ctl.info().plan.opts.stall_timeout_s, ctl.result().world_size <= ctl.info().plan.nproc) {}
+        progress_(ctl.info().plan.opts.stall_timeout_s, ctl.pages(), ctl.result().world_size <= ctl.info().plan.nproc) {}
 
   EventLoop::Source* source() override { return this; }
   bool after_reaping() const override { return true; }
@@ -28,17 +27,6 @@ class Progress final : public Feature, public EventLoop::Source {
   void due() override {
     if (ctl_.stopping()) return;
     if (std::optional<StallVerdict> v = progress_.check()) on_stall(*v);
-  }
-
-  void before_spawn(WorkerSlot& w) override {
-    const int fd = progress_.create_heartbeat(w.local_rank);
-    if (fd >= 0) {
-      w.heartbeat_file = ddp::Heartbeat::fd_path(fd);
-      w.heartbeat = progress_.shared_page(w.local_rank);
-      w.spawn.inherit_fds.push_back(fd);
-    }
-    const std::string warning = progress_.take_warning();
-    if (!warning.empty()) ctl_.log() << warning << std::endl;
   }
 
   void spawned(int local_rank, pid_t pid) override {
@@ -61,9 +49,7 @@ class Progress final : public Feature, public EventLoop::Source {
     ctl_.log() << "ddp-launch: " << v.message << "; stopping the group" << std::endl;
     ctl_.dump_stacks("stalled");
     stall_ = v;
-    WorkerExit told = stalled_exit(ctl_.result());
-    told.spawn_error = "it stalled (no progress for " + std::to_string(static_cast<long long>(v.idle_s)) + " s)";
-    ctl_.fail(told);
+    ctl_.fail(stalled_exit(ctl_.result()));
   }
 
   WorkerExit stalled_exit(const AttemptResult& r) const {
@@ -75,6 +61,7 @@ class Progress final : public Feature, public EventLoop::Source {
     for (const WorkerExit& e : r.exits)
       if (e.pid == w.pid) w = e;
     w.stalled = stall_->message;
+    w.stalled_idle_s = stall_->idle_s;
     return w;
   }
 
@@ -85,6 +72,6 @@ class Progress final : public Feature, public EventLoop::Source {
 
 }  // namespace
 
-std::unique_ptr<Feature> make_progress(AttemptControl& ctl) { return std::make_unique<Progress>(ctl); }
+std::unique_ptr<Feature> make_stalls(AttemptControl& ctl) { return std::make_unique<Stalls>(ctl); }
 
 }  // namespace ddp::launcher

@@ -1,0 +1,13 @@
+#include "ddp/launcher/elastic/job_windows.h"
+
+#include "ddp/launcher/elastic/rdzv_link.h"
+
+namespace ddp::launcher {
+
+void JobWindows::publish(const std::string& host, const std::vector<WindowRank>& local) {
+  if (!local.empty()) agent_.send("steps " + format_node_window(host, local));
+}
+
+void JobWindows::heard(const std::string& text) { others_ = parse_job_windows(text); }
+
+}  // namespace ddp::launcher

@@ -1,0 +1,445 @@
+// The attempt's features in process (supervise/feature.h): a FakeAttempt is
+// their AttemptControl, with heartbeat pages this test writes as a worker
+// would, made-up exits and a fake rendezvous helper. Each case drives one
+// feature through its hooks and its loop source, as Attempt would, and
+// checks what it tells the attempt (fail, stop, its log) and the exits.
+#include "ddp/launcher/config/options.h"
+#include "ddp/launcher/elastic/rdzv_link.h"
+#include "ddp/launcher/process/heartbeat_pages.h"
+#include "ddp/launcher/process/run_dir.h"
+#include "ddp/launcher/supervise/feature.h"
+#include "ddp/launcher/supervise/features/features.h"
+#include "ddp/launcher/supervise/run_services.h"
+
+#include "scratch_dir.h"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <ctime>
+#include <deque>
+#include <fcntl.h>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace ddp::launcher;
+using namespace std::chrono_literals;
+
+namespace {
+
+// What Attempt is to its features, without processes: the test says which
+// workers run (pids, groups), and sees what the features ask.
+class FakeAttempt final : public AttemptControl {
+ public:
+  explicit FakeAttempt(int nproc, int world_size) {
+    plan.opts = parse_launch_options({"x"}, {});
+    plan.nproc = nproc;
+    result_.world_size = world_size;
+    result_.group_world_size = world_size / nproc;
+  }
+
+  const AttemptInfo& info() const override { return info_; }
+  std::ostream& log() override { return log_; }
+  bool stopping() const override { return !failures.empty() || !stops.empty(); }
+  bool killed() const override { return killed_; }
+  bool fail(const WorkerExit& cause) override {
+    failures.push_back(cause);
+    return failures.size() == 1;
+  }
+  void stop(const std::string& reason) override { stops.push_back(reason); }
+  void dump_stacks(const std::string& why) override { dumps.push_back(why); }
+  void worker_output(int /*local_rank*/) override {}
+  int local_rank_of_group(pid_t pgid) const override {
+    for (const auto& [lr, pid] : pids)
+      if (pid == pgid) return lr;
+    return -1;
+  }
+  pid_t worker_pid(int local_rank) const override {
+    const auto it = pids.find(local_rank);
+    return it == pids.end() ? 0 : it->second;
+  }
+  const AttemptResult& result() const override { return result_; }
+  const HeartbeatPages& pages() const override { return pages_; }
+
+  // The page of this local rank, attached as its worker attaches it (the
+  // page then holds this process's pid).
+  std::unique_ptr<ddp::Heartbeat> worker_page(int local_rank) {
+    const int fd = pages_.create(local_rank);
+    REQUIRE(fd >= 0);
+    auto page = ddp::Heartbeat::attach(ddp::Heartbeat::fd_path(::dup(fd)));
+    pages_.started(local_rank);
+    return page;
+  }
+
+  // Starts the worker of this local rank as `pid` for `f`, as Attempt does.
+  void start(Feature& f, int local_rank, pid_t pid) {
+    SpawnSpec spawn;
+    GroupSpec group;
+    std::vector<int> close_after;
+    const std::string none;
+    const RankLogPaths paths;
+    WorkerSlot slot{local_rank, info_.base_rank + local_rank, spawn, group, none, paths, close_after, none, "", ""};
+    f.before_spawn(slot);
+    timer_file = group.timer_file;
+    pids[local_rank] = pid;
+    f.spawned(local_rank, pid);
+  }
+
+  LaunchPlan plan;
+  RunDirectory dir;
+  Placement placement;
+  RunServices services;
+  std::map<int, pid_t> pids;
+  std::vector<WorkerExit> failures;
+  std::vector<std::string> stops, dumps;
+  std::string timer_file;
+  bool killed_ = false;
+  std::ostringstream log_;
+
+ private:
+  HeartbeatPages pages_;
+  AttemptResult result_;
+  AttemptInfo info_{plan, dir, placement, services, 0, 0};
+};
+
+// The rendezvous helper, faked: what the attempt told it, and the lines it
+// is to say next.
+class FakeLink final : public RdzvLink {
+ public:
+  void send(const std::string& line) override { sent.push_back(line); }
+  int fd() const override { return -1; }
+  std::vector<RdzvEvent> read() override {
+    std::vector<RdzvEvent> out(said.begin(), said.end());
+    said.clear();
+    return out;
+  }
+  bool gone() const override { return false; }
+  int ms_to_ping() const override { return 1000; }
+  void ping_if_due() override {}
+
+  std::vector<std::string> sent;
+  std::deque<RdzvEvent> said;
+};
+
+// A worker's exit as the attempt reaps it: by `sig` (0: exit code 0).
+WorkerExit exit_of(int rank, int local_rank, pid_t pid, int sig = 0, bool after_teardown = false) {
+  WorkerExit w;
+  w.rank = rank;
+  w.local_rank = local_rank;
+  w.pid = pid;
+  w.signaled = sig != 0;
+  w.code = sig;
+  w.after_teardown = after_teardown;
+  return w;
+}
+
+// Serves a feature's loop source until `done`, at most `limit`: its
+// deadline, then due(), as the attempt's loop would.
+template <typename Done>
+void serve(EventLoop::Source& s, Done done, std::chrono::milliseconds limit = 5000ms) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (!done() && std::chrono::steady_clock::now() < until) {
+    const auto at = s.deadline();
+    if (!at) break;
+    std::this_thread::sleep_until(std::min(*at, until));
+    s.due();
+  }
+}
+
+// A child in its own process group that waits for a signal (the default
+// action: not the test framework's handler); killed and reaped at the end
+// of the case whatever happened.
+struct WaitingChild {
+  pid_t pid = 0;
+  bool reaped = false;
+  WaitingChild() {
+    // Blocked across the fork: a SIGTERM sent at once waits for the default action.
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    ::sigprocmask(SIG_BLOCK, &term, nullptr);
+    pid = ::fork();
+    if (pid == 0) {
+      ::signal(SIGTERM, SIG_DFL);
+      ::setpgid(0, 0);
+      ::sigprocmask(SIG_UNBLOCK, &term, nullptr);
+      for (;;) ::pause();
+    }
+    ::sigprocmask(SIG_UNBLOCK, &term, nullptr);
+    ::setpgid(pid, pid);
+  }
+  ~WaitingChild() {
+    if (pid <= 0 || reaped) return;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  int wait() {
+    int status = 0;
+    if (::waitpid(pid, &status, 0) == pid) reaped = true;
+    return status;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("features: the stall names the rank behind the others, dumps stacks and fails the attempt once") {
+  // Pids above any pid_max: no process in /proc (its state would be in the verdict).
+  const pid_t kPid0 = 4194400, kPid1 = 4194401;
+  FakeAttempt a(2, 2);
+  a.plan.opts.stall_timeout_s = 0.2;  // below the option's floor: the detector takes it
+  std::unique_ptr<Feature> f = make_stalls(a);
+  REQUIRE(f->source());
+  CHECK(f->after_reaping());  // a rank that just exited is reaped before a look blames it
+  auto p0 = a.worker_page(0);
+  auto p1 = a.worker_page(1);
+  a.start(*f, 0, kPid0);
+  a.start(*f, 1, kPid1);
+  // Rank 0 waits in collective #2; rank 1 finished #1 and never started #2.
+  p0->collective_started(1, ddp::CollectiveKind::Allreduce, 64);
+  p0->collective_finished(1);
+  p0->collective_started(2, ddp::CollectiveKind::Allreduce, 64);
+  p1->collective_started(1, ddp::CollectiveKind::Allreduce, 64);
+  p1->collective_finished(1);
+  serve(*f->source(), [&] { return !a.failures.empty(); });
+
+  REQUIRE(a.failures.size() == 1);
+  const WorkerExit& told = a.failures[0];
+  CHECK(told.rank == 1);
+  CHECK(told.pid == kPid1);
+  CHECK_THAT(told.stalled, Catch::StartsWith("rank 1 (local_rank 1, pid " + std::to_string(kPid1) + ") stalled: no progress for "));
+  CHECK(told.reason_text() == "it stalled (no progress for 0 s)");
+  CHECK(told.spawn_error.empty());  // the stall is said by reason_text, not through another field
+  CHECK(a.dumps == std::vector<std::string>{"stalled"});
+  CHECK_THAT(a.log_.str(), Catch::Contains("; stopping the group"));
+  CHECK(f->stack_note() == "rank 1 last finished collective #1; rank 0 waits in #2 (allreduce, 64 B)");
+  CHECK_FALSE(f->source()->deadline());  // decided: it never looks again
+
+  // The straggler's exit, once reaped, is the root cause, code 124.
+  AttemptResult r = a.result();
+  r.exits.push_back(exit_of(1, 1, kPid1, SIGTERM, true));
+  const std::optional<WorkerExit> cause = f->root_cause(r);
+  REQUIRE(cause);
+  CHECK(cause->pid == kPid1);
+  CHECK(cause->signaled);
+  CHECK(cause->shell_code() == kStallExitCode);
+}
+
+TEST_CASE("features: a file-timer scope that expires signals its process and is the attempt's failure") {
+  ddp::test::ScratchDir scratch;
+  FakeAttempt a(1, 1);
+  a.services.timers.emplace(scratch.dir + "/timer");
+  std::unique_ptr<Feature> f = make_file_timer(a);
+  REQUIRE(f->source());
+  WaitingChild worker;
+  const pid_t child = worker.pid;
+  REQUIRE(child > 0);
+  a.start(*f, 0, child);
+  CHECK(a.timer_file == scratch.dir + "/timer");  // TORCHELASTIC_TIMER_FILE of every worker
+
+  // As FileTimerClient: one line, a scope that expired a second ago.
+  const int fd = ::open(a.timer_file.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  const std::string line = R"({"version": 1, "pid": )" + std::to_string(child) +
+                           R"(, "scope_id": "load_batch", "expiration_time": )" +
+                           std::to_string(static_cast<long long>(std::time(nullptr)) - 1) + R"(, "signal": 15})" + "\n";
+  REQUIRE(::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()));
+  ::close(fd);
+  pollfd polled{a.services.timers->fd(), POLLIN, POLLIN};
+  f->source()->ready(&polled, 1);
+
+  const int status = worker.wait();
+  REQUIRE(worker.reaped);
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGTERM);
+  REQUIRE(a.failures.size() == 1);
+  const WorkerExit& told = a.failures[0];
+  CHECK(told.rank == 0);
+  CHECK(told.pid == child);
+  REQUIRE(told.expired_scope);
+  CHECK(told.expired_scope->scope_id == "load_batch");
+  CHECK(told.expired_scope->signal == SIGTERM);
+  CHECK_THAT(told.reason_text(), Catch::StartsWith("timer scope 'load_batch' expired"));
+  CHECK_THAT(a.log_.str(), Catch::Contains("rank 0 (local_rank 0, pid " + std::to_string(child) +
+                                           "): timer scope 'load_batch' expired"));
+
+  // Its exit, reaped after the teardown began, carries the scope.
+  AttemptResult r = a.result();
+  r.exits.push_back(exit_of(0, 0, child, SIGTERM, true));
+  f->finish(r);
+  REQUIRE(r.exits[0].expired_scope);
+  CHECK_FALSE(r.exits[0].after_teardown);
+  CHECK(r.exits[0].failed());
+}
+
+TEST_CASE("features: step statistics name the rank the others wait for, publish the window and fill the summary") {
+  FakeAttempt a(2, 2);
+  a.plan.opts.straggler_window_s = 0.3;
+  a.plan.opts.event_log_handler = EventLogHandler::Console;
+  FakeLink link;
+  a.services.agent = &link;
+  a.services.job_windows.emplace(link);
+  std::unique_ptr<Feature> f = make_step_stats(a);
+  REQUIRE(f->source());
+  auto fast = a.worker_page(0);
+  auto slow = a.worker_page(1);
+  a.start(*f, 0, 2000);
+  a.start(*f, 1, 2001);
+  // Steps of 10 ms: rank 0 waits 9 of them in collectives, rank 1 none.
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  for (uint64_t step = 1; a.log_.str().find("is a straggler") == std::string::npos &&
+                          std::chrono::steady_clock::now() < until;
+       ++step) {
+    fast->set_step(step);
+    slow->set_step(step);
+    std::this_thread::sleep_for(10ms);
+    fast->add_wait_ns(9'000'000);
+    f->source()->due();
+  }
+  const std::string log = a.log_.str();
+  CHECK_THAT(log, Catch::Contains("ddp-launch: rank 1 (host "));
+  CHECK_THAT(log, Catch::Contains(", local_rank 1) is a straggler: "));
+  CHECK_THAT(log, Catch::Contains("\"state\": \"STRAGGLER\""));  // --event_log_handler console
+  // c10d: this node's window went to the other nodes through the helper.
+  REQUIRE_FALSE(link.sent.empty());
+  CHECK_THAT(link.sent.front(), Catch::StartsWith("steps "));
+  CHECK(parse_job_windows(link.sent.front().substr(6)).size() == 2);
+
+  AttemptResult r = a.result();
+  for (int lr : {0, 1}) {
+    r.exits.push_back(exit_of(lr, lr, 2000 + lr));
+    f->exited(r.exits.back());
+  }
+  f->drained();
+  f->finish(r);
+  for (const WorkerExit& w : r.exits) {
+    INFO("rank " << w.rank);
+    REQUIRE(w.steps);
+    CHECK(w.steps->steps > 5);
+  }
+  CHECK(r.exits[1].steps->relative_score < 0.8);
+  CHECK(r.exits[0].steps->relative_score == 1);
+}
+
+TEST_CASE("features: the rendezvous tells the other nodes of the first failure and stops on their reason") {
+  FakeAttempt a(2, 4);
+  FakeLink link;
+  a.services.agent = &link;
+  a.services.job_windows.emplace(link);
+  a.placement.node = "node n0 (pid 7, host h0)";
+  std::unique_ptr<Feature> f = make_rendezvous(a);
+  REQUIRE(f->source());
+
+  WorkerExit stalled = exit_of(1, 1, 77);
+  stalled.stalled = "rank 1 (local_rank 1, pid 77) stalled: no progress for 5.0 s";
+  stalled.stalled_idle_s = 5.2;
+  f->failed(stalled);
+  WorkerExit later = exit_of(0, 0, 78);
+  later.code = 3;
+  f->failed(later);  // the first failure only
+  CHECK(link.sent ==
+        std::vector<std::string>{"fail rank 1 (local_rank 1, pid 77) on node n0 (pid 7, host h0) failed: it stalled "
+                                 "(no progress for 5 s)"});
+
+  // Every node's window, for the step statistics' next one.
+  WindowRank other;
+  other.rank = 2;
+  other.host = "h1";
+  other.work_ms = 12;
+  other.steps = 9;
+  RdzvEvent steps;
+  steps.kind = RdzvEvent::JobSteps;
+  steps.text = format_node_window("h1", {other});
+  // Another node left: this node's workers stop, the restart not counted.
+  RdzvEvent restart;
+  restart.kind = RdzvEvent::Restart;
+  restart.counted = false;
+  restart.text = "node n1 (host h1) left";
+  link.said = {steps, restart};
+  f->source()->ready(nullptr, 0);
+  CHECK(a.stops == std::vector<std::string>{"node n1 (host h1) left"});
+  REQUIRE(a.services.job_windows->others().size() == 1);
+  CHECK(a.services.job_windows->others()[0].rank == 2);
+
+  AttemptResult r;
+  f->finish(r);
+  CHECK(r.rdzv_told_failure);
+  CHECK(r.rdzv_stop == "node n1 (host h1) left");
+  CHECK_FALSE(r.rdzv_counted);
+  CHECK_FALSE(r.rdzv_abort);
+}
+
+TEST_CASE("features: the rendezvous tells an expired scope, a failed start or an exit code as it is") {
+  FakeAttempt a(1, 2);
+  FakeLink link;
+  a.services.agent = &link;
+  a.placement.node = "node n1 (pid 8, host h1)";
+  WorkerExit w = exit_of(3, 1, 88, SIGSEGV);
+  make_rendezvous(a)->failed(w);
+  w.spawn_error = "cannot execute ./train: No such file or directory";
+  w.pid = 0;
+  make_rendezvous(a)->failed(w);
+  REQUIRE(link.sent.size() == 2);
+  CHECK(link.sent[0] == "fail rank 3 (local_rank 1, pid 88) on node n1 (pid 8, host h1) failed: signal 11 (SIGSEGV)");
+  CHECK(link.sent[1] ==
+        "fail rank 3 (local_rank 1) on node n1 (pid 8, host h1) failed: cannot execute ./train: No such file or directory");
+}
+
+TEST_CASE("features: the exit verdict names a signal after the program finished, and only then") {
+  FakeAttempt a(2, 2);
+  std::unique_ptr<Feature> f = make_exit_verdict(a);
+  auto finished = a.worker_page(0);
+  auto running = a.worker_page(1);
+  a.start(*f, 0, ::getpid());  // the page holds the pid of the process that attached it: this one
+  a.start(*f, 1, ::getpid());
+  finished->mark_exiting();
+
+  const WorkerExit w = exit_of(0, 0, ::getpid(), SIGABRT);
+  WorkerExit died = w;
+  f->exited(died);
+  REQUIRE(died.died_exiting_s);
+  CHECK(*died.died_exiting_s >= 0);
+
+  WorkerExit still_running = w;  // no exiting mark: a crash of the program itself
+  still_running.local_rank = 1;
+  f->exited(still_running);
+  CHECK_FALSE(still_running.died_exiting_s);
+
+  WorkerExit exit_code = w;  // a code after the mark is the program's own choice
+  exit_code.signaled = false;
+  exit_code.code = 3;
+  f->exited(exit_code);
+  CHECK_FALSE(exit_code.died_exiting_s);
+
+  WorkerExit torn_down = w;  // the launcher stopped the group
+  torn_down.after_teardown = true;
+  f->exited(torn_down);
+  CHECK_FALSE(torn_down.died_exiting_s);
+
+  WorkerExit other_pid = w;  // the page is an earlier worker's
+  other_pid.pid = ::getpid() + 1;
+  f->exited(other_pid);
+  CHECK_FALSE(other_pid.died_exiting_s);
+
+  a.killed_ = true;  // the launcher's own SIGKILL
+  WorkerExit killed = w;
+  f->exited(killed);
+  CHECK_FALSE(killed.died_exiting_s);
+}
+
+TEST_CASE("features: the list follows the plan and the run's services") {
+  FakeAttempt a(1, 1);
+  a.plan.opts.straggler_threshold = 0;
+  const size_t plain = make_features(a).size();
+  a.plan.opts.event_log_handler = EventLogHandler::Console;
+  CHECK(make_features(a).size() == plain + 1);  // START events
+  FakeLink link;
+  a.services.agent = &link;
+  CHECK(make_features(a).size() == plain + 2);  // the rendezvous
+  a.plan.opts.straggler_threshold = 0.8;
+  CHECK(make_features(a).size() == plain + 3);  // step statistics
+}
