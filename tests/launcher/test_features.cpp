@@ -111,7 +111,9 @@ class FakeAttempt final : public AttemptControl {
 // is to say next.
 class FakeLink final : public RdzvLink {
  public:
-  void send(const std::string& line) override { sent.push_back(line); }
+  void send(ddp::rdzv::lines::Command command, const std::string& arg) override {
+    sent.push_back(ddp::rdzv::lines::format_command(command, arg));
+  }
   int fd() const override { return -1; }
   std::vector<RdzvEvent> read() override {
     std::vector<RdzvEvent> out(said.begin(), said.end());

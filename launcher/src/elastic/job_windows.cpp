@@ -5,7 +5,7 @@
 namespace ddp::launcher {
 
 void JobWindows::publish(const std::string& host, const std::vector<WindowRank>& local) {
-  if (!local.empty()) agent_.send("steps " + format_node_window(host, local));
+  if (!local.empty()) agent_.send(rdzv::lines::Command::Steps, format_node_window(host, local));
 }
 
 void JobWindows::heard(const std::string& text) { others_ = parse_job_windows(text); }

@@ -23,7 +23,7 @@ class Rendezvous final : public Feature, public AgentSource {
   void failed(const WorkerExit& w) override {
     if (told_ || !stop_.empty()) return;
     told_ = true;
-    agent_.send("fail rank " + std::to_string(w.rank) + " (local_rank " + std::to_string(w.local_rank) +
+    agent_.send(rdzv::lines::Command::Fail, "rank " + std::to_string(w.rank) + " (local_rank " + std::to_string(w.local_rank) +
                 (w.pid > 0 ? ", pid " + std::to_string(w.pid) : "") + ") on " + ctl_.info().placement.node +
                 " failed: " + w.reason_text());
   }

@@ -4,7 +4,9 @@
 // --straggler_window), and every rank's steps go into its WorkerExit for
 // the summary. With --trace_file the same steps and collectives go into the
 // run's trace (trace_file.h).
+#include "ddp/common/json_writer.h"
 #include "ddp/launcher/base/host_name.h"
+#include "ddp/launcher/base/number_text.h"
 #include "ddp/launcher/report/run_events.h"
 #include "ddp/launcher/report/trace_file.h"
 #include "ddp/launcher/supervise/features/features.h"
@@ -31,14 +33,14 @@ std::string straggler_instant(const StragglerVerdict& v) {
   return buf;
 }
 
-// The STRAGGLER event's numbers (event_log.h).
+// The STRAGGLER event's numbers (event_log.h): members of its JSON line.
 std::string straggler_metadata(const StragglerVerdict& v) {
-  char buf[256];
-  std::snprintf(buf, sizeof(buf),
-                "\"straggler\": {\"score\": %.3f, \"individual_score\": %.3f, \"work_ms\": %.3f, "
-                "\"fastest_ms\": %.3f, \"others_wait_share\": %.4f, \"ranks\": %d}",
-                v.score, v.individual_score, v.work_ms, v.fastest_ms, v.others_wait_share, v.ranks);
-  return buf;
+  json::Writer m = json::Writer::members();
+  m.key("straggler").object();
+  m.key("score").number(fixed_text(v.score, 3)).key("individual_score").number(fixed_text(v.individual_score, 3));
+  m.key("work_ms").number(fixed_text(v.work_ms, 3)).key("fastest_ms").number(fixed_text(v.fastest_ms, 3));
+  m.key("others_wait_share").number(fixed_text(v.others_wait_share, 4)).key("ranks").integer(v.ranks).end();
+  return m.text();
 }
 
 class StepStats final : public Feature, public EventLoop::Source {

@@ -60,7 +60,6 @@ class RdzvAgent {
   void send(rdzv::lines::Command command, const std::string& arg = "") {
     send(rdzv::lines::format_command(command, arg));
   }
-  void send(const std::string& line);
   // The complete lines the helper has written so far (call when fd() is
   // readable). Its exit without a final line is one Error event.
   std::vector<RdzvEvent> read();
@@ -71,6 +70,8 @@ class RdzvAgent {
   void ping_if_due();
 
  private:
+  void send(const std::string& line);
+
   pid_t pid_ = -1;
   int to_ = -1, from_ = -1;
   std::string pending_;

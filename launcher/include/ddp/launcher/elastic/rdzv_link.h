@@ -14,7 +14,8 @@ namespace ddp::launcher {
 class RdzvLink {
  public:
   virtual ~RdzvLink() = default;
-  virtual void send(const std::string& line) = 0;
+  // One command line of the protocol (ddp/rdzv/agent_lines.h).
+  virtual void send(rdzv::lines::Command command, const std::string& arg = "") = 0;
   // Readable when the helper said something; read() then takes its lines.
   virtual int fd() const = 0;
   virtual std::vector<RdzvEvent> read() = 0;
@@ -27,7 +28,7 @@ class RdzvLink {
 class AgentLink final : public RdzvLink {
  public:
   explicit AgentLink(RdzvAgent& agent) : agent_(agent) {}
-  void send(const std::string& line) override { agent_.send(line); }
+  void send(rdzv::lines::Command command, const std::string& arg = "") override { agent_.send(command, arg); }
   int fd() const override { return agent_.fd(); }
   std::vector<RdzvEvent> read() override { return agent_.read(); }
   bool gone() const override { return agent_.gone(); }
