@@ -16,11 +16,9 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -28,10 +26,12 @@
 
 #include "ddp/loop/train_state.h"
 #include "ddp/worker/checkpoint.h"
+#include "file_size_limit.h"
 #include "loop_fake_task.h"
 #include "test_support.h"
 
 using namespace loop_test;
+using ddp::test::FileSizeLimit;
 using ddp::test::read_file;
 using ddp::test::TempDir;
 using ddp::test::write_file;
@@ -53,30 +53,6 @@ void require_trained(const std::vector<RankRun>& runs) {
     REQUIRE(r.error.empty());
   }
 }
-
-// RLIMIT_FSIZE for the test process while it lives, SIGXFSZ ignored, so a
-// write past `bytes` fails with EFBIG (File too large): a real fault of the
-// file system, as a full quota is.
-class FileSizeLimit {
- public:
-  explicit FileSizeLimit(rlim_t bytes) {
-    old_handler_ = std::signal(SIGXFSZ, SIG_IGN);
-    ::getrlimit(RLIMIT_FSIZE, &old_);
-    rlimit lim = old_;
-    lim.rlim_cur = bytes;
-    ::setrlimit(RLIMIT_FSIZE, &lim);
-  }
-  ~FileSizeLimit() {
-    ::setrlimit(RLIMIT_FSIZE, &old_);
-    std::signal(SIGXFSZ, old_handler_);
-  }
-  FileSizeLimit(const FileSizeLimit&) = delete;
-  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
-
- private:
-  rlimit old_{};
-  void (*old_handler_)(int) = nullptr;
-};
 
 }  // namespace
 
