@@ -15,7 +15,10 @@
 #include <unistd.h>
 
 #include "ddp/common/atomic_file.h"
+#include "file_size_limit.h"
 #include "test_support.h"
+
+using ddp::test::FileSizeLimit;
 
 namespace {
 
@@ -37,24 +40,6 @@ std::vector<std::string> names_in(const std::string& dir) {
   ::closedir(d);
   return out;
 }
-
-// Lowers the file-size limit for the current scope, so writes past it fail
-// with EFBIG (SIGXFSZ ignored) the way a full disk fails them.
-struct FileSizeLimit {
-  rlimit saved{};
-  void (*old_handler)(int);
-  explicit FileSizeLimit(rlim_t bytes) {
-    ::getrlimit(RLIMIT_FSIZE, &saved);
-    old_handler = std::signal(SIGXFSZ, SIG_IGN);
-    rlimit r = saved;
-    r.rlim_cur = bytes;
-    ::setrlimit(RLIMIT_FSIZE, &r);
-  }
-  ~FileSizeLimit() {
-    ::setrlimit(RLIMIT_FSIZE, &saved);
-    std::signal(SIGXFSZ, old_handler);
-  }
-};
 
 // The temp name earlier versions used, "<dir>/.<name>.tmp.<pid>": anyone
 // who could write in the directory could plant a file there in advance.

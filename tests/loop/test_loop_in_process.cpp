@@ -29,180 +29,12 @@
 #include "ddp/worker/fused_adam.h"
 #include "ddp/worker/in_process.h"
 #include "ddp/worker/process_group.h"
+#include "loop_fake_task.h"
 #include "test_support.h"
 #include "training_runs.h"
 
-using namespace ddp::loop;
+using namespace loop_test;
 using ddp::test::TempDir;
-using ddp::worker::ProcessGroup;
-
-namespace {
-
-// 96 training and 40 test samples of 4 features; three classes for the
-// classifier (the default loss and metrics), a smooth target for the
-// regression. The weights come from a fixed formula, not from LibTorch's
-// global generator, which both rank threads use at once.
-class FakeTask : public TrainingTask {
- public:
-  explicit FakeTask(bool regression, int nan_rank = -1, std::int64_t nan_step = -1)
-      : regression_(regression), nan_rank_(nan_rank), nan_step_(nan_step) {
-    x_ = torch::sin(torch::arange(136 * 4, torch::kFloat).reshape({136, 4}) * 0.37);
-    const auto score = x_.matmul(torch::tensor({1.0f, -2.0f, 0.5f, 1.5f}));
-    y_ = regression_ ? score : ((score > -0.5).to(torch::kLong) + (score > 0.8).to(torch::kLong));
-  }
-  void set_rank(int rank) { rank_ = rank; }
-  // A replica for the batch's second half (make_replica); with `buffer`, a
-  // model that has a buffer, which the loop must not split; with `outputs`,
-  // a replica of another shape (a task's mistake).
-  void offer_replica(bool buffer = false, std::int64_t outputs = 0) {
-    replica_offered_ = true;
-    buffer_ = buffer;
-    replica_outputs_ = outputs;
-  }
-  int replica_forwards() const { return replica_forwards_; }
-  // An optimizer over the weight alone (the bias is not stepped), a
-  // FusedAdam or LibTorch's Adam.
-  enum class WeightOnly { No, FusedAdam, Adam };
-  void step_weight_only(WeightOnly which) { weight_only_ = which; }
-  at::Tensor bias_grad() const { return model_->bias.grad().defined() ? model_->bias.grad().clone() : at::Tensor(); }
-  std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<at::Tensor>& parameters,
-                                                          double lr) override {
-    if (weight_only_ == WeightOnly::FusedAdam)
-      return std::make_unique<ddp::worker::FusedAdam>(std::vector<at::Tensor>{model_->weight}, torch::optim::AdamOptions(lr));
-    if (weight_only_ == WeightOnly::Adam)
-      return std::make_unique<torch::optim::Adam>(std::vector<at::Tensor>{model_->weight}, torch::optim::AdamOptions(lr));
-    return TrainingTask::make_optimizer(parameters, lr);
-  }
-
-  std::shared_ptr<torch::nn::Module> make_model() override {
-    model_ = torch::nn::Linear(4, regression_ ? 1 : 3);
-    torch::NoGradGuard no_grad;
-    for (auto& p : model_->parameters()) p.copy_(torch::cos(torch::arange(p.numel(), torch::kFloat)).reshape(p.sizes()) * 0.1);
-    if (buffer_) model_->register_buffer("seen", torch::zeros({1}));
-    return model_.ptr();
-  }
-  std::shared_ptr<torch::nn::Module> make_replica() override {
-    if (!replica_offered_) return nullptr;
-    // Its weights are the model's (the loop shares them).
-    replica_ = torch::nn::Linear(4, replica_outputs_ ? replica_outputs_ : regression_ ? 1 : 3);
-    return replica_.ptr();
-  }
-  TaskOutput forward_train_replica(const at::Tensor& index, c10::Device) override {
-    ++replica_forwards_;
-    auto p = replica_->forward(x_.index_select(0, index));
-    return {regression_ ? p.squeeze(1) : p, y_.index_select(0, index)};
-  }
-  std::int64_t train_size() const override { return 96; }
-  std::int64_t test_size() const override { return 40; }
-  int num_classes() const override { return regression_ ? 0 : 3; }
-  TaskOutput forward_train(const at::Tensor& index, c10::Device) override {
-    ++steps_;
-    if (steps_ == nan_step_) weights_at_nan_step_ = flat_weights();
-    return out(x_.index_select(0, index), y_.index_select(0, index));
-  }
-  // Whether the model's weights are those it had when the step with the
-  // non-finite loss began (the loop must stop before that step's update).
-  bool weights_as_at_nan_step() const {
-    return weights_at_nan_step_.defined() && torch::equal(flat_weights(), weights_at_nan_step_);
-  }
-  TaskOutput forward_test(std::int64_t begin, std::int64_t end, c10::Device) override {
-    return out(x_.slice(0, 96 + begin, 96 + end), y_.slice(0, 96 + begin, 96 + end));
-  }
-  std::string describe() const override { return regression_ ? "fake regression" : "fake classes"; }
-
-  at::Tensor loss(const TaskOutput& o, LossReduction r) override {
-    namespace F = torch::nn::functional;
-    at::Tensor l = !regression_ ? TrainingTask::loss(o, r)
-                   : r == LossReduction::Sum ? F::mse_loss(o.prediction, o.target, F::MSELossFuncOptions(torch::kSum))
-                                             : F::mse_loss(o.prediction, o.target);
-    if (rank_ == nan_rank_ && steps_ == nan_step_ && r == LossReduction::Mean) l = l * std::nan("");
-    return l;
-  }
-  std::int64_t eval_sums_size() const override { return regression_ ? 1 : TrainingTask::eval_sums_size(); }
-  void add_eval_sums(const TaskOutput& o, at::Tensor& sums) override {
-    if (!regression_) return TrainingTask::add_eval_sums(o, sums);
-    sums[0] += (o.prediction - o.target).abs().sum().to(torch::kDouble);
-  }
-  Metrics eval_metrics(const std::vector<double>& sums) const override {
-    if (!regression_) return TrainingTask::eval_metrics(sums);
-    return {{"mae", sums[0] / 40.0}};
-  }
-  Monitor monitor() const override { return regression_ ? Monitor{"test_loss", false} : TrainingTask::monitor(); }
-  std::vector<Monitor> tracked() const override {
-    return regression_ ? std::vector<Monitor>{monitor()} : TrainingTask::tracked();
-  }
-
- private:
-  at::Tensor flat_weights() const {
-    std::vector<at::Tensor> flat;
-    for (const auto& p : model_->parameters()) flat.push_back(p.detach().flatten().clone());
-    return torch::cat(flat);
-  }
-  TaskOutput out(const at::Tensor& x, const at::Tensor& y) {
-    auto p = model_->forward(x);
-    return {regression_ ? p.squeeze(1) : p, y};
-  }
-  bool regression_;
-  int nan_rank_;
-  std::int64_t nan_step_;
-  int rank_ = 0;
-  std::int64_t steps_ = 0;
-  bool replica_offered_ = false, buffer_ = false;
-  WeightOnly weight_only_ = WeightOnly::No;
-  std::int64_t replica_outputs_ = 0;
-  std::atomic<int> replica_forwards_{0};
-  at::Tensor x_, y_, weights_at_nan_step_;
-  torch::nn::Linear model_{nullptr}, replica_{nullptr};
-};
-
-TrainOptions options(const std::string& dir, int epochs) {
-  TrainOptions o;
-  o.program = "loop-test";
-  o.epochs = epochs;
-  o.batch_size = 8;
-  o.learning_rate = 0.05;
-  o.checkpoint_dir = dir;
-  o.log_interval = 1000;
-  o.seed = 5;
-  return o;
-}
-
-struct RankRun {
-  std::string out;
-  std::string error;
-  TrainResult result;
-  bool weights_as_at_nan_step = false;  // FakeTask::weights_as_at_nan_step at the end
-};
-
-// run_training on 2 ranks as threads; each rank's output, result or error.
-std::vector<RankRun> train(const TrainOptions& o, bool regression, const LoopHooks& hooks = {}, int nan_rank = -1,
-                           std::int64_t nan_step = -1) {
-  std::vector<RankRun> runs(2);
-  ddp::worker::run_ranks_in_process(2, [&](const std::shared_ptr<ProcessGroup>& pg) {
-    FakeTask task(regression, nan_rank, nan_step);
-    task.set_rank(pg->rank());
-    std::ostringstream out;
-    RankRun& run = runs[static_cast<std::size_t>(pg->rank())];
-    try {
-      run.result = run_training(o, pg, task, out, false, hooks);
-    } catch (const std::exception& e) {
-      run.error = e.what();
-    }
-    run.weights_as_at_nan_step = task.weights_as_at_nan_step();
-    run.out = out.str();
-  });
-  return runs;
-}
-
-std::vector<std::string> lines_of(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<std::string> out;
-  for (std::string l; std::getline(in, l);) out.push_back(l);
-  return out;
-}
-
-
-}  // namespace
 
 TEST_CASE("in-process: 2 ranks train the default classifier, with its metrics, best lines and one metrics line an epoch",
           "[loop][in-process]") {
@@ -290,8 +122,10 @@ TEST_CASE("in-process: a non-finite loss on one rank stops every rank at that st
           "[loop][in-process]") {
   TempDir tmp;
   const auto runs = train(options(tmp.file("ck"), 2), false, {}, /*nan_rank=*/1, /*nan_step=*/4);
+  // One message naming the rank, the step and the rate (it was a ddp-train
+  // launch with --learning_rate 1e20: tests/train/test_resume_safety.cpp).
   CHECK_THAT(runs[1].error, Catch::Contains("training diverged: the loss of rank 1 is nan at epoch 1, step 4 of 6 "
-                                            "(global step 4)"));
+                                            "(global step 4) with learning rate 0.05; every rank stops"));
   CHECK_THAT(runs[0].error, Catch::Contains("the loss of rank 1 is not finite"));
   CHECK(lines_of(tmp.file("ck/metrics.jsonl")).empty());
   // The check runs after backward (its all-reduce right after the

@@ -107,8 +107,12 @@ TEST_CASE("ddp-text: 2 processes x batch 16 end with the weights of 1 process x 
   CHECK(max_relative_difference(tmp.file("shuffled.pt"), tmp.file("one.pt")) > 1e-3);
 }
 
+// Pass 1 only ([program-logic]): the loop's resume is tested in process
+// (tests/loop) and through ddp-train in every pass; this one adds ddp-text's
+// dropout, whose RNG state the checkpoint carries with the same LibTorch
+// calls ddp-train's case makes.
 TEST_CASE("ddp-text: a worker killed mid-epoch is restarted and the job ends with the uninterrupted weights",
-          "[text][e2e][resume]") {
+          "[text][e2e][resume][program-logic]") {
   if (!have_wordnet()) DDP_SKIP("wordnet-base is not installed");
   TempDir tmp;
   auto args = [&](const std::string& name) {
