@@ -11,7 +11,7 @@
 #include "ddp/worker/peer_failure.h"
 #include "error_text.h"
 #include "heartbeat_recorder.h"
-#include "shm_allreduce.h"
+#include "local_work.h"
 
 namespace ddp::worker {
 
