@@ -1,6 +1,6 @@
-// AsyncWork: one collective in flight, over a c10d backend's Work or a
-// collective of the runtime's own thread (see process_group.h), and its two
-// makers (async_work.h).
+// AsyncWork: one collective in flight, over a c10d backend's Work (C10dWork
+// here) or a collective of the runtime's own thread (LocalWork), and its two
+// makers (async_work.h). See process_group.h.
 
 #include "async_work.h"
 
@@ -12,11 +12,49 @@
 #include "error_text.h"
 #include "heartbeat_recorder.h"
 #include "local_work.h"
+#include "work_impl.h"
 
 namespace ddp::worker {
 
+namespace {
+
+// A collective a c10d backend issued.
+class C10dWork final : public WorkImpl {
+ public:
+  explicit C10dWork(c10::intrusive_ptr<compat::Work> work) : work_(std::move(work)) {}
+
+  void wait() override {
+    work_->wait();
+    if (after_) after_->wait();
+  }
+
+  bool completed() override { return work_->isCompleted(); }
+
+  void on_completion(std::function<void(bool ok)> f) override {
+    c10::intrusive_ptr<c10::ivalue::Future> future;
+    try {
+      future = work_->getFuture();
+    } catch (const std::exception&) {
+      return;  // this backend's work has no future: no completion time
+    }
+    // A failed collective runs the callback too, with an error in the future.
+    after_ = future->then(
+        [f = std::move(f)](c10::ivalue::Future& done) {
+          f(!done.hasError());
+          return c10::IValue();
+        },
+        c10::NoneType::get());
+  }
+
+ private:
+  c10::intrusive_ptr<compat::Work> work_;
+  c10::intrusive_ptr<c10::ivalue::Future> after_;  // on_completion's future: wait() waits for it too
+};
+
+}  // namespace
+
 AsyncWork make_work(c10::intrusive_ptr<compat::Work> w, std::string what, int rank) {
-  return AsyncWork(std::make_shared<c10::intrusive_ptr<compat::Work>>(std::move(w)), std::move(what), rank);
+  return AsyncWork(std::make_shared<C10dWork>(std::move(w)), std::move(what), rank);
 }
 
 AsyncWork done_at_once(std::string what, int rank) {
@@ -25,23 +63,14 @@ AsyncWork done_at_once(std::string what, int rank) {
   return AsyncWork(std::move(w), std::move(what), rank);
 }
 
-AsyncWork::AsyncWork(std::shared_ptr<void> work, std::string what, int rank)
+AsyncWork::AsyncWork(std::shared_ptr<WorkImpl> work, std::string what, int rank)
     : work_(std::move(work)), what_(std::move(what)), rank_(rank) {}
 
-AsyncWork::AsyncWork(std::shared_ptr<LocalWork> work, std::string what, int rank)
-    : local_(std::move(work)), what_(std::move(what)), rank_(rank) {}
-
 void AsyncWork::wait() {
-  if (!work_ && !local_) return;
+  if (!work_) return;
   try {
     const uint64_t waiting_since = recorder_ ? monotonic_ns() : 0;
-    if (local_) {
-      local_->wait();
-    } else {
-      auto& w = *static_cast<c10::intrusive_ptr<compat::Work>*>(work_.get());
-      w->wait();
-      if (after_) (*static_cast<c10::intrusive_ptr<c10::ivalue::Future>*>(after_.get()))->wait();
-    }
+    work_->wait();
     if (recorder_) {
       recorder_->waited(monotonic_ns() - waiting_since);
       recorder_->finished(seq_);
@@ -55,11 +84,7 @@ void AsyncWork::wait() {
   }
 }
 
-bool AsyncWork::completed() const {
-  if (local_) return local_->completed();
-  if (!work_) return true;
-  return (*static_cast<c10::intrusive_ptr<compat::Work>*>(work_.get()))->isCompleted();
-}
+bool AsyncWork::completed() const { return !work_ || work_->completed(); }
 
 void AsyncWork::record_finish(std::shared_ptr<CollectiveRecorder> recorder, std::uint64_t seq) {
   recorder_ = std::move(recorder);
@@ -67,35 +92,13 @@ void AsyncWork::record_finish(std::shared_ptr<CollectiveRecorder> recorder, std:
 }
 
 void AsyncWork::on_completion(std::function<void()> f) {
-  if (local_) {
-    if (recorder_)
-      // LocalWork::finish sets the error before it runs the callbacks, on this thread.
-      local_->on_completion([f = std::move(f), rec = recorder_, seq = seq_, w = local_.get()] {
-        if (!w->error) rec->finished(seq);
-        f();
-      });
-    else
-      local_->on_completion(std::move(f));
-    return;
-  }
   if (!work_) return;
-  auto& w = *static_cast<c10::intrusive_ptr<compat::Work>*>(work_.get());
-  c10::intrusive_ptr<c10::ivalue::Future> future;
-  try {
-    future = w->getFuture();
-  } catch (const std::exception&) {
-    return;  // this backend's work has no future: no completion time
-  }
-  // The heartbeat rides in the same callback (a failed collective calls it
-  // too, with an error in the future: not recorded as finished).
-  auto then = future->then(
-      [f = std::move(f), rec = recorder_, seq = seq_](c10::ivalue::Future& done) {
-        if (rec && !done.hasError()) rec->finished(seq);
-        f();
-        return c10::IValue();
-      },
-      c10::NoneType::get());
-  after_ = std::make_shared<c10::intrusive_ptr<c10::ivalue::Future>>(std::move(then));
+  // The heartbeat rides in the same callback; a failed collective is not
+  // recorded as finished.
+  work_->on_completion([f = std::move(f), rec = recorder_, seq = seq_](bool ok) {
+    if (rec && ok) rec->finished(seq);
+    f();
+  });
 }
 
 }  // namespace ddp::worker

@@ -5,41 +5,44 @@
 namespace ddp::worker {
 
 void LocalWork::finish(std::exception_ptr e) {
-  std::unique_lock<std::mutex> lock(mu);
-  error = e;
-  // Callbacks added while these run are run too, before `done`.
-  while (!on_done.empty()) {
-    auto callbacks = std::move(on_done);
-    on_done.clear();
+  std::unique_lock<std::mutex> lock(mu_);
+  error_ = e;
+  const bool ok = !e;
+  // Callbacks added while these run are run too, before `done_`.
+  while (!on_done_.empty()) {
+    auto callbacks = std::move(on_done_);
+    on_done_.clear();
     lock.unlock();
-    for (auto& f : callbacks) f();
+    for (auto& f : callbacks) f(ok);
     lock.lock();
   }
-  done = true;
+  done_ = true;
   lock.unlock();
-  cv.notify_all();
+  cv_.notify_all();
 }
 
 void LocalWork::wait() {
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return done; });
-  if (error) std::rethrow_exception(error);
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return done_; });
+  if (error_) std::rethrow_exception(error_);
 }
 
 bool LocalWork::completed() {
-  std::lock_guard<std::mutex> lock(mu);
-  return done;
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
 }
 
-void LocalWork::on_completion(std::function<void()> f) {
+void LocalWork::on_completion(std::function<void(bool ok)> f) {
+  bool ok;
   {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!done) {
-      on_done.push_back(std::move(f));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!done_) {
+      on_done_.push_back(std::move(f));
       return;
     }
+    ok = !error_;
   }
-  f();
+  f(ok);
 }
 
 }  // namespace ddp::worker

@@ -1,9 +1,9 @@
 #pragma once
 // LocalWork: a collective run by a thread of the runtime's own (the
-// shared-memory allreduce's queue), not by a c10d backend. That thread
-// finishes it; AsyncWork (process_group.h) waits for it and runs callbacks
-// when it completes. It knows nothing of tensors or of shared memory.
-// Internal to the runtime.
+// shared-memory allreduce's queue), not by a c10d backend: the WorkImpl
+// (work_impl.h) an AsyncWork holds for it. That thread finishes it; AsyncWork
+// waits for it. It knows nothing of tensors or of shared memory. Internal to
+// the runtime.
 
 #include <condition_variable>
 #include <exception>
@@ -11,23 +11,26 @@
 #include <mutex>
 #include <vector>
 
+#include "work_impl.h"
+
 namespace ddp::worker {
 
-struct LocalWork {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  std::exception_ptr error;
-  std::vector<std::function<void()>> on_done;  // run before `done` is set
-
+class LocalWork final : public WorkImpl {
+ public:
   // Called once, by the thread that ran the collective: its error (null:
   // none), then the callbacks, then `done`.
   void finish(std::exception_ptr e);
   // Blocks until finish(); rethrows its error.
-  void wait();
-  bool completed();
-  // Runs f when finished (at once when already finished), on the finishing thread.
-  void on_completion(std::function<void()> f);
+  void wait() override;
+  bool completed() override;
+  void on_completion(std::function<void(bool ok)> f) override;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+  std::vector<std::function<void(bool ok)>> on_done_;  // run before `done_` is set
 };
 
 }  // namespace ddp::worker
