@@ -44,11 +44,12 @@ std::vector<at::Tensor> ProcessGroup::shared_buffers(const std::vector<std::pair
   return impl_->shm->shared_buffers(*impl_->store, specs, why);
 }
 
-c10::intrusive_ptr<compat::Backend> native_backend(ProcessGroup& pg) { return pg.impl().backend; }
-c10::intrusive_ptr<c10d::Store> native_store(ProcessGroup& pg) { return pg.impl().store; }
+c10::intrusive_ptr<compat::Backend> native_backend(ProcessGroup& pg) { return ProcessGroupAccess::impl(pg).backend; }
+c10::intrusive_ptr<c10d::Store> native_store(ProcessGroup& pg) { return ProcessGroupAccess::impl(pg).store; }
 
 void training_step(ProcessGroup& pg, std::uint64_t step) {
-  if (pg.impl().heartbeat) pg.impl().heartbeat->step(step);
+  const auto& heartbeat = ProcessGroupAccess::impl(pg).heartbeat;
+  if (heartbeat) heartbeat->step(step);
 }
 
 namespace {

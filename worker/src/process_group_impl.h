@@ -3,7 +3,8 @@
 // opaque, so c10d's types stay out of the public header). Filled once by
 // make_process_group (env_rendezvous.cpp), then read by the collectives
 // (process_group.cpp); host_once/host_backend and the shared-memory object's
-// queue are the only parts that change afterwards. Internal to the runtime.
+// queue are the only parts that change afterwards. Internal to the runtime:
+// ProcessGroup keeps its Impl private.
 
 #include <chrono>
 #include <memory>
@@ -37,6 +38,13 @@ struct ProcessGroup::Impl {
   std::string shm_off_reason;
   // The rank's progress heartbeat (DistEnv::heartbeat_file); null: none.
   std::shared_ptr<CollectiveRecorder> heartbeat;
+};
+
+// The one door into a ProcessGroup's Impl for the runtime's free functions
+// (process_group_native.h's native_backend and native_store, training_step);
+// the members use impl_ directly.
+struct ProcessGroupAccess {
+  static ProcessGroup::Impl& impl(ProcessGroup& pg) { return *pg.impl_; }
 };
 
 }  // namespace ddp::worker

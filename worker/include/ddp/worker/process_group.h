@@ -82,7 +82,7 @@ class AsyncWork {
 
 class ProcessGroup {
  public:
-  struct Impl;
+  struct Impl;  // what the group holds (worker/src/process_group_impl.h), made by init_process_group
   explicit ProcessGroup(std::unique_ptr<Impl> impl);
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
@@ -136,9 +136,12 @@ class ProcessGroup {
   // status with it, so that deciding a step never waits for the device.
   AsyncWork host_allreduce_async(at::Tensor& cpu_tensor);
 
-  Impl& impl() { return *impl_; }
-
  private:
+  // The runtime's own free functions that need the c10d objects
+  // (native_backend, native_store, training_step) go through
+  // ProcessGroupAccess (worker/src/process_group_impl.h); users reach them
+  // through process_group_native.h only.
+  friend struct ProcessGroupAccess;
   std::unique_ptr<Impl> impl_;
 };
 
