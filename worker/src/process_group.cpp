@@ -31,6 +31,9 @@ std::chrono::milliseconds ProcessGroup::timeout() const { return impl_->timeout;
 const DistEnv& ProcessGroup::env() const { return impl_->env; }
 bool ProcessGroup::shared_memory_allreduce() const { return impl_->shm != nullptr; }
 const std::string& ProcessGroup::shared_memory_off_reason() const { return impl_->shm_off_reason; }
+bool ProcessGroup::shared_memory_sums(at::ScalarType dtype) const {
+  return impl_->shm != nullptr && ShmAllreduce::sums(dtype);
+}
 
 std::vector<at::Tensor> ProcessGroup::shared_buffers(const std::vector<std::pair<int64_t, at::ScalarType>>& sizes,
                                                      std::string* why) {

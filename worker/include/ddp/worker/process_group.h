@@ -103,6 +103,9 @@ class ProcessGroup {
   // this machine (see worker/src/shm_allreduce.h). When not, why not.
   bool shared_memory_allreduce() const;
   const std::string& shared_memory_off_reason() const;
+  // Whether sums of `dtype` go through shared memory in this group:
+  // shared_memory_allreduce() and a dtype summed there (float32, float64).
+  bool shared_memory_sums(at::ScalarType dtype) const;
   // With shared_memory_allreduce: zeroed CPU tensors of these sizes and
   // dtypes that allreduce sums in place in shared memory, without copying
   // them in and out (DDP's buckets). Collective when shared memory is on:
