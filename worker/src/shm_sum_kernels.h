@@ -4,7 +4,10 @@
 // buffer (in the areas), and the averaging of DDP's gradients folded into
 // those passes. Plain loops over float or double in rank order, so every rank
 // gets the same bits; no barrier, no lock, no system call: the object calls
-// them between its barriers. Header-only so the loops inline into its calls.
+// them between its barriers. Header-only, in an anonymous namespace, for
+// shm_allreduce.cpp alone: with internal linkage, as when they lived in that
+// file, the compiler inlines and specialises them the same way (with
+// external linkage it kept out-of-line copies, different code on the hot path).
 
 #include <algorithm>
 #include <cstddef>
@@ -14,9 +17,10 @@
 #include "shm_layout.h"
 
 namespace ddp::worker::shm {
+namespace {
 
 // Rank r sums share r of a chunk of `count` elements: elements [lo, hi).
-inline std::pair<size_t, size_t> share_of(size_t count, int world, int r) {
+std::pair<size_t, size_t> share_of(size_t count, int world, int r) {
   return {count * static_cast<size_t>(r) / static_cast<size_t>(world),
           count * static_cast<size_t>(r + 1) / static_cast<size_t>(world)};
 }
@@ -128,4 +132,5 @@ void sum_or_average_in_areas(char* first, size_t stride, int world, size_t lo, s
   if (split < hi) sum_in_areas<T>(first, stride, world, split, hi, AsIs{});
 }
 
+}  // namespace
 }  // namespace ddp::worker::shm
