@@ -1,12 +1,15 @@
 #pragma once
-// The one constructor of a ProcessGroup (process_group.cpp), internal to the
+// The one constructor of a ProcessGroup (env_rendezvous.cpp), internal to the
 // runtime: init_process_group() calls it with the torchrun rendezvous, and
 // run_ranks_in_process() (in_process.h) with the in-memory store its threads
-// share.
+// share. make_gloo is the backend it makes, also made later by
+// host_allreduce_async beside an NCCL group (process_group.cpp).
+#include <chrono>
 #include <memory>
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "ddp/worker/compat.h"
 #include "ddp/worker/env.h"
 #include "ddp/worker/process_group.h"
 
@@ -17,5 +20,11 @@ namespace ddp::worker {
 // passes the same store and no shared-memory sums are negotiated.
 std::shared_ptr<ProcessGroup> make_process_group(const DistEnv& env, const InitOptions& options,
                                                  const c10::intrusive_ptr<c10d::Store>& shared_store);
+
+// A Gloo backend over `store` for env's rank and world size, on the devices
+// Python's ProcessGroupGloo binding picks (GLOO_SOCKET_IFNAME, else the
+// default). Collective: every rank of the group makes it at the same point.
+c10::intrusive_ptr<compat::Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, const DistEnv& env,
+                                              std::chrono::milliseconds timeout);
 
 }  // namespace ddp::worker

@@ -2,7 +2,6 @@
 
 #include "ddp/worker/reducer.h"
 #include "ddp/worker/peer_failure.h"
-#include "shm_allreduce.h"
 
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
@@ -115,8 +114,8 @@ std::vector<at::Tensor> Reducer::bucket_memory(const std::vector<std::pair<int64
   std::vector<at::Tensor> memory = pg_->shared_buffers(sizes, &why);
   if (!memory.empty()) return memory;
   const bool summed_there =
-      std::all_of(sizes.begin(), sizes.end(), [](const auto& s) { return ShmAllreduce::sums(s.second); });
-  if (pg_->shared_memory_allreduce() && summed_there && pg_->rank() == 0)
+      std::all_of(sizes.begin(), sizes.end(), [&](const auto& s) { return pg_->shared_memory_sums(s.second); });
+  if (summed_there && pg_->rank() == 0)
     std::cerr << "ddp_worker: note: DDP's gradient buckets stay in private memory: " << why
               << "; each sum through shared memory then copies them in and out (more room in /dev/shm, "
                  "a container's is often 64 MiB: docker run --shm-size, lets the ranks sum them in place)"

@@ -33,6 +33,11 @@
 // Never a hang: a wait ends with an error when a peer process has exited
 // (same pid namespace, so its /proc entry tells), at the group's timeout,
 // or when the group is destroyed.
+//
+// Files: this object, its queue thread, barrier and shared buffers
+// (shm_allreduce.cpp); negotiate (shm_negotiation.cpp); the segment's layout
+// (shm_layout.h); the sum loops (shm_sum_kernels.h); the segments themselves
+// (shm_segment.h); the work it hands out (local_work.h).
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/intrusive_ptr.h>
@@ -42,34 +47,19 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <exception>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "local_work.h"
+
 namespace c10d {
 class Store;
 }
 
 namespace ddp::worker {
-
-// A collective run by a thread of ours (not a c10d backend): AsyncWork holds
-// one of these instead of a c10d::Work.
-struct LocalWork {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  std::exception_ptr error;
-  std::vector<std::function<void()>> on_done;  // run before `done` is set
-
-  void finish(std::exception_ptr e);
-  void wait();
-  bool completed();
-  void on_completion(std::function<void()> f);
-};
 
 class ShmAllreduce {
  public:

@@ -2,6 +2,8 @@
 
 #include "shm_segment.h"
 
+#include "ddp/common/shm_name.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -14,11 +16,7 @@
 
 namespace ddp::worker {
 
-std::string shm_segment_name_head(const std::string& pid0) { return "/ddp-shm-" + pid0 + "-"; }
-
-std::string new_shm_segment_name() {
-  return shm_segment_name_head(std::to_string(::getpid())) + std::to_string(std::random_device{}());
-}
+std::string new_shm_segment_name() { return shm_segment_name(::getpid(), std::random_device{}()); }
 
 namespace {
 

@@ -9,10 +9,9 @@
 
 namespace ddp::worker {
 
-// Rank 0's segments are named /ddp-shm-<its pid>-<n>. The launcher removes
-// leaked segments by this form; keep it.
-std::string shm_segment_name_head(const std::string& pid0);
-// A new name of that form for this process (rank 0): the head and a random number.
+// A new name for a segment of this process (rank 0):
+// /ddp-shm-<its pid>-<a random number>, the form ddp/common/shm_name.h
+// defines, by which the launcher removes leaked segments.
 std::string new_shm_segment_name();
 
 // Rank 0 makes a new segment (O_EXCL, mode 0600) of `size` bytes, its pages

@@ -1,29 +1,13 @@
 #include "ddp/launcher/process/shm_segments.h"
 
-#include <cstdlib>
-#include <cstring>
+#include "ddp/common/shm_name.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 namespace ddp::launcher {
-
-namespace {
-
-constexpr char kPrefix[] = "ddp-shm-";
-
-// The pid in "ddp-shm-<pid>-<rest>", or 0 when the name is not of that form.
-pid_t segment_pid(const char* name) {
-  if (std::strncmp(name, kPrefix, sizeof(kPrefix) - 1) != 0) return 0;
-  const char* digits = name + sizeof(kPrefix) - 1;
-  char* end = nullptr;
-  const long pid = std::strtol(digits, &end, 10);
-  if (end == digits || *end != '-' || pid <= 0) return 0;
-  return static_cast<pid_t>(pid);
-}
-
-}  // namespace
 
 int remove_worker_segments(const std::set<pid_t>& pids, const char* dir) {
   if (pids.empty()) return 0;
@@ -33,7 +17,7 @@ int remove_worker_segments(const std::set<pid_t>& pids, const char* dir) {
   const uid_t me = ::geteuid();
   int removed = 0;
   while (const dirent* e = ::readdir(d)) {
-    const pid_t pid = segment_pid(e->d_name);
+    const pid_t pid = shm_segment_pid(e->d_name);
     if (pid == 0 || pids.count(pid) == 0) continue;
     struct stat st {};
     if (::fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;

@@ -48,7 +48,7 @@ struct InitOptions {
 
 enum class ReduceOp { Sum, Mean, Max, Min };
 
-struct LocalWork;  // a collective run by the runtime's own thread (shared-memory allreduce)
+class WorkImpl;  // a collective as the runtime issued it: a c10d Work or its own thread's (worker/src/work_impl.h)
 class CollectiveRecorder;  // the rank's progress heartbeat (worker/src/heartbeat_recorder.h)
 
 // One async collective in flight. wait() blocks until it finished and throws
@@ -57,8 +57,9 @@ class CollectiveRecorder;  // the rank's progress heartbeat (worker/src/heartbea
 class AsyncWork {
  public:
   AsyncWork() = default;
-  explicit AsyncWork(std::shared_ptr<void> work, std::string what, int rank);
-  AsyncWork(std::shared_ptr<LocalWork> work, std::string what, int rank);
+  // Made by the runtime's collectives (ProcessGroup); `what` and `rank` name
+  // the collective in errors.
+  AsyncWork(std::shared_ptr<WorkImpl> work, std::string what, int rank);
   void wait();
   bool completed() const;
   // Runs f on the backend's thread when the backend reports the collective
@@ -66,15 +67,13 @@ class AsyncWork {
   // for f to have run. For timing only: f must be quick and must not throw.
   // A backend without futures never calls f.
   void on_completion(std::function<void()> f);
-  bool valid() const { return work_ != nullptr || local_ != nullptr; }
+  bool valid() const { return work_ != nullptr; }
   // Set by ProcessGroup when it issues the collective: wait() and the
   // completion callback record collective `seq` finished in the heartbeat.
   void record_finish(std::shared_ptr<CollectiveRecorder> recorder, std::uint64_t seq);
 
  private:
-  std::shared_ptr<void> work_;  // holds a c10::intrusive_ptr<c10d::Work>
-  std::shared_ptr<LocalWork> local_;
-  std::shared_ptr<void> after_;  // on_completion's future (c10::intrusive_ptr<c10::ivalue::Future>)
+  std::shared_ptr<WorkImpl> work_;
   std::string what_;
   int rank_ = -1;
   std::shared_ptr<CollectiveRecorder> recorder_;  // null: no heartbeat
@@ -83,7 +82,7 @@ class AsyncWork {
 
 class ProcessGroup {
  public:
-  struct Impl;
+  struct Impl;  // what the group holds (worker/src/process_group_impl.h), made by init_process_group
   explicit ProcessGroup(std::unique_ptr<Impl> impl);
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
@@ -104,6 +103,9 @@ class ProcessGroup {
   // this machine (see worker/src/shm_allreduce.h). When not, why not.
   bool shared_memory_allreduce() const;
   const std::string& shared_memory_off_reason() const;
+  // Whether sums of `dtype` go through shared memory in this group:
+  // shared_memory_allreduce() and a dtype summed there (float32, float64).
+  bool shared_memory_sums(at::ScalarType dtype) const;
   // With shared_memory_allreduce: zeroed CPU tensors of these sizes and
   // dtypes that allreduce sums in place in shared memory, without copying
   // them in and out (DDP's buckets). Collective when shared memory is on:
@@ -137,9 +139,12 @@ class ProcessGroup {
   // status with it, so that deciding a step never waits for the device.
   AsyncWork host_allreduce_async(at::Tensor& cpu_tensor);
 
-  Impl& impl() { return *impl_; }
-
  private:
+  // The runtime's own free functions that need the c10d objects
+  // (native_backend, native_store, training_step) go through
+  // ProcessGroupAccess (worker/src/process_group_impl.h); users reach them
+  // through process_group_native.h only.
+  friend struct ProcessGroupAccess;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -66,7 +66,7 @@
 #include <vector>
 
 #include "ddp/worker/bucket_assignment.h"
-#include "ddp/worker/ddp.h"
+#include "ddp/worker/ddp_types.h"
 #include "ddp/worker/process_group.h"
 
 namespace torch::autograd {

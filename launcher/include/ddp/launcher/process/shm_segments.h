@@ -1,7 +1,7 @@
 #pragma once
 // The shared-memory segments a worker may leave behind. The worker runtime's
-// allreduce (worker/src/shm_allreduce.cpp) makes one segment per process
-// group in /dev/shm, named
+// allreduce (worker/src/shm_allreduce.h) makes one segment per process
+// group in /dev/shm, named (ddp/common/shm_name.h, the form both sides share)
 //     /dev/shm/ddp-shm-<pid of the group's rank 0>-<random>
 // and unlinks the name once every rank has mapped it (a few ms after the
 // start). A kill in that window (a SIGKILL or Ctrl-C of the launcher, a
