@@ -3,10 +3,13 @@
 // would, made-up exits and a fake rendezvous helper. Each case drives one
 // feature through its hooks and its loop source, as Attempt would, and
 // checks what it tells the attempt (fail, stop, its log) and the exits.
+#include "ddp/common/json_writer.h"
 #include "ddp/launcher/config/options.h"
 #include "ddp/launcher/elastic/rdzv_link.h"
 #include "ddp/launcher/process/heartbeat_pages.h"
 #include "ddp/launcher/process/run_dir.h"
+#include "ddp/launcher/report/summary.h"
+#include "ddp/launcher/base/time_text.h"
 #include "ddp/launcher/supervise/feature.h"
 #include "ddp/launcher/supervise/features/features.h"
 #include "ddp/launcher/supervise/run_services.h"
@@ -15,6 +18,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cctype>
 #include <chrono>
 #include <csignal>
 #include <ctime>
@@ -403,34 +407,182 @@ TEST_CASE("features: the exit verdict names a signal after the program finished,
   const WorkerExit w = exit_of(0, 0, ::getpid(), SIGABRT);
   WorkerExit died = w;
   f->exited(died);
-  REQUIRE(died.died_exiting_s);
-  CHECK(*died.died_exiting_s >= 0);
+  const Verdict* v = died.verdict("exit_verdict");
+  REQUIRE(v);
+  CHECK_THAT(v->text, Catch::StartsWith("its program had finished ") && Catch::Contains(" ms before: it died in its exit"));
+  CHECK(v->label == "in exit");
+  CHECK(v->status == "in exit");
+  CHECK(v->json_key.empty());  // not in --summary_json (as before verdicts were generic)
 
   WorkerExit still_running = w;  // no exiting mark: a crash of the program itself
   still_running.local_rank = 1;
   f->exited(still_running);
-  CHECK_FALSE(still_running.died_exiting_s);
+  CHECK(still_running.verdicts.empty());
 
   WorkerExit exit_code = w;  // a code after the mark is the program's own choice
   exit_code.signaled = false;
   exit_code.code = 3;
   f->exited(exit_code);
-  CHECK_FALSE(exit_code.died_exiting_s);
+  CHECK(exit_code.verdicts.empty());
 
   WorkerExit torn_down = w;  // the launcher stopped the group
   torn_down.after_teardown = true;
   f->exited(torn_down);
-  CHECK_FALSE(torn_down.died_exiting_s);
+  CHECK(torn_down.verdicts.empty());
 
   WorkerExit other_pid = w;  // the page is an earlier worker's
   other_pid.pid = ::getpid() + 1;
   f->exited(other_pid);
-  CHECK_FALSE(other_pid.died_exiting_s);
+  CHECK(other_pid.verdicts.empty());
 
   a.killed_ = true;  // the launcher's own SIGKILL
   WorkerExit killed = w;
   f->exited(killed);
-  CHECK_FALSE(killed.died_exiting_s);
+  CHECK(killed.verdicts.empty());
+}
+
+// What the exit verdict shows, through the report's and the summary's
+// generic rendering: byte for byte as before verdicts were generic (the
+// milliseconds, which depend on this machine's clock, written as N).
+TEST_CASE("features: the exit verdict reaches the report, the restart line and the summary, as it always read") {
+  FakeAttempt a(1, 2);
+  std::unique_ptr<Feature> f = make_exit_verdict(a);
+  auto page = a.worker_page(0);
+  a.start(*f, 0, ::getpid());
+  page->mark_exiting();
+  const auto at = std::chrono::system_clock::time_point{} + std::chrono::seconds(1700000000);
+
+  // Attempt 0: rank 0 died in its exit and is the root cause.
+  WorkerExit died = exit_of(0, 0, ::getpid(), SIGABRT);
+  died.time = at;
+  f->exited(died);
+  AttemptResult first;
+  first.attempt = 0;
+  first.root_cause = died;
+  first.exits = {died};
+  // Attempt 1: rank 1 failed with a code; rank 0 died in its exit again.
+  WorkerExit failed = exit_of(1, 1, ::getpid() + 1);
+  failed.code = 1;
+  failed.time = at;
+  WorkerExit again = exit_of(0, 0, ::getpid(), SIGSEGV);
+  f->exited(again);
+  AttemptResult second;
+  second.attempt = 1;
+  second.root_cause = failed;
+  second.exits = {failed, again};
+
+  auto ms_as_n = [](std::string s) {
+    const std::string before = "its program had finished ";
+    for (size_t at = s.find(before); at != std::string::npos; at = s.find(before, at + 1)) {
+      const size_t from = at + before.size();
+      size_t to = from;
+      while (to < s.size() && std::isdigit(static_cast<unsigned char>(s[to]))) ++to;
+      s.replace(from, to - from, "N");
+    }
+    return s;
+  };
+  const std::string teardown =
+      " ms before: it died in its exit, in a library's teardown (a Python rank on torch 2.x with Gloo: call "
+      "torch.distributed.destroy_process_group() before the script ends)";
+  const std::string pid = std::to_string(::getpid()), pid1 = std::to_string(::getpid() + 1);
+  CHECK(format_restart_line(first, 3) ==
+        "ddp-launch: attempt 0 failed: rank 0 signal 6 (SIGABRT), in its exit after its program had finished; "
+        "restarting the group (restart 1 of 3)");
+  const std::string when = format_time(at);
+  CHECK(ms_as_n(format_failure_report({first, second}, "h", 1)) ==
+        std::string(72, '=') + "\n" +
+            "ddp-launch: worker group FAILED (attempt 1, max_restarts 1)\n"
+            "Earlier attempt 0 root cause:\n"
+            "  time       : " + when + "\n"
+            "  host       : h\n"
+            "  rank       : 0 (local_rank: 0)\n"
+            "  pid        : " + pid + "\n"
+            "  exitcode   : 134 (signal 6 (SIGABRT))\n"
+            "  error_file : <none>\n"
+            "  message    : Signal 6 (SIGABRT) received by PID " + pid + "\n"
+            "  in exit    : its program had finished N" + teardown + "\n"
+            "Root cause (earliest failure):\n"
+            "  time       : " + when + "\n"
+            "  host       : h\n"
+            "  rank       : 1 (local_rank: 1)\n"
+            "  pid        : " + pid1 + "\n"
+            "  exitcode   : 1 (exit code 1)\n"
+            "  error_file : <none>\n"
+            "  message    : (no error file written; see the worker's own output above)\n"
+            "Other workers (attempt 1):\n"
+            "  rank 0 (local_rank 0, pid " + pid + "): signal 11 (SIGSEGV); its program had finished N" + teardown + "\n" +
+            std::string(72, '=') + "\n");
+  RunTotals t;
+  t.exit_code = 1;
+  t.wall_s = 2;
+  t.host = "h";
+  CHECK(format_run_summary({first, second}, t) ==
+        "ddp-launch: run summary (attempt 1, exit code 1, 2.00 s)\n"
+        "    rank local_rank       pid status             wall_s     cpu_s   max_rss\n"
+        "       0          0 " + std::string(9 - pid.size(), ' ') + pid + " SIGSEGV in exit      0.00      0.00         -\n"
+        "       1          1 " + std::string(9 - pid1.size(), ' ') + pid1 + " exit 1               0.00      0.00         -\n");
+  CHECK(format_summary_json({second}, t) ==
+        "{\"exit_code\": 1, \"wall_s\": 2.000, \"host\": \"h\", \"log_dir\": null, \"attempts\": [\n"
+        "  {\"attempt\": 1, \"exit_code\": 1, \"workers\": [\n"
+        "    {\"rank\": 0, \"local_rank\": 0, \"pid\": " + pid + ", \"started\": true, \"exit_code\": 139, \"signal\": "
+        "\"SIGSEGV\", \"wall_s\": 0.000, \"cpu_s\": 0.000, \"max_rss_kb\": 0, \"error_file\": null, \"stdout_log\": null, "
+        "\"stderr_log\": null, \"steps\": null},\n"
+        "    {\"rank\": 1, \"local_rank\": 1, \"pid\": " + pid1 + ", \"started\": true, \"exit_code\": 1, \"signal\": null, "
+        "\"wall_s\": 0.000, \"cpu_s\": 0.000, \"max_rss_kb\": 0, \"error_file\": null, \"stdout_log\": null, "
+        "\"stderr_log\": null, \"steps\": null}]}]}\n");
+}
+
+// A feature the report has never heard of: it says a verdict in exited(),
+// and the report, the restart line, the summary table and --summary_json
+// show it with no code of their own (report/verdict.h).
+class MadeUpVerdict final : public Feature {
+ public:
+  void exited(WorkerExit& w) override {
+    if (w.code != 7) return;
+    Verdict v;
+    v.feature = "made_up";
+    v.label = "made up";
+    v.text = "exit code 7 means the disk was full";
+    v.restart_note = "the disk was full";
+    v.status = "disk full";
+    v.json_key = "disk_full_gb";
+    v.json_value = "12.5";
+    w.verdicts.push_back(v);
+    v.label = v.text = v.restart_note = v.status = "";  // a second verdict with only a key
+    v.json_key = "disk";
+    v.json_value = ddp::json::quoted("/dev/\"sda\"");
+    w.verdicts.push_back(v);
+  }
+};
+
+TEST_CASE("features: a made-up feature's verdict reaches the report, the restart line and the summary with no report code") {
+  MadeUpVerdict f;
+  WorkerExit full = exit_of(0, 0, 4000);
+  full.code = 7;
+  f.exited(full);
+  WorkerExit fine = exit_of(1, 1, 4001);
+  f.exited(fine);
+  REQUIRE(full.verdict("made_up"));
+  CHECK_FALSE(fine.verdict("made_up"));
+  AttemptResult a;
+  a.root_cause = full;
+  a.exits = {full, fine};
+  CHECK(format_restart_line(a, 1) ==
+        "ddp-launch: attempt 0 failed: rank 0 exit code 7, the disk was full; restarting the group (restart 1 of 1)");
+  const std::string report = format_failure_report({a}, "h", 0);
+  CHECK_THAT(report, Catch::Contains("  message    : (no error file written; see the worker's own output above)\n"
+                                     "  made up    : exit code 7 means the disk was full\n"));
+  AttemptResult b;  // the same worker, not the root cause: its line under "Other workers"
+  b.root_cause = fine;
+  b.root_cause->code = 1;
+  b.exits = {full, *b.root_cause};
+  CHECK_THAT(format_failure_report({b}, "h", 0),
+             Catch::Contains("  rank 0 (local_rank 0, pid 4000): exit code 7; exit code 7 means the disk was full\n"));
+  RunTotals t;
+  CHECK_THAT(format_run_summary({a}, t), Catch::Contains(" 4000 exit 7 disk full ") && Catch::Contains(" 4001 exit 0 "));
+  const std::string json = format_summary_json({a}, t);
+  CHECK_THAT(json, Catch::Contains("\"steps\": null, \"verdicts\": {\"disk_full_gb\": 12.5, \"disk\": \"/dev/\\\"sda\\\"\"}},\n"));
+  CHECK(json.find("verdicts") == json.rfind("verdicts"));  // the worker without one has no key
 }
 
 TEST_CASE("features: the list follows the plan and the run's services") {

@@ -19,6 +19,12 @@ std::string WorkerExit::status_text() const {
   return "exit code " + std::to_string(code);
 }
 
+const Verdict* WorkerExit::verdict(std::string_view feature) const {
+  for (const Verdict& v : verdicts)
+    if (v.feature == feature) return &v;
+  return nullptr;
+}
+
 std::string WorkerExit::reason_text() const {
   if (!spawn_error.empty()) return spawn_error;
   if (!stalled.empty()) return "it stalled (no progress for " + std::to_string(static_cast<long long>(stalled_idle_s)) + " s)";
@@ -94,13 +100,6 @@ std::string message_of(const WorkerExit& w) {
   return "(no error file written; see the worker's own output above)";
 }
 
-// "its program had finished 12 ms before: it died in its exit (...)".
-std::string exiting_text(double s) {
-  return "its program had finished " + fixed_text(s * 1000, 0) +
-         " ms before: it died in its exit, in a library's teardown (a Python rank on torch 2.x with Gloo: call "
-         "torch.distributed.destroy_process_group() before the script ends)";
-}
-
 std::string rss_text(long kb) {
   if (kb >= 10 * 1024) return std::to_string(kb / 1024) + " MiB";
   return std::to_string(kb) + " KiB";
@@ -122,13 +121,26 @@ void root_cause_block(std::ostringstream& s, const WorkerExit& w, const std::str
   s
     << "  error_file : " << (w.error ? w.error_file : "<none>") << "\n"
     << "  message    : " << shown(message_of(w)) << "\n";
-  if (w.died_exiting_s) s << "  in exit    : " << exiting_text(*w.died_exiting_s) << "\n";
+  for (const Verdict& v : w.verdicts) {  // its label padded as the block's own: "  in exit    : "
+    if (v.label.empty()) continue;
+    s << "  " << v.label << std::string(v.label.size() < 10 ? 10 - v.label.size() : 0, ' ') << " : " << shown(v.text)
+      << "\n";
+  }
   if (!w.stdout_log.empty()) s << "  stdout_log : " << w.stdout_log << "\n";
   if (!w.stderr_log.empty()) s << "  stderr_log : " << w.stderr_log << "\n";
   if (w.error && !w.error->callstack.empty())
     s << "  traceback  :\n" << indent(shown(w.error->callstack), "    ") << "\n";
   else if (!w.stderr_traceback.empty() && (!w.error || w.error->message.empty()))
     s << "  traceback  : (from its stderr; no error file)\n" << indent(shown(w.stderr_traceback), "    ") << "\n";
+}
+
+// ", in its exit after its program had finished": what the root cause's
+// verdicts add to the restart line.
+std::string restart_notes(const WorkerExit& w) {
+  std::string out;
+  for (const Verdict& v : w.verdicts)
+    if (!v.restart_note.empty()) out += ", " + v.restart_note;
+  return out;
 }
 
 }  // namespace
@@ -139,7 +151,7 @@ std::string format_restart_line(const AttemptResult& a, int max_restarts) {
     << (a.root_cause->expired_scope ? "timer scope '" + a.root_cause->expired_scope->scope_id + "' expired"
                                     : a.root_cause->status_text())
     << (a.root_cause->oom.empty() ? "" : ", " + a.root_cause->oom)
-    << (a.root_cause->died_exiting_s ? ", in its exit after its program had finished" : "")
+    << restart_notes(*a.root_cause)
     << "; restarting the group (restart " << a.attempt + 1 << " of "
     << max_restarts << ")";
   return s.str();
@@ -191,7 +203,8 @@ std::string format_failure_report(const std::vector<AttemptResult>& attempts, co
       << (w.after_teardown ? ", after the launcher stopped the group" : "");
     if (w.max_rss_kb > 0) s << ", max_rss " << rss_text(w.max_rss_kb);
     if (!w.oom.empty()) s << "; " << w.oom;
-    if (w.died_exiting_s) s << "; " << exiting_text(*w.died_exiting_s);
+    for (const Verdict& v : w.verdicts)
+      if (!v.text.empty()) s << "; " << shown(v.text);
     s << "\n";
     // A later failure's own words help too (e.g. the peer's "Connection reset").
     if (has_message)

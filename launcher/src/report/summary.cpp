@@ -22,9 +22,20 @@ std::vector<const WorkerExit*> by_rank(const AttemptResult& a) {
 std::string status_of(const WorkerExit& w) {
   if (w.pid <= 0) return "not started";
   if (w.signaled && !w.oom.empty()) return "OOM-killed";
-  if (w.signaled && w.died_exiting_s) return std::string(signal_name(w.code)) + " in exit";
-  if (w.signaled) return signal_name(w.code);
-  return "exit " + std::to_string(w.code);
+  std::string status = w.signaled ? std::string(signal_name(w.code)) : "exit " + std::to_string(w.code);
+  for (const Verdict& v : w.verdicts)  // "SIGABRT in exit"
+    if (!v.status.empty()) status += " " + v.status;
+  return status;
+}
+
+// "verdicts": {"<key>": value, ...}, only when a feature gave its verdict a key.
+void verdicts_json(json::Writer& j, const WorkerExit& w) {
+  const bool any = std::any_of(w.verdicts.begin(), w.verdicts.end(), [](const Verdict& v) { return !v.json_key.empty(); });
+  if (!any) return;
+  j.key("verdicts").object();
+  for (const Verdict& v : w.verdicts)
+    if (!v.json_key.empty()) v.json_value.empty() ? j.key(v.json_key).null() : j.key(v.json_key).raw(v.json_value);
+  j.end();
 }
 
 std::string rss_of(long kb) {
@@ -136,6 +147,7 @@ std::string format_summary_json(const std::vector<AttemptResult>& attempts, cons
       j.key("max_rss_kb").integer(w->max_rss_kb).key("error_file").string_or_null(w->error ? w->error_file : "");
       j.key("stdout_log").string_or_null(w->stdout_log).key("stderr_log").string_or_null(w->stderr_log);
       steps_json(j.key("steps"), w->steps);
+      verdicts_json(j, *w);
       j.end();
     }
     j.end();

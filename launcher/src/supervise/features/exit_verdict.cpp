@@ -1,6 +1,9 @@
 #include "ddp/launcher/supervise/features/features.h"
 
 #include "ddp/common/heartbeat.h"
+#include "ddp/launcher/base/number_text.h"
+
+#include <utility>
 
 namespace ddp::launcher {
 
@@ -23,7 +26,16 @@ class ExitVerdict final : public Feature {
     const HeartbeatSnapshot s = page->read();
     if (s.exiting_ns == 0 || s.pid != static_cast<uint64_t>(w.pid)) return;
     const uint64_t now = monotonic_ns();
-    w.died_exiting_s = now > s.exiting_ns ? static_cast<double>(now - s.exiting_ns) / 1e9 : 0.0;
+    const double exiting_s = now > s.exiting_ns ? static_cast<double>(now - s.exiting_ns) / 1e9 : 0.0;
+    Verdict v;
+    v.feature = "exit_verdict";
+    v.label = "in exit";
+    v.text = "its program had finished " + fixed_text(exiting_s * 1000, 0) +
+             " ms before: it died in its exit, in a library's teardown (a Python rank on torch 2.x with Gloo: call "
+             "torch.distributed.destroy_process_group() before the script ends)";
+    v.restart_note = "in its exit after its program had finished";
+    v.status = "in exit";
+    w.verdicts.push_back(std::move(v));
   }
 
  private:

@@ -13,12 +13,14 @@
 
 #include "ddp/common/error_file.h"
 #include "ddp/launcher/diagnose/unkillable.h"
+#include "ddp/launcher/report/verdict.h"
 #include "ddp/launcher/watch/file_timer.h"
 #include "ddp/launcher/watch/straggler_scores.h"
 
 #include <chrono>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <sys/types.h>
 #include <vector>
 
@@ -64,14 +66,16 @@ struct WorkerExit {
   // Its steps, from its heartbeat page (a C++ runtime worker that marked
   // steps; step_stats.cpp): steps/s, time a step, wait share, scores.
   std::optional<RankStepStats> steps;
-  // It died of a signal after its program had finished (its heartbeat page's
-  // exiting mark: main returned, or the Python script ended): how long it
-  // had been exiting, in seconds (exit_verdict.cpp). A library's teardown.
-  std::optional<double> died_exiting_s;
+  // What features concluded about it (died in its exit: exit_verdict.cpp),
+  // in the order they said it; shown by the report and the summary as they
+  // are (verdict.h).
+  std::vector<Verdict> verdicts;
 
   bool failed() const { return signaled || code != 0 || expired_scope; }
   // Its error file says it failed because another rank did (follows_rank).
   bool follower() const { return error && error->follows_rank.has_value(); }
+  // The verdict of this feature, nullptr when it said none.
+  const Verdict* verdict(std::string_view feature) const;
   int shell_code() const { return !stalled.empty() ? kStallExitCode : signaled ? 128 + code : code; }
   std::string status_text() const;  // "exit code 3" / "signal 11 (SIGSEGV)"
   // Why it failed, in a few words (the other nodes hear it from c10d's

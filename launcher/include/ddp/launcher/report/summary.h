@@ -5,7 +5,8 @@
 // and, when ranks marked steps on their heartbeat pages, their steps: how
 // many, the median and p90 wall time a step, the median own work a step,
 // the share spent waiting in collectives and the relative score
-// (straggler_scores.h),
+// (straggler_scores.h); a status cell says what features concluded
+// (verdict.h: "SIGABRT in exit"),
 // and the same for every attempt as JSON for tools (--summary_json, written
 // atomically by the supervisor). Formatting is pure, so tests check it
 // without processes.
@@ -36,7 +37,8 @@ std::string format_run_summary(const std::vector<AttemptResult>& attempts, const
 //  "exit_code", "signal", "wall_s", "cpu_s", "max_rss_kb", "error_file",
 //  "stdout_log", "stderr_log", "steps": null or {"steps", "steps_per_s",
 //  "step_ms_median", "step_ms_p90", "work_ms_median", "wait_share",
-//  "relative_score", "individual_score"}}], "not_killed" (only when some were):
+//  "relative_score", "individual_score"}, "verdicts" (only when a feature's
+//  verdict has a key, verdict.h): {"<key>": value}}], "not_killed" (only when some were):
 //  [{"rank", "pid", "worker", "state", "wchan"}]}]}; workers sorted by rank. error_file is
 //  the file the worker wrote, null when none (or when it was removed at exit).
 std::string format_summary_json(const std::vector<AttemptResult>& attempts, const RunTotals& totals);

@@ -109,7 +109,8 @@ class Feature {
   // Any child that exited was reaped (a worker, or a descendant adopted
   // as subreaper).
   virtual void reaped(pid_t /*pid*/) {}
-  // A worker was reaped: its verdicts (OOM, ...) go into `w`.
+  // A worker was reaped: its verdicts go into `w` (w.verdicts, report/verdict.h:
+  // shown by the report and the summary as they are; or a typed field).
   virtual void exited(WorkerExit& /*w*/) {}
   // The attempt's first failure, once: tell whom it concerns.
   virtual void failed(const WorkerExit& /*cause*/) {}
