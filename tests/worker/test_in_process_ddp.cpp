@@ -1,7 +1,8 @@
 // The in-process level of the runtime's multi-rank tests: several ranks as
 // threads over one in-memory store (run_ranks_in_process, in_process.h), so
 // collectives, DDP's reducer and its options are checked in milliseconds,
-// without the worker helper. The process level (test_ddp.cpp,
+// without the worker helper; the reducer's protocol has its own file
+// (test_in_process_reducer.cpp). The process level (test_ddp.cpp,
 // test_process_group.cpp) keeps what needs real processes: TCPStore
 // rendezvous, shared-memory sums, a rank that dies.
 #include <torch/torch.h>

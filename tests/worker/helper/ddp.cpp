@@ -1,7 +1,7 @@
 // The helper's DDP modes: parity with one process, gradients as bucket
-// views, bucket sizes, the overlap of allreduces with backward, unused
-// parameters (with no_sync, kept gradients, one rank leaving one out),
-// arming, models that differ across ranks.
+// views, the overlap of allreduces with backward, unused parameters. The
+// reducer's other protocol cases run with ranks as threads
+// (tests/worker/test_in_process_reducer.cpp).
 #include <torch/torch.h>
 
 #include <cinttypes>
@@ -9,7 +9,6 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -81,25 +80,6 @@ torch::Tensor linear(torch::nn::Linear& l, const torch::Tensor& x) {
   if (x.scalar_type() != torch::kHalf) return l(x);
   return (x.unsqueeze(1) * l->weight).sum(-1) + l->bias;
 }
-
-// Copies the module's gradients, averaged over the ranks (what DDP must give).
-std::map<std::string, torch::Tensor> averaged_grads(ProcessGroup& pg, torch::nn::Module& m) {
-  std::map<std::string, torch::Tensor> out;
-  for (const auto& item : m.named_parameters()) {
-    auto g = item.value().grad().defined() ? item.value().grad().clone() : torch::zeros_like(item.value());
-    pg.allreduce(g, ReduceOp::Mean);
-    out[item.key()] = g;
-  }
-  return out;
-}
-
-struct TwoHeads : torch::nn::Module {
-  TwoHeads() {
-    a = register_module("a", torch::nn::Linear(4, 3));
-    b = register_module("b", torch::nn::Linear(4, 3));
-  }
-  torch::nn::Linear a{nullptr}, b{nullptr};
-};
 
 }  // namespace
 
@@ -288,173 +268,6 @@ int unused(int argc, char** argv) {
   // grad of sum(W x + b) w.r.t. W is sum over batch of x: rank r gives 2(r+1); mean over 2 ranks is 3.
   check(torch::allclose(net->used->weight.grad().to(torch::kFloat), torch::full({4, 4}, 3.0)), "averaged gradient");
   std::cout << "unused ok" << std::endl;
-  return 0;
-}
-
-int mismatch(int argc, char** argv) {
-  auto pg = init_process_group({}, argc, argv);
-  auto net = std::make_shared<torch::nn::LinearImpl>(4, pg->rank() == 0 ? 4 : 5);
-  DistributedDataParallel ddp(net, pg);
-  return 0;
-}
-
-// find_unused_parameters with no_sync: micro-batch 1 (under no_sync) uses a
-// and b, micro-batch 2 uses a, and b only on rank 1 with last_b=rank1. The
-// gradients must be the average of each rank's sum over both micro-batches.
-int nosync_unused(int argc, char** argv) {
-  auto kv = parse_kv(argc, argv);
-  auto pg = init_process_group({}, argc, argv);
-  torch::manual_seed(3 + pg->rank());
-  auto net = std::make_shared<TwoHeads>();
-  DDPOptions o;
-  o.find_unused_parameters = true;
-  DistributedDataParallel ddp(net, pg, o);
-  auto ref = std::make_shared<TwoHeads>();  // the same weights, trained without DDP
-  {
-    torch::NoGradGuard ng;
-    auto src = net->parameters(), dst = ref->parameters();
-    for (size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
-  }
-  const bool b_last = arg(kv, "last_b", "none") == "rank1" && pg->rank() == 1;
-  torch::manual_seed(10 + pg->rank());
-  auto x1 = torch::randn({2, 4}), x2 = torch::randn({2, 4});
-  auto loss1 = [&](TwoHeads& m) { return m.a(x1).sum() + m.b(x1).pow(2).sum(); };
-  auto loss2 = [&](TwoHeads& m) {
-    auto l = m.a(x2).sum();
-    return b_last ? l + m.b(x2).pow(2).sum() : l;
-  };
-  {
-    auto guard = ddp.no_sync();
-    ddp.prepare_forward();
-    loss1(*net).backward();
-  }
-  ddp.prepare_forward();
-  loss2(*net).backward();
-  loss1(*ref).backward();
-  loss2(*ref).backward();
-  auto want = averaged_grads(*pg, *ref);
-  for (const auto& item : net->named_parameters()) {
-    check(item.value().grad().defined(), item.key() + " has a gradient");
-    check(torch::allclose(item.value().grad(), want[item.key()]), item.key() + ": gradient is the average over ranks");
-  }
-  std::cout << "nosync unused ok" << std::endl;
-  return 0;
-}
-
-// find_unused_parameters: a parameter no rank used in a synced backward
-// keeps its .grad exactly, even a rank-dependent one: a .grad set by hand
-// (not the bucket view) and one written into the bucket view in place.
-int unused_keeps_grad(int argc, char** argv) {
-  auto pg = init_process_group({}, argc, argv);
-  torch::manual_seed(3);
-  auto net = std::make_shared<TwoHeads>();
-  DDPOptions o;
-  o.find_unused_parameters = true;
-  DistributedDataParallel ddp(net, pg, o);
-  auto x = torch::ones({2, 4});
-  const double mine = 1.0 + pg->rank();
-  auto& bw = net->b->weight;
-  // 1. A hand-set .grad: never used, never reduced.
-  bw.mutable_grad() = torch::full({3, 4}, mine);
-  ddp.prepare_forward();
-  net->a(x).sum().backward();
-  check(torch::equal(bw.grad(), torch::full({3, 4}, mine)), "hand-set .grad of an unused parameter is kept");
-  // 2. b used once (its .grad becomes the bucket view), then rank-dependent
-  // values written into it in place, then a step that uses only a.
-  ddp.prepare_forward();
-  (net->a(x).sum() + net->b(x).sum()).backward();
-  const void* view = bw.grad().data_ptr();
-  bw.grad().fill_(mine);
-  ddp.prepare_forward();
-  net->a(x).sum().backward();
-  check(bw.grad().data_ptr() == view, "the .grad of an unused parameter is still its bucket view");
-  check(torch::equal(bw.grad(), torch::full({3, 4}, mine)), "values in an unused parameter's bucket view are kept");
-  std::cout << "unused keeps grad ok" << std::endl;
-  return 0;
-}
-
-// Builds DDP with bucket_cap_mb=cap, first_bucket_mb=first (MiB, fractions
-// allowed; each left unset when not given) and prints the bucket count.
-int bucket_sizes(int argc, char** argv) {
-  auto kv = parse_kv(argc, argv);
-  auto pg = init_process_group({}, argc, argv);
-  auto net = std::make_shared<ParityNet>();
-  DDPOptions o;
-  if (kv.count("cap")) o.bucket_cap_mb = std::stod(kv.at("cap"));
-  if (kv.count("first")) o.first_bucket_mb = std::stod(kv.at("first"));
-  DistributedDataParallel ddp(net, pg, o);
-  std::cout << "buckets " << ddp.buckets().size() << std::endl;
-  return 0;
-}
-
-// Rank 1 freezes fc1: the buckets would differ, so construction must fail.
-int frozen_mismatch(int argc, char** argv) {
-  auto pg = init_process_group({}, argc, argv);
-  auto net = std::make_shared<ParityNet>();
-  if (pg->rank() == 1)
-    for (auto& p : net->fc1->parameters()) p.set_requires_grad(false);
-  DDP<ParityNet> ddp(net, pg);
-  torch::mse_loss(ddp.forward(torch::randn({4, 8})), torch::randn({4, 1})).backward();
-  std::cout << "no error" << std::endl;
-  return 0;
-}
-
-// Step 1: rank 0 leaves `unused` out of its loss; every rank must get an
-// error (rank 0 naming the parameters), and catching it must leave the ranks
-// in step: step 2 uses every parameter and is reduced correctly.
-int unused_one_rank(int argc, char** argv) {
-  auto kv = parse_kv(argc, argv);
-  auto pg = init_process_group({}, argc, argv);
-  auto net = std::make_shared<WithUnused>();
-  net->to(model_dtype(kv));
-  DistributedDataParallel ddp(net, pg);
-  auto x = rank_input(*pg, 2, 4).to(model_dtype(kv));
-  try {
-    ddp.prepare_forward();
-    auto loss = linear(net->used, x).sum();
-    if (pg->rank() != 0) loss = loss + linear(net->unused, x).sum();
-    loss.backward();
-    std::cout << "no error" << std::endl;
-  } catch (const std::exception& e) {
-    std::cout << "caught: " << e.what() << std::endl;
-  }
-  net->zero_grad();
-  ddp.prepare_forward();
-  (linear(net->used, x).sum() + linear(net->unused, x).sum()).backward();
-  std::ostringstream got;
-  got << net->used->weight.grad();
-  check(torch::allclose(net->used->weight.grad().to(torch::kFloat), torch::full({4, 4}, 3.0)),
-        "step 2 gradient is averaged: " + got.str());
-  std::cout << "recovered" << std::endl;
-  return 0;
-}
-
-// Only a backward after a forward through DDP is reduced (Python's rule).
-int unarmed(int argc, char** argv) {
-  auto pg = init_process_group({}, argc, argv);
-  auto net = std::make_shared<torch::nn::LinearImpl>(4, 1);
-  DistributedDataParallel ddp(net, pg);
-  auto x = rank_input(*pg, 2, 4);
-  const auto local = torch::full({1, 4}, 2.0 * (pg->rank() + 1));  // sum over the batch of x
-  const auto mean = torch::full({1, 4}, 3.0);                       // over 2 ranks
-  net->forward(x).sum().backward();
-  check(torch::allclose(net->weight.grad(), local), "a backward without a DDP forward stays local");
-  net->zero_grad();
-  ddp.prepare_forward();
-  net->forward(x).sum().backward();
-  check(torch::allclose(net->weight.grad(), mean), "a backward after a DDP forward is averaged");
-  net->zero_grad();
-  net->forward(x).sum().backward();
-  check(torch::allclose(net->weight.grad(), local), "one DDP forward arms one backward");
-  {
-    torch::NoGradGuard ng;
-    ddp.prepare_forward();
-    net->forward(x);
-  }
-  net->zero_grad();
-  net->forward(x).sum().backward();
-  check(torch::allclose(net->weight.grad(), local), "a forward without grad arms nothing");
-  std::cout << "unarmed ok" << std::endl;
   return 0;
 }
 

@@ -29,15 +29,8 @@ int rank0_decides_mode(int argc, char** argv);
 // ddp.cpp
 int parity(int argc, char** argv);
 int views(int argc, char** argv);
-int bucket_sizes(int argc, char** argv);
 int overlap(int argc, char** argv);
 int unused(int argc, char** argv);
-int unused_keeps_grad(int argc, char** argv);
-int nosync_unused(int argc, char** argv);
-int unused_one_rank(int argc, char** argv);
-int unarmed(int argc, char** argv);
-int mismatch(int argc, char** argv);
-int frozen_mismatch(int argc, char** argv);
 
 // faults.cpp
 int throw_mode(int argc, char** argv);

@@ -32,15 +32,8 @@ const Entry kModes[] = {
     // ddp.cpp
     {"parity", parity},
     {"views", views},
-    {"bucket_sizes", bucket_sizes},
     {"overlap", overlap},
     {"unused", unused},
-    {"unused_keeps_grad", unused_keeps_grad},
-    {"nosync-unused", nosync_unused},
-    {"unused-one-rank", unused_one_rank},
-    {"unarmed", unarmed},
-    {"mismatch", mismatch},
-    {"frozen-mismatch", frozen_mismatch},
     // faults.cpp
     {"throw", throw_mode},
     {"hook-throw", hook_throw},
