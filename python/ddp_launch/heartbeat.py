@@ -21,6 +21,11 @@ page for a Python rank, with no dependency beyond torch:
     rank that then dies of a signal (torch 2.x's Gloo threads at interpreter
     exit) is reported as dying in its exit.
 
+Only the process that enabled the page writes it. A forked child (a
+DataLoader worker) inherits the mapping and the exit callback; at the fork
+it trades the shared page for a private scratch one, so its exit never marks
+its parent rank as exiting, and its collectives, if any, are not the rank's.
+
 Enable it with one line in the script::
 
     import ddp_launch.heartbeat; ddp_launch.heartbeat.enable()
@@ -80,6 +85,12 @@ class Page:
         self._seq = 0
         self._lock = threading.Lock()  # collectives may be issued from several threads
         self._put(_PID, os.getpid())
+
+    def disown(self):
+        """In a forked child: writes go to a private scratch page from now
+        on (no check on the hot path), the rank's page is unmapped here."""
+        shared, self._m = self._m, mmap.mmap(-1, PAGE)
+        shared.close()
 
     def _put(self, off, v):
         _q.pack_into(self._m, off, v)
@@ -399,6 +410,16 @@ def _patch_torch():
     _patch_optimizers()
 
 
+def _forget_in_child():
+    """A fork of the rank is not the rank: it records nothing, and its exit
+    (multiprocessing runs threading's exit callbacks, the module's exiting
+    mark among them) must not mark the rank's page."""
+    global _page
+    p, _page = _page, None
+    if p is not None:
+        p.disown()
+
+
 def enable():
     """Attaches this rank's page (DDP_HEARTBEAT_FILE) and starts recording.
     Returns the page, or None outside ddp-launch or when it cannot be
@@ -415,6 +436,7 @@ def enable():
         print(f"ddp_launch.heartbeat: warning: {e}; this rank runs without a heartbeat", file=sys.stderr)
         return None
     _page = p
+    os.register_at_fork(after_in_child=_forget_in_child)
     # The page's fd was this process's alone: a child (a spawned DataLoader
     # worker) must not take whatever has that number now for it.
     os.environ.pop("DDP_HEARTBEAT_FILE", None)

@@ -257,6 +257,7 @@ TEST_CASE("c10d --rdzv-endpoint localhost:0 --nnodes 1: two such jobs at once, e
     }
   }
   CHECK(masters.size() == 2);  // one workers' store per job, not a merged job
+  CHECK_THAT(a->output(), Catch::Contains(", 1 node)") && !Catch::Contains("1 nodes"));  // the join line
 }
 
 TEST_CASE("c10d without ddp-rdzv beside ddp-launch: one line that says what is missing and what to use instead") {

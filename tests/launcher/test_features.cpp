@@ -331,6 +331,29 @@ TEST_CASE("features: step statistics name the rank the others wait for, publish 
   CHECK(r.exits[0].steps->relative_score == 1);
 }
 
+TEST_CASE("features: collectives written faster than read are counted per rank in the trace, not only dropped") {
+  // A rank of tiny collectives in a loop: 200 between two reads, where its
+  // page keeps the last kCollectiveRing (76). The trace said
+  // dropped_slices: 0 and nothing else.
+  FakeAttempt a(2, 2);
+  a.services.trace.emplace("/unused", "h", 0);
+  std::unique_ptr<Feature> f = make_step_stats(a);
+  auto busy = a.worker_page(0);
+  auto calm = a.worker_page(1);
+  a.start(*f, 0, 2000);
+  a.start(*f, 1, 2001);
+  for (uint64_t seq = 1; seq <= 200; ++seq) {
+    busy->collective_started(seq, ddp::CollectiveKind::Allreduce, 64);
+    busy->collective_finished(seq);
+  }
+  calm->collective_started(1, ddp::CollectiveKind::Allreduce, 64);
+  calm->collective_finished(1);
+  f->source()->due();
+  const std::string json = a.services.trace->json();
+  CHECK(a.services.trace->slices() == 77);  // the ring's 76 and rank 1's one
+  CHECK_THAT(json, Catch::Contains("\"lost_marks\":[{\"rank\":0,\"steps\":0,\"collectives\":124}]"));
+}
+
 TEST_CASE("features: the rendezvous tells the other nodes of the first failure and stops on their reason") {
   FakeAttempt a(2, 4);
   FakeLink link;

@@ -4,6 +4,7 @@
 
 #include "usage_message.h"
 
+#include <regex>
 #include <csignal>
 
 using namespace ddp::launcher;
@@ -425,6 +426,21 @@ TEST_CASE("help text has torchrun 2.x's newer options and no 'not supported'") {
                         "--duplicate_stderr_filters", "--event_log_handler", "--logs_specs", "--numa_binding"})
     CHECK_THAT(help, Catch::Contains(o));
   CHECK_THAT(help, !Catch::Contains("not supported") && !Catch::Contains("not implemented"));
+}
+
+TEST_CASE("standalone gives each run a fresh uuid4 run id, as torchrun, and ignores --rdzv_id") {
+  const std::regex uuid4("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}");
+  const auto a = parse({"--standalone", "x"});
+  const auto b = parse({"--standalone", "x"});
+  CHECK(std::regex_match(a.run_id, uuid4));
+  CHECK(std::regex_match(b.run_id, uuid4));
+  CHECK(a.run_id != b.run_id);  // tools keyed on TORCHELASTIC_RUN_ID tell the runs apart
+  const auto given = parse({"--standalone", "--rdzv_id=job7", "x"});
+  CHECK(std::regex_match(given.run_id, uuid4));
+  CHECK(given.notes ==
+        std::vector<std::string>{"--standalone picks its own rendezvous on this machine; ignoring --rdzv_id"});
+  CHECK(parse({"x"}).run_id == "none");
+  CHECK(parse({"--rdzv_id=job7", "x"}).run_id == "job7");
 }
 
 TEST_CASE("standalone says in one line which rendezvous options it ignores, and runs") {

@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <csignal>
 #include <filesystem>
 #include <regex>
 
@@ -247,6 +248,36 @@ TEST_CASE("python heartbeat: a rank that aborts after its script ended is report
       CHECK_THAT(r.output, !Catch::Contains("in exit"));
     }
   }
+}
+
+TEST_CASE("python heartbeat: a forked child's exit does not mark its parent exiting, a later crash is in training",
+          "[torch]") {
+  // As a DataLoader(num_workers>0) worker: a fork of the rank inherits the
+  // page's mapping and the module's exit callback. The child runs its
+  // interpreter's exit as multiprocessing does (threading's exit
+  // callbacks included); then rank 1 dies of SIGSEGV while still
+  // training. That is a crash in training, not a death in its exit.
+  DDP_REFERENCE_PYTHON_OR_SKIP(py);
+  TempDir out;
+  write_file(out.file("forks.py"),
+             "import multiprocessing, os, signal, time\n"
+             "import torch.distributed\n"
+             "def work(): pass\n"
+             "if __name__ == '__main__':\n"
+             "    for epoch in range(2):\n"
+             "        p = multiprocessing.get_context('fork').Process(target=work)\n"
+             "        p.start(); p.join()\n"
+             "        assert p.exitcode == 0, p.exitcode\n"
+             "    time.sleep(0.3)\n"
+             "    if os.environ['RANK'] == '1': os.kill(os.getpid(), signal.SIGSEGV)\n"
+             "    time.sleep(30)\n");
+  const auto r = run({launcher(), "--standalone", "--nproc_per_node", "2", "--python_heartbeat", out.file("forks.py")},
+                     {{"PYTHON_EXEC", py}, {"OMP_NUM_THREADS", "1"}, {"TMPDIR", out.path()}}, 120);
+  INFO(r.output);
+  CHECK(r.exit_code == 128 + SIGSEGV);
+  CHECK(report_value(r.output, "  rank      ") == "1 (local_rank: 1)");
+  CHECK_THAT(r.output, Catch::Contains("signal 11 (SIGSEGV)"));
+  CHECK_THAT(r.output, !Catch::Contains("in exit") && !Catch::Contains("died in its exit"));
 }
 
 TEST_CASE("python heartbeat: the option is a one-line error when the module is not beside ddp-launch") {

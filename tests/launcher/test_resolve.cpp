@@ -6,7 +6,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <sstream>
+#include <unistd.h>
 
 using namespace ddp::launcher;
 
@@ -66,6 +68,27 @@ TEST_CASE("resolve: a --summary_json that could not be written is a usage error 
   CHECK_THROWS_WITH(resolve_launch({"--standalone", "--summary_json", dir_path + "/no/such/s.json", "/bin/true"},
                                    plain_env(), false, out, notes),
                     Catch::Contains("cannot write in '" + dir_path + "/no/such'"));
+}
+
+TEST_CASE("resolve: --trace_file and --summary_json to one file, named so or through a link, is one error") {
+  ddp::test::ScratchDir scratch;
+  const std::string dir = scratch.dir;
+  std::ostringstream out, notes;
+  const std::string same = "--trace_file " + dir + "/run.json and --summary_json ";
+  CHECK_THROWS_WITH(resolve_launch({"--standalone", "--trace_file", dir + "/run.json", "--summary_json",
+                                    dir + "/./run.json", "/bin/true"}, plain_env(), false, out, notes),
+                    same + dir + "/./run.json are the same file (" + dir + "/run.json): one would replace the other "
+                    "at the end; give each its own path");
+  REQUIRE(::symlink((dir + "/run.json").c_str(), (dir + "/link.json").c_str()) == 0);
+  REQUIRE(std::ofstream(dir + "/run.json").good());
+  CHECK_THROWS_WITH(resolve_launch({"--standalone", "--trace_file", dir + "/run.json", "--summary_json",
+                                    dir + "/link.json", "/bin/true"}, plain_env(), false, out, notes),
+                    Catch::Contains("are the same file (" + dir + "/run.json)"));
+  // Two files, or a device both may write through, are fine.
+  CHECK(resolve_launch({"--standalone", "--trace_file", dir + "/t.json", "--summary_json", dir + "/s.json",
+                        "/bin/true"}, plain_env(), false, out, notes));
+  CHECK(resolve_launch({"--standalone", "--trace_file", "/dev/null", "--summary_json", "/dev/null", "/bin/true"},
+                       plain_env(), false, out, notes));
 }
 
 TEST_CASE("resolve: a master address that does not resolve is a usage error naming it") {

@@ -260,6 +260,38 @@ TEST_CASE("trace: bounded to its last slices, the dropped ones counted") {
   CHECK(last_step == 20);  // the end of the run is kept
 }
 
+TEST_CASE("trace: the line naming the file counts the dropped slices and each rank's marks lost before a read") {
+  RunTrace trace("/tmp/t.json", "h", 0, 10);
+  for (const StepRecord& s : lockstep({1, 2}, 20)) trace.step(s);
+  CHECK(format_trace_written(trace) ==
+        "ddp-launch: trace of 2 ranks (10 slices, the 30 oldest dropped) written to /tmp/t.json "
+        "(open it in ui.perfetto.dev)\n");
+  trace.lost({0, 0, 124});
+  trace.lost({1, 2, 0});
+  trace.lost({0, 0, 6});
+  CHECK(format_trace_written(trace) ==
+        "ddp-launch: trace of 2 ranks (10 slices, the 30 oldest dropped); not in it, written faster than read (a page "
+        "keeps the last 76 collectives and 48 steps, read every 100 ms): rank 0 130 collectives, rank 1 2 steps; "
+        "written to /tmp/t.json (open it in ui.perfetto.dev)\n");
+  const auto t = parse(trace.json());
+  std::map<int, std::pair<int, int>> lost;
+  for (const auto& [_, l] : t.get_child("otherData.lost_marks"))
+    lost[l.get<int>("rank")] = {l.get<int>("steps"), l.get<int>("collectives")};
+  CHECK(lost == std::map<int, std::pair<int, int>>{{0, {0, 130}}, {1, {2, 0}}});
+}
+
+TEST_CASE("trace: ranks that marked nothing without --python_heartbeat: the line says what to add") {
+  RunTrace trace("/tmp/t.json", "h", 0);
+  trace.rank(0, 0);
+  trace.rank(1, 1);
+  CHECK(format_trace_written(trace, false) ==
+        "ddp-launch: trace of 2 ranks (0 slices); no rank marked a step or a collective: a Python script needs "
+        "--python_heartbeat (or ddp_launch.heartbeat.enable() in it), a C++ program the ddp worker runtime; "
+        "written to /tmp/t.json (open it in ui.perfetto.dev)\n");
+  CHECK(format_trace_written(trace, true) ==
+        "ddp-launch: trace of 2 ranks (0 slices) written to /tmp/t.json (open it in ui.perfetto.dev)\n");
+}
+
 TEST_CASE("straggler and trace options: defaults, both spellings, PET_ variables and one-line errors") {
   const LaunchOptions d = parse_launch_options({"x"}, {});
   CHECK(d.straggler_threshold == 0.8);

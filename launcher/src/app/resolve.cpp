@@ -12,6 +12,7 @@
 #include "ddp/launcher/process/limits.h"
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <sys/stat.h>
@@ -61,6 +62,36 @@ void check_summary_path(const std::string& path, const std::string& given_as, co
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     throw UsageError(given_as + ": '" + path + "' is a directory; give a file path, e.g. " +
                      (path.back() == '/' ? path : path + "/") + example);
+}
+
+// The file a path writes: its realpath, or its directory's and its name
+// when it does not exist yet. "" for a device or a FIFO (/dev/stdout,
+// /dev/null): written through, two outputs there are the user's choice.
+std::string written_file(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return "";
+  if (char* real = ::realpath(path.c_str(), nullptr)) {
+    std::string r(real);
+    std::free(real);
+    return r;
+  }
+  const auto slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  char* real = ::realpath(dir.c_str(), nullptr);
+  if (!real) return path;
+  std::string r(real);
+  std::free(real);
+  return (r == "/" ? "" : r) + "/" + path.substr(slash == std::string::npos ? 0 : slash + 1);
+}
+
+// --trace_file and --summary_json to one file: the second written would
+// replace the first at the run's end, silently. Refused now.
+void check_distinct_outputs(const LaunchOptions& o) {
+  if (o.trace_file.empty() || o.summary_json.empty()) return;
+  const std::string file = written_file(o.trace_file);
+  if (file.empty() || file != written_file(o.summary_json)) return;
+  throw UsageError(o.trace_file_source + " and " + o.summary_json_source + " are the same file (" + file +
+                   "): one would replace the other at the end; give each its own path");
 }
 
 // Static rendezvous: an address that does not resolve fails now, with the
@@ -114,6 +145,7 @@ std::optional<LaunchPlan> resolve_launch(const std::vector<std::string>& args, c
   notes << duplicate_filters_warning(plan.opts.logs, plan.nproc);
   check_summary_path(plan.opts.summary_json, plan.opts.summary_json_source);
   check_summary_path(plan.opts.trace_file, plan.opts.trace_file_source, "trace.json");
+  check_distinct_outputs(plan.opts);
   const std::string pythonpath = plan.opts.python_heartbeat ? python_heartbeat_path(env) : "";
   if (plan.opts.logs.needs_dir()) {
     auto tmp = env.find("TMPDIR");

@@ -11,7 +11,11 @@
 #include <map>
 #include <optional>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <dlfcn.h>
+#include <stdexcept>
+#include <sys/random.h>
 #include <sched.h>
 #include <sstream>
 #include <thread>
@@ -130,7 +134,9 @@ void read_placement(OptionReader& r, LaunchOptions& o) {
   if (o.standalone) {
     // torchrun ignores these silently; one line says so here.
     std::string ignored;
-    for (const char* name : {"master_addr", "master_port", "rdzv_backend", "rdzv_endpoint", "rdzv_conf", "local_addr"})
+    r.value("rdzv_id");  // read here so that it counts as given; the run id is set with the program's style
+    for (const char* name :
+         {"master_addr", "master_port", "rdzv_backend", "rdzv_endpoint", "rdzv_conf", "rdzv_id", "local_addr"})
       if (o.given.count(name))
         ignored += (ignored.empty() ? "" : ", ") + r.typed(name);
     if (!ignored.empty())
@@ -145,6 +151,25 @@ void read_placement(OptionReader& r, LaunchOptions& o) {
     o.master_addr = "127.0.0.1";
     o.master_port = 0;  // picked when the group starts
   }
+}
+
+// A version 4 UUID as Python's str(uuid.uuid4()): 122 random bits from
+// getrandom(2) (not std::random_device, whose libstdc++ form may block or
+// use arc4random), version and variant bits set.
+std::string random_uuid4() {
+  unsigned char b[16] = {};
+  if (::getrandom(b, sizeof b, 0) != static_cast<ssize_t>(sizeof b))
+    throw std::runtime_error(std::string("getrandom: ") + std::strerror(errno));
+  b[6] = static_cast<unsigned char>((b[6] & 0x0f) | 0x40);
+  b[8] = static_cast<unsigned char>((b[8] & 0x3f) | 0x80);
+  static const char* kHex = "0123456789abcdef";
+  std::string id;
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) id += '-';
+    id += kHex[b[i] >> 4];
+    id += kHex[b[i] & 0xf];
+  }
+  return id;
 }
 
 // How the program is run and told its rank: --use_env, the local rank
@@ -176,7 +201,12 @@ void read_program_style(OptionReader& r, LaunchOptions& o) {
     if (v->first.empty()) throw UsageError(v->second + ": empty role name");
     o.role = v->first;
   }
-  if (auto v = r.value("rdzv_id")) o.run_id = v->first;
+  // torchrun --standalone: a fresh uuid4 each run, any --rdzv_id ignored
+  // (tools that key on TORCHELASTIC_RUN_ID tell runs apart).
+  if (o.standalone)
+    o.run_id = random_uuid4();
+  else if (auto v = r.value("rdzv_id"))
+    o.run_id = v->first;
 }
 
 // Restarts and the times that end an attempt.

@@ -162,7 +162,7 @@ std::string ElasticRun::endpoint() const {
 
 std::string ElasticRun::nodes_text() const {
   const RdzvOptions& r = plan_.opts.rdzv;
-  return r.min_nodes == r.max_nodes ? std::to_string(r.min_nodes) + " nodes"
+  return r.min_nodes == r.max_nodes ? std::to_string(r.min_nodes) + (r.min_nodes == 1 ? " node" : " nodes")
                                     : std::to_string(r.min_nodes) + " to " + std::to_string(r.max_nodes) + " nodes";
 }
 

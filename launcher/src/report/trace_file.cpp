@@ -50,6 +50,20 @@ void RunTrace::instant(const std::string& name, uint64_t at_ns, std::optional<in
   instants_.push_back({name, at_ns, rank});
 }
 
+void RunTrace::lost(const RankLost& l) {
+  ranks_.emplace(l.rank, -1);
+  RankLost& r = lost_[l.rank];
+  r.rank = l.rank;
+  r.steps += l.steps;
+  r.collectives += l.collectives;
+}
+
+uint64_t RunTrace::lost_marks() const {
+  uint64_t n = 0;
+  for (const auto& [_, l] : lost_) n += l.steps + l.collectives;
+  return n;
+}
+
 std::string RunTrace::json() const {
   auto us = [this](uint64_t ns) { return fixed_text(ns > origin_ns_ ? static_cast<double>(ns - origin_ns_) / 1e3 : 0.0, 3); };
   auto dur_us = [](uint64_t ns) { return fixed_text(static_cast<double>(ns) / 1e3, 3); };
@@ -59,7 +73,11 @@ std::string RunTrace::json() const {
   json::Writer j(json::Ascii::ensure, json::kCompact);
   j.object().key("displayTimeUnit").string("ms");
   j.key("otherData").object().key("producer").string("ddp-launch").key("host").string(host_);
-  j.key("dropped_slices").integer(dropped_).end();
+  j.key("dropped_slices").integer(dropped_);
+  j.key("lost_marks").array();  // written faster than read: never slices
+  for (const auto& [rank, l] : lost_)
+    j.object().key("rank").integer(rank).key("steps").integer(l.steps).key("collectives").integer(l.collectives).end();
+  j.end().end();
   j.key("traceEvents").array(kEvents);
   auto metadata = [&j](const char* name, int pid) -> json::Writer& {
     return j.object().key("name").string(name).key("ph").string("M").key("pid").integer(pid);
@@ -103,6 +121,33 @@ std::string RunTrace::json() const {
   }
   j.end().end();
   return j.text() + "\n";
+}
+
+std::string format_trace_written(const RunTrace& trace, bool python_heartbeat) {
+  std::string line = "ddp-launch: trace of " + std::to_string(trace.ranks()) + " ranks (" +
+                     std::to_string(trace.slices()) + " slices";
+  if (trace.dropped()) line += ", the " + std::to_string(trace.dropped()) + " oldest dropped";
+  line += ")";
+  if (trace.lost_marks()) {
+    // Not slices at all: say whose, and why, so a sparse timeline is not
+    // read as a rank that did nothing.
+    line += "; not in it, written faster than read (a page keeps the last " +
+            std::to_string(Heartbeat::kCollectiveRing) + " collectives and " + std::to_string(Heartbeat::kStepRing) +
+            " steps, read every " + std::to_string(kSampleInterval.count()) + " ms):";
+    const char* sep = " ";
+    for (const auto& [rank, l] : trace.lost_by_rank()) {
+      line += sep + std::string("rank ") + std::to_string(rank) + " ";
+      if (l.collectives) line += std::to_string(l.collectives) + " collectives";
+      if (l.collectives && l.steps) line += " and ";
+      if (l.steps) line += std::to_string(l.steps) + " steps";
+      sep = ", ";
+    }
+    line += ";";
+  } else if (trace.slices() == 0 && trace.ranks() > 0 && !python_heartbeat) {
+    line += "; no rank marked a step or a collective: a Python script needs --python_heartbeat (or "
+            "ddp_launch.heartbeat.enable() in it), a C++ program the ddp worker runtime;";
+  }
+  return line + " written to " + trace.path() + " (open it in ui.perfetto.dev)\n";
 }
 
 }  // namespace ddp::launcher

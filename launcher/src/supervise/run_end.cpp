@@ -103,9 +103,7 @@ int end_run(const LaunchPlan& plan, std::vector<AttemptResult>& attempts, const 
   if (end.trace) {
     try {
       ddp::write_output_file(end.trace->path(), end.trace->json());
-      log << "ddp-launch: trace of " << end.trace->ranks() << " ranks (" << end.trace->slices() << " slices"
-          << (end.trace->dropped() ? ", the " + std::to_string(end.trace->dropped()) + " oldest dropped" : "")
-          << ") written to " << end.trace->path() << " (open it in ui.perfetto.dev)\n";
+      log << format_trace_written(*end.trace, plan.opts.python_heartbeat);
     } catch (const ddp::AtomicWriteError& e) {
       log << "ddp-launch: warning: --trace_file not written: " << e.what() << "\n";
     }

@@ -44,7 +44,9 @@ void StepSampler::read_page(int local_rank, Page& p, Sample& out) {
     p.open = m;
   }
   done_.clear();
-  lost_collectives_ += p.page->read_collectives(p.next_seq, done_);
+  const uint64_t lost_collectives = p.page->read_collectives(p.next_seq, done_);
+  lost_collectives_ += lost_collectives;
+  if (lost > 0 || lost_collectives > 0) out.lost.push_back({p.rank, lost, lost_collectives});
   for (const CollectiveMark& c : done_) out.collectives.push_back({p.rank, local_rank, c});
 }
 

@@ -131,8 +131,9 @@ class StepStats final : public Feature, public EventLoop::Source {
       scores_.add(r);
       if (trace_) trace_->step(r);
     }
-    if (trace_)
-      for (const RankCollective& c : s.collectives) trace_->collective(c);
+    if (!trace_) return;
+    for (const RankCollective& c : s.collectives) trace_->collective(c);
+    for (const RankLost& l : s.lost) trace_->lost(l);
   }
 
   AttemptControl& ctl_;

@@ -17,6 +17,10 @@
 // Bounded: the slices of the last kTraceMaxSlices are kept (a ring: the end
 // of a run, where a failure is, survives; the file's metadata counts the
 // dropped ones); the launcher's instants are kept up to kTraceMaxInstants.
+// Marks a rank wrote faster than the launcher read its page (the rings keep
+// the last Heartbeat::kCollectiveRing collectives and kStepRing steps) were
+// never slices: they are counted per rank in otherData.lost_marks and in
+// the line that names the file.
 // Held in memory and written once, atomically, at the run's end (a failed
 // or stopped run included), by end_run. Formatting is pure, so tests check
 // it without processes.
@@ -49,10 +53,14 @@ class RunTrace {
   void collective(const RankCollective& c);
   // A launcher event at `at_ns`; on a rank's steps thread when `rank` is given.
   void instant(const std::string& name, uint64_t at_ns, std::optional<int> rank = std::nullopt);
+  // Marks of a rank its page overwrote before the launcher read them.
+  void lost(const RankLost& l);
 
   size_t slices() const { return slices_.size(); }
   uint64_t dropped() const { return dropped_; }
   size_t ranks() const { return ranks_.size(); }
+  uint64_t lost_marks() const;  // steps and collectives, all ranks
+  const std::map<int, RankLost>& lost_by_rank() const { return lost_; }
 
   std::string json() const;
 
@@ -79,6 +87,12 @@ class RunTrace {
   std::map<int, int> ranks_;                // rank -> local rank
   std::map<int, uint64_t> collective_end_;  // rank -> end of its last collective slice
   uint64_t dropped_ = 0;
+  std::map<int, RankLost> lost_;  // rank -> its lost marks
 };
+
+// The line that says the trace was written: ranks, slices, the dropped
+// and the lost ones (per rank), ending in a newline. A trace of ranks that
+// marked nothing, without --python_heartbeat, says what to add.
+std::string format_trace_written(const RunTrace& trace, bool python_heartbeat = false);
 
 }  // namespace ddp::launcher

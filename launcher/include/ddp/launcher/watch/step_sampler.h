@@ -28,9 +28,18 @@ struct RankCollective {
   CollectiveMark mark;
 };
 
+// Marks of one rank that its page's rings overwrote before a read: a rank
+// that marks faster than kSampleInterval allows (small collectives in a
+// loop) loses all but the last kCollectiveRing of each interval.
+struct RankLost {
+  int rank = 0;
+  uint64_t steps = 0, collectives = 0;
+};
+
 struct Sample {
   std::vector<StepRecord> steps;
   std::vector<RankCollective> collectives;
+  std::vector<RankLost> lost;  // only ranks that lost marks in this read
 };
 
 class StepSampler {
