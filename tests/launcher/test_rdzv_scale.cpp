@@ -15,15 +15,12 @@
 #include <vector>
 
 #include "memory_store.h"
+#include "rdzv_fake_clock.h"
 #include "rendezvous.h"
 
-using ddp::rdzv::Clock;
-using ddp::rdzv::Config;
-using ddp::rdzv::MemoryStore;
-using ddp::rdzv::Rendezvous;
-using ddp::rdzv::Round;
-using ddp::rdzv::Store;
+using namespace ddp::rdzv;
 using namespace std::chrono_literals;
+using testing::FakeClock;
 
 namespace {
 
@@ -53,18 +50,6 @@ class CountingStore final : public Store {
  private:
   Store& inner_;
   std::atomic<long long> count_{0};
-};
-
-// Time moves only when the test moves it.
-class FakeClock {
- public:
-  ddp::rdzv::Now now() {
-    return [this] { return Clock::time_point(Clock::duration(ticks_.load())); };
-  }
-  void advance(std::chrono::milliseconds d) { ticks_ += std::chrono::duration_cast<Clock::duration>(d).count(); }
-
- private:
-  std::atomic<Clock::rep> ticks_{std::chrono::duration_cast<Clock::duration>(1h).count()};
 };
 
 // What the nodes' requests were in one phase: the most any node made, and

@@ -16,12 +16,14 @@
 #include <vector>
 
 #include "memory_store.h"
+#include "rdzv_fake_clock.h"
 #include "rendezvous.h"
 #include "store_client.h"
 #include "store_server.h"
 
 using ddp::rdzv::Clock;
 using ddp::rdzv::Config;
+using ddp::rdzv::testing::FakeClock;
 using ddp::rdzv::MemoryStore;
 using ddp::rdzv::Rendezvous;
 using ddp::rdzv::Round;
@@ -49,20 +51,6 @@ Config node(const std::string& name, int nproc, bool hosts_store) {
   c.keep_alive_interval_s = 0.1;
   return c;
 }
-
-// The rendezvous' time, moved only by the test (or by a node's idle that
-// lets time pass). Starts an hour in, so the first heartbeat is due at once
-// as on the steady clock.
-class FakeClock {
- public:
-  ddp::rdzv::Now now() {
-    return [this] { return Clock::time_point(Clock::duration(ticks_.load())); };
-  }
-  void advance(std::chrono::milliseconds d) { ticks_ += std::chrono::duration_cast<Clock::duration>(d).count(); }
-
- private:
-  std::atomic<Clock::rep> ticks_{std::chrono::duration_cast<Clock::duration>(1h).count()};
-};
 
 // A node's idle while another node moves: it returns when the store has
 // changed since this node's last poll, and no time passes. Nothing changing
