@@ -191,15 +191,22 @@ void Rendezvous::assign_ranks(int R, int K, Clock::time_point until, const std::
   for (int i = 0; i < K; ++i) keys.push_back(rkey(R, "node/" + std::to_string(i)));
   auto slots = store_.multi_get(keys);
   // A node adds itself, then writes its descriptor: wait for the few that
-  // are between the two.
-  for (int i = 0; i < K; ++i)
-    if (!slots[i]) {
-      if (!await_key(keys[i], until, kJoinSlice, idle))
-        throw RendezvousError("rendezvous at " + cfg_.endpoint + " (rdzv_id " + cfg_.run_id + "): the node that joined round " +
-                              std::to_string(R) + " as number " + std::to_string(i + 1) +
-                              " did not say who it is within " + seconds_text(cfg_.close_timeout_s) + " (close_timeout)");
-      slots[i] = value(keys[i]);
-    }
+  // are between the two, one at a time, reading all of those still missing
+  // after each (a wait and a read per wave of late writers, not per node).
+  while (true) {
+    std::vector<int> missing;
+    for (int i = 0; i < K; ++i)
+      if (!slots[i]) missing.push_back(i);
+    if (missing.empty()) break;
+    if (!await_key(keys[missing[0]], until, kJoinSlice, idle))
+      throw RendezvousError("rendezvous at " + cfg_.endpoint + " (rdzv_id " + cfg_.run_id + "): the node that joined round " +
+                            std::to_string(R) + " as number " + std::to_string(missing[0] + 1) +
+                            " did not say who it is within " + seconds_text(cfg_.close_timeout_s) + " (close_timeout)");
+    std::vector<std::string> again;
+    for (int i : missing) again.push_back(keys[i]);
+    const auto got = store_.multi_get(again);
+    for (std::size_t j = 0; j < missing.size(); ++j) slots[missing[j]] = got[j];
+  }
   // Node ranks: the nodes of earlier rounds keep their order (rank 0 stays
   // where its checkpoints are); newcomers follow, the node that hosts the
   // rendezvous store (the --rdzv_endpoint host) first, then in join order,
