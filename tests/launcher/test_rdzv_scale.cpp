@@ -79,7 +79,7 @@ void on_every_node(int nodes, F f) {
 constexpr int ticks_per_run = 40;
 
 struct Costs {
-  Cost join, tick, done;
+  Cost join, tick, rejoin, done;
 };
 
 Costs run(int nodes) {
@@ -126,6 +126,20 @@ Costs run(int nodes) {
   }
   c.tick = cost_of(stores);
   c.tick.mean /= ticks;
+  // A restart: one node's workers fail, every node sees it at its next
+  // tick and joins round 1, where each keeps its node rank.
+  const int failing = nodes / 2;
+  CHECK(rz[failing]->fail("rank " + std::to_string(failing) + " exited with 1").counted);
+  for (auto& r : rz) CHECK(r->tick());
+  cost_of(stores);
+  std::vector<Round> again(nodes);
+  on_every_node(nodes, [&](int i) { again[i] = rz[i]->join(idle); });
+  c.rejoin = cost_of(stores);
+  for (int i = 0; i < nodes; ++i) {
+    CHECK(again[i].round == 1);
+    CHECK(again[i].group_rank == rounds[i].group_rank);
+    CHECK(again[i].restart_count == 1);
+  }
   on_every_node(nodes, [&](int i) { CHECK(rz[i]->done(idle).empty()); });
   c.done = cost_of(stores);
   return c;
@@ -133,13 +147,14 @@ Costs run(int nodes) {
 
 }  // namespace
 
-TEST_CASE("rendezvous: a node's store requests to join, to tick and to pass the exit barrier do not grow with "
-          "the nodes (4, 64, 512)") {
+TEST_CASE("rendezvous: a node's store requests to join, to tick, to join again after a failure and to pass the "
+          "exit barrier do not grow with the nodes (4, 64, 512)") {
   for (const int nodes : {4, 64, 512}) {
     const Costs c = run(nodes);
-    INFO(nodes << " nodes: join most " << c.join.most << " but one " << c.join.second << " mean " << c.join.mean << "; ticks most " << c.tick.most
-               << " mean per tick " << c.tick.mean << "; exit barrier most " << c.done.most << " mean "
-               << c.done.mean);
+    INFO(nodes << " nodes: join most " << c.join.most << " but one " << c.join.second << " mean " << c.join.mean
+               << "; ticks most " << c.tick.most << " mean per tick " << c.tick.mean << "; rejoin most "
+               << c.rejoin.most << " but one " << c.rejoin.second << " mean " << c.rejoin.mean
+               << "; exit barrier most " << c.done.most << " mean " << c.done.mean);
     // Join: a slot by an atomic add, one blocking wait for the round's
     // close, one for this node's rank, one for node 0's workers' store. The
     // node that closes the round reads and writes the round's keys in one
@@ -150,6 +165,10 @@ TEST_CASE("rendezvous: a node's store requests to join, to tick and to pass the 
     // scheduled, not on the nodes.
     CHECK(c.join.second <= 16);
     CHECK(c.join.most <= 32);
+    // Joining round 1 after round 0 ended by a failure: the same, and one
+    // more read (whether round 0 is over).
+    CHECK(c.rejoin.second <= 17);
+    CHECK(c.rejoin.most <= 33);
     // A tick: this node's heartbeat (one interval in four), the round's
     // stop keys (one multi_get), one peer's heartbeat (a ring): 2.25.
     CHECK(c.tick.mean <= 3);
