@@ -292,6 +292,7 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
   watched_ = K > 1 ? (current_.group_rank + 1) % K : -1;
   watched_beats_ = -1;
   watched_seen_ = now_();
+  watched_read_ = Clock::time_point{};
   last_beat_sent_ = Clock::time_point{};
   abort_seen_count_ = 0;
   heartbeat();
@@ -320,7 +321,9 @@ void Rendezvous::stop_round(const std::string& reason) {
 }
 
 std::optional<std::string> Rendezvous::lost_node() {
-  if (watched_ < 0) return std::nullopt;
+  // The peer beats once an interval: looking more often learns nothing.
+  if (watched_ < 0 || since(watched_read_) < cfg_.keep_alive_interval_s) return std::nullopt;
+  watched_read_ = now_();
   const double limit = cfg_.keep_alive_interval_s * cfg_.keep_alive_max_attempt;
   const long long b = counter(rkey(round_, "hb/" + std::to_string(watched_)));
   if (b != watched_beats_) {

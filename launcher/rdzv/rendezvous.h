@@ -172,7 +172,8 @@ class Rendezvous {
   std::string self_;               // this node's descriptor in its last join
   int watched_ = -1;               // the node rank whose heartbeat this node watches (-1 none)
   long long watched_beats_ = -1;
-  Clock::time_point watched_seen_;
+  Clock::time_point watched_seen_;  // when its counter last moved
+  Clock::time_point watched_read_;  // when this node last read it
   Clock::time_point last_beat_sent_;
   long long abort_seen_count_ = 0; // what this node's add to abort_seen returned (0: not yet)
 };

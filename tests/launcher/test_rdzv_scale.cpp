@@ -169,10 +169,10 @@ TEST_CASE("rendezvous: a node's store requests to join, to tick, to join again a
     // more read (whether round 0 is over).
     CHECK(c.rejoin.second <= 17);
     CHECK(c.rejoin.most <= 33);
-    // A tick: this node's heartbeat (one interval in four), the round's
-    // stop keys (one multi_get), one peer's heartbeat (a ring): 2.25.
-    CHECK(c.tick.mean <= 3);
-    CHECK(c.tick.most <= 3 * ticks_per_run);
+    // A tick: the round's stop keys (one multi_get); one interval in four,
+    // this node's heartbeat and its peer's (a ring): 1.5.
+    CHECK(c.tick.mean <= 2);
+    CHECK(c.tick.most <= 2 * ticks_per_run);
     // Exit barrier: an add, a wait for the round's last node and the count,
     // an add to `left`, the host's wait for everyone to be through: 5.
     CHECK(c.done.most <= 6);
