@@ -37,6 +37,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -172,6 +173,15 @@ int free_port() {
   }
 }
 
+// The store holds one connection per node: a soft limit of open files of
+// 1024 (a common default) must not cap a job at about a thousand nodes.
+void raise_open_files() {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max) return;
+  rl.rlim_cur = rl.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &rl);
+}
+
 std::chrono::milliseconds ms(double s) { return std::chrono::milliseconds(static_cast<long long>(s * 1000)); }
 
 // How long the store may take to answer the hello: ours answers in
@@ -225,7 +235,10 @@ int main(int argc, char** argv) {
   ::gethostname(hn, sizeof(hn) - 1);
   cfg.hostname = hn;
   Commands in;
-  auto idle = [&](int ms_) { return in.wait(ms_); };
+  // The rendezvous waits in the store (answered when the key is set) and
+  // calls idle between two waits: look at stdin without waiting (EOF: the
+  // launcher is gone).
+  auto idle = [&](int) { return in.wait(0); };
   std::unique_ptr<ddp::rdzv::StoreServer> server;
   std::unique_ptr<ddp::rdzv::StoreClient> store;
   try {
@@ -237,6 +250,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (free_port_store || is_host == "1" || (is_host == "auto" && can_host(host, port))) {
+      raise_open_files();
       try {
         server = std::make_unique<ddp::rdzv::StoreServer>(port, DDP_LAUNCH_VERSION);
         cfg.hosts_store = true;
@@ -259,7 +273,7 @@ int main(int argc, char** argv) {
       while (!accepts(host, port)) {
         if (Clock::now() >= deadline)
           throw std::runtime_error("nothing accepts connections at " + cfg.endpoint);
-        if (!idle(100)) return 0;
+        if (!in.wait(100)) return 0;
       }
     }
     try {

@@ -74,6 +74,26 @@ bool MemoryStore::wait(const std::string& key, std::chrono::milliseconds timeout
   return cv_.wait_for(l, timeout, [&] { return values_.count(key) > 0; });
 }
 
+std::vector<std::optional<std::string>> MemoryStore::multi_get(const std::vector<std::string>& keys) {
+  std::lock_guard<std::mutex> l(m_);
+  std::vector<std::optional<std::string>> out;
+  for (const auto& k : keys)
+    if (const auto it = values_.find(k); it != values_.end()) out.emplace_back(it->second);
+    else out.emplace_back(std::nullopt);
+  return out;
+}
+
+void MemoryStore::multi_set(const std::vector<std::pair<std::string, std::string>>& entries) {
+  std::lock_guard<std::mutex> l(m_);
+  bool any = false;
+  for (const auto& [k, v] : entries) {
+    if (const auto it = values_.find(k); it != values_.end() && it->second == v) continue;
+    values_[k] = v;
+    any = true;
+  }
+  if (any) changed();
+}
+
 unsigned long long MemoryStore::version() const {
   std::lock_guard<std::mutex> l(m_);
   return version_;

@@ -25,6 +25,9 @@ class MemoryStore final : public Store {
   bool check(const std::string& key) override;
   std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired) override;
   bool wait(const std::string& key, std::chrono::milliseconds timeout) override;
+  // Under one lock, as the server answers them.
+  std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>& keys) override;
+  void multi_set(const std::vector<std::pair<std::string, std::string>>& entries) override;
 
   // How many requests have changed what the store holds so far (reads and
   // writes of the value a key already holds do not count).

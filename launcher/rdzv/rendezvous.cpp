@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <tuple>
 #include <unistd.h>
 
 namespace ddp::rdzv {
@@ -11,6 +12,14 @@ namespace {
 Clock::duration seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
+
+std::chrono::milliseconds to_ms(Clock::duration d) {
+  return std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(d));
+}
+
+// The longest single store wait of a joining node: between two it looks at
+// the run's abort key and its own deadline (and its launcher).
+constexpr std::chrono::milliseconds kJoinSlice{1000};
 
 std::string seconds_text(double s) {
   std::ostringstream o;
@@ -52,12 +61,25 @@ std::optional<std::string> Rendezvous::value(const std::string& k) {
   return store_.try_get(k);
 }
 
+bool Rendezvous::await_key(const std::string& k, Clock::time_point until, std::chrono::milliseconds slice,
+                           const std::function<bool(int)>& idle, const std::function<void()>& between) {
+  while (true) {
+    const auto left = to_ms(until - now_());
+    if (left.count() <= 0) return false;
+    if (store_.wait(k, std::min(left, slice))) return true;
+    if (between) between();
+    if (!idle(static_cast<int>(to_ms(until - now_()).count())))
+      throw RendezvousError("the launcher went away during the rendezvous");
+  }
+}
+
 std::string Rendezvous::share_steps(const std::string& payload) {
   if (round_ < 0) return "";
   store_.set(rkey(round_, "steps/" + std::to_string(current_.group_rank)), payload);
+  std::vector<std::string> keys;
+  for (int i = 0; i < current_.group_world_size; ++i) keys.push_back(rkey(round_, "steps/" + std::to_string(i)));
   std::string all;
-  for (int i = 0; i < current_.group_world_size; ++i) {
-    auto v = value(rkey(round_, "steps/" + std::to_string(i)));
+  for (const auto& v : store_.multi_get(keys)) {
     if (!v || v->empty()) continue;
     all += (all.empty() ? "" : "|") + *v;
   }
@@ -68,9 +90,10 @@ int Rendezvous::tick_ms() const {
   return static_cast<int>(std::clamp(cfg_.keep_alive_interval_s * 1000 / 4, 50.0, 500.0));
 }
 
-std::string Rendezvous::node_name(int rank) const {
-  const Descriptor d = parse_descriptor(members_.at(rank));
-  return "node n" + std::to_string(rank) + " (pid " + d.pid + ", host " + d.host + ")";
+std::string Rendezvous::node_name(int rank) {
+  const auto d = rank == current_.group_rank ? self_ : value(rkey(round_, "member/" + std::to_string(rank)));
+  const Descriptor p = parse_descriptor(d.value_or("? ?"));
+  return "node n" + std::to_string(rank) + " (pid " + p.pid + ", host " + p.host + ")";
 }
 
 std::string Rendezvous::timeout_message(int round, double waited_s) {
@@ -82,127 +105,196 @@ std::string Rendezvous::timeout_message(int round, double waited_s) {
   // A round that is still running keeps late nodes out until it ends.
   if (round > 0 && joined >= cfg_.min_nodes && !store_.check(rkey(round - 1, "restart")))
     m << "; round " << round - 1 << " is running with the most nodes allowed and did not end meanwhile";
-  // Who of this node's last round never came back.
-  std::vector<std::string> here;
-  for (long long i = 0; i < joined; ++i)
-    if (auto d = value(rkey(round, "node/" + std::to_string(i)))) {
-      const Descriptor p = parse_descriptor(*d);
-      here.push_back(p.host + " " + p.pid);
+  // Who of this node's last round never came back (an error's path: two
+  // reads of O(n) bytes).
+  if (round_ >= 0) {
+    std::vector<std::string> keys;
+    for (long long i = 0; i < joined; ++i) keys.push_back(rkey(round, "node/" + std::to_string(i)));
+    std::vector<std::string> here;
+    for (const auto& d : store_.multi_get(keys))
+      if (d) {
+        const Descriptor p = parse_descriptor(*d);
+        here.push_back(p.host + " " + p.pid);
+      }
+    keys.clear();
+    for (int i = 0; i < current_.group_world_size; ++i) keys.push_back(rkey(round_, "member/" + std::to_string(i)));
+    const auto last = store_.multi_get(keys);
+    for (std::size_t i = 0; i < last.size(); ++i) {
+      if (!last[i]) continue;
+      const Descriptor p = parse_descriptor(*last[i]);
+      if (std::find(here.begin(), here.end(), p.host + " " + p.pid) == here.end())
+        m << "; node n" << i << " (pid " << p.pid << ", host " << p.host << ") of round " << round_
+          << " did not come back";
     }
-  for (std::size_t i = 0; i < last_members_.size(); ++i) {
-    const Descriptor p = parse_descriptor(last_members_[i]);
-    if (std::find(here.begin(), here.end(), p.host + " " + p.pid) == here.end())
-      m << "; node n" << i << " (pid " << p.pid << ", host " << p.host << ") of round " << round_
-        << " did not come back";
   }
   return m.str();
+}
+
+std::pair<int, bool> Rendezvous::await_close(int R, long long n, Clock::time_point start, Clock::time_point deadline,
+                                             const std::function<bool(int)>& idle) {
+  const std::string closed = rkey(R, "closed");
+  const std::string prev_end = R > 0 ? rkey(R - 1, "end") : "";
+  // A round opens only after the previous one has ended for all its nodes
+  // (its end key is set): a late node must not start alone.
+  bool prev_over = R == 0;
+  // A node that joined as the min-th or later: since when the last call runs.
+  std::optional<Clock::time_point> min_seen;
+  const std::string mine = std::to_string(n);
+  auto close_at = [&](long long count) {
+    const std::string desired = std::to_string(count) + " " + mine;
+    return store_.compare_set(closed, "", desired) == desired;
+  };
+  while (true) {
+    if (auto a = value(key("abort"))) {
+      saw_abort();
+      throw RendezvousError("the job was ended: " + *a);
+    }
+    if (!prev_over) {
+      if (auto e = value(prev_end)) {
+        if (*e == "done")
+          throw RendezvousError("rendezvous at " + cfg_.endpoint + " (rdzv_id " + cfg_.run_id +
+                                "): the job already finished in round " + std::to_string(R - 1) +
+                                "; start a new job with another --rdzv_id");
+        prev_over = true;
+      }
+    }
+    Clock::time_point next = deadline;
+    if (prev_over && n >= cfg_.max_nodes) {
+      if (close_at(cfg_.max_nodes)) return {cfg_.max_nodes, true};
+    } else if (prev_over && n >= cfg_.min_nodes) {
+      if (!min_seen) min_seen = now_();
+      const auto call_ends = *min_seen + seconds(cfg_.last_call_timeout_s);
+      if (now_() >= call_ends) {
+        const long long k = std::min<long long>(counter(rkey(R, "joined")), cfg_.max_nodes);
+        if (close_at(k)) return {static_cast<int>(k), true};
+      }
+      next = std::min(next, call_ends);
+    }
+    if (now_() >= deadline) throw RendezvousError(timeout_message(R, since(start)));
+    // Wait for the round to close; a node that may close it once the
+    // previous round is over waits for that instead.
+    const std::string& what = !prev_over && n >= cfg_.min_nodes ? prev_end : closed;
+    const auto left = to_ms(next - now_());
+    if (left.count() > 0 && store_.wait(what, std::min(left, kJoinSlice))) {
+      if (what != closed) continue;
+      const auto c = value(closed);
+      if (c) return {std::stoi(*c), false};
+      continue;
+    }
+    if (!idle(static_cast<int>(to_ms(next - now_()).count())))
+      throw RendezvousError("the launcher went away during the rendezvous");
+  }
+}
+
+void Rendezvous::assign_ranks(int R, int K, Clock::time_point until, const std::function<bool(int)>& idle) {
+  std::vector<std::string> keys;
+  for (int i = 0; i < K; ++i) keys.push_back(rkey(R, "node/" + std::to_string(i)));
+  auto slots = store_.multi_get(keys);
+  // A node adds itself, then writes its descriptor: wait for the few that
+  // are between the two, one at a time, reading all of those still missing
+  // after each (a wait and a read per wave of late writers, not per node).
+  while (true) {
+    std::vector<int> missing;
+    for (int i = 0; i < K; ++i)
+      if (!slots[i]) missing.push_back(i);
+    if (missing.empty()) break;
+    if (!await_key(keys[missing[0]], until, kJoinSlice, idle))
+      throw RendezvousError("rendezvous at " + cfg_.endpoint + " (rdzv_id " + cfg_.run_id + "): the node that joined round " +
+                            std::to_string(R) + " as number " + std::to_string(missing[0] + 1) +
+                            " did not say who it is within " + seconds_text(cfg_.close_timeout_s) + " (close_timeout)");
+    std::vector<std::string> again;
+    for (int i : missing) again.push_back(keys[i]);
+    const auto got = store_.multi_get(again);
+    for (std::size_t j = 0; j < missing.size(); ++j) slots[missing[j]] = got[j];
+  }
+  // Node ranks: the nodes of earlier rounds keep their order (rank 0 stays
+  // where its checkpoints are); newcomers follow, the node that hosts the
+  // rendezvous store (the --rdzv_endpoint host) first, then in join order,
+  // so a first round's node 0 does not depend on which launcher joined first.
+  std::vector<Descriptor> d;
+  for (const auto& s : slots) d.push_back(parse_descriptor(s.value_or("")));
+  std::vector<int> order(K);
+  for (int i = 0; i < K; ++i) order[i] = i;
+  auto rank_key = [&](int i) { return std::pair(d[i].last_rank < 0 ? 1 << 30 : d[i].last_rank, d[i].store_host ? 0 : 1); };
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return rank_key(a) < rank_key(b); });
+  // Counted restarts so far: every earlier round that ended by a failure
+  // (one read of R short keys).
+  int restarts = 0;
+  keys.clear();
+  for (int j = 0; j < R; ++j) keys.push_back(rkey(j, "restart"));
+  for (const auto& r : store_.multi_get(keys))
+    if (r && r->rfind("1 ", 0) == 0) ++restarts;
+  long long world = 0;
+  for (const Descriptor& x : d) world += x.nproc;
+  std::vector<std::pair<std::string, std::string>> out;
+  long long base = 0;
+  for (int rank = 0; rank < K; ++rank) {
+    const int slot = order[rank];
+    out.emplace_back(rkey(R, "member/" + std::to_string(rank)), *slots[slot]);
+    out.emplace_back(rkey(R, "rank/" + std::to_string(slot)), std::to_string(rank) + " " + std::to_string(base) + " " +
+                                                                   std::to_string(world) + " " + std::to_string(restarts));
+    base += d[slot].nproc;
+  }
+  store_.multi_set(out);
 }
 
 Round Rendezvous::join(const std::function<bool(int)>& idle) {
   const auto start = now_();
   const auto deadline = start + seconds(cfg_.join_timeout_s);
-  if (!members_.empty()) last_members_ = members_;
-  members_.clear();
+  // The launcher's pid (this helper's parent): the one users see and kill.
+  self_ = cfg_.hostname + " " + std::to_string(::getppid()) + " " + cfg_.local_addr + " " + std::to_string(cfg_.nproc) +
+          " " + std::to_string(round_ >= 0 ? current_.group_rank : -1) + (cfg_.hosts_store ? " 1" : " 0");
   // The run's newest round, or the one after this node's last.
   int R = std::stoi(store_.compare_set(key("round"), "", "0"));
-  R = std::max(R, round_ + 1);
-  // The launcher's pid (this helper's parent): the one users see and kill.
-  const std::string self = cfg_.hostname + " " + std::to_string(::getppid()) + " " + cfg_.local_addr + " " +
-                           std::to_string(cfg_.nproc) + " " + std::to_string(round_ >= 0 ? current_.group_rank : -1) +
-                           (cfg_.hosts_store ? " 1" : " 0");
+  int want = std::max(R, round_ + 1);
   long long slot = 0;  // this node's join position in the round it takes part in (1-based)
+  int K = 0;
+  bool closer = false;
   while (true) {
-    // Make R the run's newest round (someone may be further on already).
-    int cur = std::stoi(store_.get(key("round")));
-    while (cur < R)
-      cur = std::stoi(store_.compare_set(key("round"), std::to_string(cur), std::to_string(R)));
-    R = cur;
+    // Make `want` the run's newest round (someone may be further on already).
+    while (R < want) R = std::stoi(store_.compare_set(key("round"), std::to_string(R), std::to_string(want)));
     const long long n = store_.add(rkey(R, "joined"), 1);
-    store_.set(rkey(R, "node/" + std::to_string(n - 1)), self);
-    std::optional<Clock::time_point> min_seen;
-    while (!store_.check(rkey(R, "closed"))) {
-      if (auto a = value(key("abort"))) {
-        saw_abort();
-        throw RendezvousError("the job was ended: " + *a);
-      }
-      if (R > 0) {
-        const std::string prev_done = rkey(R - 1, "done_count");
-        const auto prev_closed = value(rkey(R - 1, "closed"));
-        if (prev_closed && counter(prev_done) >= std::stoll(*prev_closed))
-          throw RendezvousError("rendezvous at " + cfg_.endpoint + " (rdzv_id " + cfg_.run_id +
-                                "): the job already finished in round " + std::to_string(R - 1) +
-                                "; start a new job with another --rdzv_id");
-      }
-      if (now_() >= deadline) throw RendezvousError(timeout_message(R, since(start)));
-      const long long k = counter(rkey(R, "joined"));
-      // A round opens only after the previous one has ended for all its
-      // nodes (its restart key is set): a late node must not start alone.
-      const bool prev_over = R == 0 || store_.check(rkey(R - 1, "restart"));
-      if (prev_over && k >= cfg_.max_nodes) {
-        store_.compare_set(rkey(R, "closed"), "", std::to_string(cfg_.max_nodes));
-      } else if (prev_over && k >= cfg_.min_nodes) {
-        if (!min_seen) min_seen = now_();
-        if (since(*min_seen) >= cfg_.last_call_timeout_s)
-          store_.compare_set(rkey(R, "closed"), "", std::to_string(k));
-      }
-      if (!idle(100)) throw RendezvousError("the launcher went away during the rendezvous");
-    }
-    const int K = std::stoi(store_.get(rkey(R, "closed")));
+    store_.set(rkey(R, "node/" + std::to_string(n - 1)), self_);
+    std::tie(K, closer) = await_close(R, n, start, deadline, idle);
     if (n <= K) {
       slot = n;
-      round_ = R;
-      current_ = Round{};
-      current_.round = R;
-      current_.group_world_size = K;
       break;
     }
-    ++R;  // late: wait for the next round
+    want = R + 1;  // late: wait for the next round
   }
-  // Node ranks: the nodes of earlier rounds keep their order (rank 0 stays
-  // where its checkpoints are); newcomers follow, the node that hosts the
-  // rendezvous store (the --rdzv_endpoint host) first, then in join order,
-  // so a first round's node 0 does not depend on which launcher joined
-  // first. Every node computes the same from the same descriptors.
-  std::vector<std::string> slots;
-  for (int i = 0; i < current_.group_world_size; ++i)
-    slots.push_back(store_.get(rkey(R, "node/" + std::to_string(i))));
-  std::vector<int> order(slots.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
-  auto rank_key = [&](int slot_index) {
-    const Descriptor d = parse_descriptor(slots[slot_index]);
-    return std::pair(d.last_rank < 0 ? 1 << 30 : d.last_rank, d.store_host ? 0 : 1);
-  };
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return rank_key(a) < rank_key(b); });
-  for (std::size_t i = 0; i < order.size(); ++i) {
-    members_.push_back(slots[order[i]]);
-    if (order[i] == slot - 1) current_.group_rank = static_cast<int>(i);
-  }
-  current_.world_size = 0;
-  for (int i = 0; i < current_.group_world_size; ++i) {
-    const int np = parse_descriptor(members_[i]).nproc;
-    if (i < current_.group_rank) current_.base_rank += np;
-    current_.world_size += np;
-  }
-  // Counted restarts so far: every earlier round that ended by a failure.
-  current_.restart_count = 0;
-  for (int j = 0; j < R; ++j)
-    if (auto r = value(rkey(j, "restart")); r && r->rfind("1 ", 0) == 0) ++current_.restart_count;
+  const auto close_until = now_() + seconds(cfg_.close_timeout_s);
+  if (closer) assign_ranks(R, K, close_until, idle);
+  const std::string mine = rkey(R, "rank/" + std::to_string(slot - 1));
+  if (!await_key(mine, close_until, kJoinSlice, idle))
+    throw RendezvousError("rendezvous at " + cfg_.endpoint + " (rdzv_id " + cfg_.run_id + "): the node that closed round " +
+                          std::to_string(R) + " did not publish the node ranks within " +
+                          seconds_text(cfg_.close_timeout_s) + " (close_timeout)");
+  Round next;
+  next.round = R;
+  next.group_world_size = K;
+  std::istringstream ranks(value(mine).value_or(""));
+  ranks >> next.group_rank >> next.base_rank >> next.world_size >> next.restart_count;
+  round_ = R;
+  current_ = next;
   // Node rank 0 hosts the workers' store on a fresh port each round.
   const std::string master = rkey(R, "master");
   if (current_.group_rank == 0) {
     std::string addr = cfg_.local_addr.empty() ? cfg_.hostname : cfg_.local_addr;
     store_.set(master, addr + " " + std::to_string(pick_port_()));
   }
-  const auto close_ms = std::chrono::duration_cast<std::chrono::milliseconds>(seconds(cfg_.close_timeout_s));
-  if (!store_.wait(master, close_ms))
+  if (!await_key(master, close_until, kJoinSlice, idle))
     throw RendezvousError("rendezvous at " + cfg_.endpoint + " (rdzv_id " + cfg_.run_id + "): node n0 of round " +
                           std::to_string(R) + " did not publish its workers' store within " +
                           seconds_text(cfg_.close_timeout_s) + " (close_timeout)");
-  std::istringstream m(store_.get(master));
+  std::istringstream m(value(master).value_or(""));
   m >> current_.master_addr >> current_.master_port;
-  beats_.assign(members_.size(), -1);
-  beat_seen_.assign(members_.size(), now_());
+  // The keep-alive ring: this node watches the next node rank.
+  watched_ = K > 1 ? (current_.group_rank + 1) % K : -1;
+  watched_beats_ = -1;
+  watched_seen_ = now_();
+  watched_read_ = Clock::time_point{};
   last_beat_sent_ = Clock::time_point{};
+  abort_seen_count_ = 0;
   heartbeat();
   return current_;
 }
@@ -214,26 +306,32 @@ void Rendezvous::heartbeat() {
 }
 
 std::optional<Stop> Rendezvous::pending_stop() {
-  if (auto a = value(key("abort"))) {
+  const auto v = store_.multi_get({key("abort"), rkey(round_, "restart")});
+  if (v[0]) {
     saw_abort();
-    return Stop{Stop::Abort, true, *a};
+    return Stop{Stop::Abort, true, *v[0]};
   }
-  if (auto r = value(rkey(round_, "restart"))) return Stop{Stop::Restart, r->rfind("1 ", 0) == 0, r->substr(2)};
+  if (const auto& r = v[1]) return Stop{Stop::Restart, r->rfind("1 ", 0) == 0, r->substr(2)};
   return std::nullopt;
 }
 
+void Rendezvous::stop_round(const std::string& reason) {
+  if (store_.compare_set(rkey(round_, "restart"), "", reason) == reason)
+    store_.compare_set(rkey(round_, "end"), "", "restart");
+}
+
 std::optional<std::string> Rendezvous::lost_node() {
+  // The peer beats once an interval: looking more often learns nothing.
+  if (watched_ < 0 || since(watched_read_) < cfg_.keep_alive_interval_s) return std::nullopt;
+  watched_read_ = now_();
   const double limit = cfg_.keep_alive_interval_s * cfg_.keep_alive_max_attempt;
-  for (int i = 0; i < static_cast<int>(members_.size()); ++i) {
-    if (i == current_.group_rank || store_.check(rkey(round_, "done/" + std::to_string(i)))) continue;
-    const long long b = counter(rkey(round_, "hb/" + std::to_string(i)));
-    if (b != beats_[i]) {
-      beats_[i] = b;
-      beat_seen_[i] = now_();
-    } else if (since(beat_seen_[i]) > limit) {
-      return node_name(i) + " left during round " + std::to_string(round_) + " (no heartbeat for " +
-             seconds_text(since(beat_seen_[i])) + ")";
-    }
+  const long long b = counter(rkey(round_, "hb/" + std::to_string(watched_)));
+  if (b != watched_beats_) {
+    watched_beats_ = b;
+    watched_seen_ = now_();
+  } else if (since(watched_seen_) > limit) {
+    return node_name(watched_) + " left during round " + std::to_string(round_) + " (no heartbeat for " +
+           seconds_text(since(watched_seen_)) + ")";
   }
   return std::nullopt;
 }
@@ -260,59 +358,73 @@ std::optional<Stop> Rendezvous::tick(double agent_silent_s) {
     }
   }
   if (!why) return std::nullopt;
-  store_.compare_set(rkey(round_, "restart"), "", (counted ? "1 " : "0 ") + *why);
+  stop_round((counted ? "1 " : "0 ") + *why);
   return pending_stop();
 }
 
 Stop Rendezvous::fail(const std::string& reason) {
-  store_.compare_set(rkey(round_, "restart"), "", "1 " + reason);
+  stop_round("1 " + reason);
   return *pending_stop();
 }
 
 void Rendezvous::saw_abort() {
-  if (abort_seen_) return;
-  abort_seen_ = true;
-  store_.add(key("abort_seen"), 1);
+  if (abort_seen_count_ > 0) return;
+  abort_seen_count_ = store_.add(key("abort_seen"), 1);
+  // The last of the round's nodes to see it lets the host go.
+  if (round_ >= 0 && abort_seen_count_ >= current_.group_world_size) store_.set(key("abort_all_seen"), "1");
 }
 
 void Rendezvous::abort(const std::string& reason, const std::function<bool(int)>& idle) {
   store_.compare_set(key("abort"), "", reason);
+  // Nodes in the exit barrier wait for the round's end key.
+  if (round_ >= 0) store_.compare_set(rkey(round_, "end"), "", "abort");
   saw_abort();
   // The store lives in this process: keep it up until the round's other
   // nodes have read why the job ends (or a while, for nodes that are gone).
-  const long long others = static_cast<long long>(members_.size());
+  if (!cfg_.hosts_store || round_ < 0 || abort_seen_count_ >= current_.group_world_size) return;
   const auto until = now_() + seconds(std::min(cfg_.close_timeout_s, 10.0));
-  while (cfg_.hosts_store && counter(key("abort_seen")) < others && now_() < until)
-    if (!idle(50)) break;
+  try {
+    await_key(key("abort_all_seen"), until, kJoinSlice, idle);
+  } catch (const RendezvousError&) {
+    // The launcher went away: nothing to keep the store up for.
+  }
 }
 
 std::string Rendezvous::done(const std::function<bool(int)>& idle) {
   const int K = current_.group_world_size;
-  store_.set(rkey(round_, "done/" + std::to_string(current_.group_rank)), "1");
-  store_.add(rkey(round_, "done_count"), 1);
-  const auto start = now_();
+  const std::string end = rkey(round_, "end");
+  if (store_.add(rkey(round_, "done_count"), 1) >= K) store_.compare_set(end, "", "done");
+  const auto until = now_() + seconds(cfg_.exit_barrier_timeout_s);
+  const auto beat = std::chrono::milliseconds(std::max(1, static_cast<int>(cfg_.keep_alive_interval_s * 1000)));
   std::string note;
-  while (counter(rkey(round_, "done_count")) < K) {
-    if (auto s = pending_stop()) {
-      note = s->reason;
-      break;
-    }
-    if (auto lost = lost_node()) {
-      note = *lost;
-      break;
-    }
-    if (since(start) >= cfg_.exit_barrier_timeout_s) {
-      note = "the other nodes did not finish within " + seconds_text(cfg_.exit_barrier_timeout_s);
-      break;
-    }
+  // Between two waits (one keep-alive interval each): this node's
+  // heartbeat, and its peer's (a node lost ends the barrier for everyone).
+  auto between = [&] {
     heartbeat();
-    if (!idle(tick_ms())) return "the launcher went away";
+    if (auto lost = lost_node()) {
+      stop_round("1 " + *lost);
+      throw RendezvousError(*lost);
+    }
+  };
+  try {
+    if (!await_key(end, until, beat, idle, between)) {
+      note = "the other nodes did not finish within " + seconds_text(cfg_.exit_barrier_timeout_s);
+    } else if (counter(rkey(round_, "done_count")) < K) {
+      if (auto s = pending_stop()) note = s->reason;
+    }
+  } catch (const RendezvousError& e) {
+    if (std::string(e.what()) == "the launcher went away during the rendezvous") return "the launcher went away";
+    note = e.what();
   }
-  store_.add(rkey(round_, "left"), 1);
+  const bool last = store_.add(rkey(round_, "left"), 1) >= K;
+  if (last) store_.set(rkey(round_, "all_left"), "1");
   // The store lives in this process: keep it up until the others are through.
-  const auto until = now_() + seconds(std::min(cfg_.close_timeout_s, 10.0));
-  while (cfg_.hosts_store && note.empty() && counter(rkey(round_, "left")) < K && now_() < until)
-    if (!idle(50)) break;
+  if (cfg_.hosts_store && note.empty() && !last) {
+    try {
+      await_key(rkey(round_, "all_left"), now_() + seconds(std::min(cfg_.close_timeout_s, 10.0)), kJoinSlice, idle);
+    } catch (const RendezvousError&) {
+    }
+  }
   return note;
 }
 

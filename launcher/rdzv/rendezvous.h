@@ -2,23 +2,42 @@
 // The c10d rendezvous of ddp-launch agents (one per node): rounds of nodes
 // meeting in the rendezvous store at --rdzv_endpoint, as torchrun's
 // DynamicRendezvousHandler does, with plain keys instead of one pickled blob.
+// Every phase costs a node a number of store requests that does not grow
+// with the nodes (docs/architecture.md has the table; pytorch#124982 did the
+// same for torchrun): waits are answered by the store when their key is
+// set, and no node reads a value of O(n) bytes, except the one that closes
+// a round (two requests of O(n) bytes).
 // Keys live under /ddp-rdzv/<rdzv_id>/; each round R under r<R>/:
 //  - join: n = add(r<R>/joined, 1), descriptor at r<R>/node/<n-1>. The round
-//    closes (compareSet of r<R>/closed to the count) when max nodes joined, or
-//    min joined and last_call_timeout passed since this node saw min. Joiners
-//    with n <= closed are its nodes, node rank n-1; later ones are late and
-//    join round R+1, which running nodes notice and restart for.
+//    closes (compareSet of r<R>/closed to "<count> <closer's n>") when max
+//    nodes joined (the max-th node closes it at once), or min joined and
+//    last_call_timeout passed since a node with n >= min joined, and only
+//    once round R-1 is over (r<R-1>/end set). Joiners with n <= count are its
+//    nodes; later ones are late and join round R+1, which running nodes
+//    notice and restart for. The others wait for r<R>/closed.
+//  - the closer reads the round's descriptors (one multi_get), orders the
+//    nodes, and writes each its node rank, base rank, world size and restart
+//    count (r<R>/rank/<n-1>) and the descriptors by rank (r<R>/member/<rank>,
+//    for messages) in one multi_set; every node waits for its own key.
 //  - node rank 0 picks the workers' MASTER_ADDR:MASTER_PORT (a fresh port each
-//    round: no rank of an old round meets a new one) and the round's restart
-//    count: the previous round's plus 1 when that round ended by a failure.
-//  - while the workers run: every node bumps r<R>/hb/<rank>; a node whose
-//    counter stops moving for keep_alive_interval * keep_alive_max_attempt
-//    (and that is not done) has left; so has a node whose launcher has been
-//    silent that long (its helper stops beating and says so). The first node to see a reason to stop
-//    writes it to r<R>/restart (compareSet: one reason per round); every node
-//    sees it and stops. An abort (no restarts left) goes to the run-wide key.
-//  - exit barrier: nodes whose workers succeeded wait for the round's others
-//    (r<R>/done), so the host keeps the store up until all are through.
+//    round: no rank of an old round meets a new one) at r<R>/master; the
+//    others wait for it. Restart count: the rounds before R that ended by a
+//    failure.
+//  - while the workers run: every node bumps r<R>/hb/<rank> each
+//    keep_alive_interval and watches one peer, the next node rank (a ring):
+//    a peer whose counter stops moving for keep_alive_interval *
+//    keep_alive_max_attempt has left; so has a node whose launcher has been
+//    silent that long (its helper stops beating and says so). A ring keeps
+//    a keep-alive O(1) per node and per request on any key-value store; a
+//    node and its watcher lost together are noticed by the watcher's
+//    watcher. The first node to see a reason to stop writes it to
+//    r<R>/restart (compareSet: one reason per round) and sets r<R>/end;
+//    every node sees it at its next tick and stops. An abort (no restarts
+//    left) goes to the run-wide key.
+//  - exit barrier: nodes whose workers succeeded add to r<R>/done_count; the
+//    last sets r<R>/end, for which all wait (and keep beating); then they add
+//    to r<R>/left, the last sets r<R>/all_left, for which the host waits, so
+//    it keeps the store up until all are through.
 // Everything that can block takes a deadline; a store that stops answering
 // is reported, never waited on forever.
 //
@@ -35,6 +54,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ddp::rdzv {
@@ -78,9 +98,11 @@ class Rendezvous {
  public:
   // store: a StoreClient (a MemoryStore in tests); pick_port: a free port
   // for the workers' store; now: every timeout and heartbeat interval is
-  // measured on it (a fake clock in tests). idle: called between store
-  // polls with the milliseconds to wait, returns false when the caller
-  // wants to give up (the launcher has gone).
+  // measured on it (a fake clock in tests). idle(ms): called after a store
+  // wait that timed out, with the milliseconds until this node's next
+  // deadline; it may return at once (the helper does) or let up to ms pass
+  // (a test's fake clock), and returns false when the caller wants to give
+  // up (the launcher has gone).
   Rendezvous(Store& store, Config cfg, std::function<int()> pick_port, Now now = Clock::now);
 
   // Joins the next round and waits for it to close. Throws RendezvousError.
@@ -120,9 +142,22 @@ class Rendezvous {
   std::string rkey(int round, const std::string& k) const;
   long long counter(const std::string& full_key);
   std::optional<std::string> value(const std::string& full_key);
+  // Waits for key until `until` (now_), in store waits of at most slice;
+  // between two, `between` may end the wait by throwing. False at until.
+  bool await_key(const std::string& full_key, Clock::time_point until, std::chrono::milliseconds slice,
+                 const std::function<bool(int)>& idle, const std::function<void()>& between = {});
+  // Joins round R as slot n (1-based): waits until the round closes, closing
+  // it when this node may. Returns the round's node count, and whether this
+  // node closed it.
+  std::pair<int, bool> await_close(int R, long long n, Clock::time_point start, Clock::time_point deadline,
+                                   const std::function<bool(int)>& idle);
+  // The closer's part: every node's rank, in one read and one write.
+  void assign_ranks(int R, int K, Clock::time_point until, const std::function<bool(int)>& idle);
   std::optional<Stop> pending_stop();
+  // Writes a reason to stop the round (the first one wins) and ends it.
+  void stop_round(const std::string& value);
   std::optional<std::string> lost_node();
-  std::string node_name(int rank) const;
+  std::string node_name(int rank);
   void heartbeat();
   void saw_abort();
   std::string timeout_message(int round, double waited_s);
@@ -134,12 +169,13 @@ class Rendezvous {
   Now now_;
   int round_ = -1;                 // the round this node is in (-1 none)
   Round current_;
-  std::vector<std::string> members_;      // descriptors of the round's nodes
-  std::vector<std::string> last_members_; // of the previous round this node was in
-  std::vector<long long> beats_;
-  std::vector<Clock::time_point> beat_seen_;
+  std::string self_;               // this node's descriptor in its last join
+  int watched_ = -1;               // the node rank whose heartbeat this node watches (-1 none)
+  long long watched_beats_ = -1;
+  Clock::time_point watched_seen_;  // when its counter last moved
+  Clock::time_point watched_read_;  // when this node last read it
   Clock::time_point last_beat_sent_;
-  bool abort_seen_ = false;
+  long long abort_seen_count_ = 0; // what this node's add to abort_seen returned (0: not yet)
 };
 
 }  // namespace ddp::rdzv

@@ -4,10 +4,17 @@
 // connection to the store one node hosts (the real one), and MemoryStore,
 // one process's map (for tests, as gloo's HashStore). Every request that
 // waits has a bound; a store that misses it throws StoreError.
+//
+// multi_get and multi_set let one node read or write the round's O(n) keys
+// in one request (the node that closes a round: Rendezvous::join). Their
+// defaults ask key by key, so a store need not implement them; etcd v3 can
+// do each in one Txn of Range or Put operations (at most --max-txn-ops a Txn).
 #include <chrono>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ddp::rdzv {
 
@@ -32,6 +39,18 @@ class Store {
   virtual std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired) = 0;
   // False when the key was not set within timeout.
   virtual bool wait(const std::string& key, std::chrono::milliseconds timeout) = 0;
+
+  // The values of keys, in order (nullopt: absent). Not waiting.
+  virtual std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>& keys) {
+    std::vector<std::optional<std::string>> out;
+    out.reserve(keys.size());
+    for (const auto& k : keys) out.push_back(try_get(k));
+    return out;
+  }
+  // Sets every key to its value (in order; a waiter on any is answered).
+  virtual void multi_set(const std::vector<std::pair<std::string, std::string>>& entries) {
+    for (const auto& [k, v] : entries) set(k, v);
+  }
 };
 
 }  // namespace ddp::rdzv

@@ -170,4 +170,29 @@ bool StoreClient::wait(const std::string& key, std::chrono::milliseconds timeout
   return static_cast<Status>(in.u8()) == Status::Ok;
 }
 
+std::vector<std::optional<std::string>> StoreClient::multi_get(const std::vector<std::string>& keys) {
+  Writer w = request(Op::MultiGet);
+  w.u32(static_cast<std::uint32_t>(keys.size()));
+  for (const auto& k : keys) w.str(k);
+  const std::string body = transact(w.frame(), {}, "reading " + std::to_string(keys.size()) + " keys");
+  Reader in(body);
+  if (static_cast<Status>(in.u8()) != Status::Ok)
+    throw StoreError("the rendezvous store at " + endpoint_ + " refused to read " + std::to_string(keys.size()) + " keys");
+  std::vector<std::optional<std::string>> out(in.u32());
+  if (out.size() != keys.size()) throw StoreError("the rendezvous store at " + endpoint_ + " answered for other keys");
+  for (auto& v : out)
+    if (in.u8()) v = in.str();
+  return out;
+}
+
+void StoreClient::multi_set(const std::vector<std::pair<std::string, std::string>>& entries) {
+  Writer w = request(Op::MultiSet);
+  w.u32(static_cast<std::uint32_t>(entries.size()));
+  for (const auto& [k, v] : entries) w.str(k).str(v);
+  const std::string body = transact(w.frame(), {}, "setting " + std::to_string(entries.size()) + " keys");
+  Reader in(body);
+  if (static_cast<Status>(in.u8()) != Status::Ok)
+    throw StoreError("the rendezvous store at " + endpoint_ + " refused to set " + std::to_string(entries.size()) + " keys");
+}
+
 }  // namespace ddp::rdzv

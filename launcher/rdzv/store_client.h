@@ -45,6 +45,9 @@ class StoreClient final : public Store {
   // See store_protocol.h: the value after the request ("" if still absent).
   std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired) override;
   bool wait(const std::string& key, std::chrono::milliseconds timeout) override;
+  // One request each (store_protocol.h, version 2).
+  std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>& keys) override;
+  void multi_set(const std::vector<std::pair<std::string, std::string>>& entries) override;
 
   // The ddp-launch version of the node that hosts the store.
   const std::string& store_launcher_version() const { return store_version_; }

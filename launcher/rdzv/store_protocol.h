@@ -22,6 +22,10 @@
 //             set; otherwise unchanged; value_now is what the key holds
 //             after, "" for a key still absent)
 //   wait    key timeout_ms                 -> ok | timeout
+//   multi_get count key...                 -> ok count (flag value)...
+//            (version 2; flag 1 and the value for a present key, 0 alone
+//             for an absent one)
+//   multi_set count (key value)...         -> ok   (version 2)
 // and `error message` for a request the store refuses (add to a value that
 // is not a number).
 //
@@ -29,8 +33,12 @@
 // closes a connection that starts otherwise (a TCPStore client, a port
 // scanner). Versions: a store answers `ok` when it speaks the client's
 // version, else `version` with the newest it speaks, and the client says
-// which ddp-launch each side is. Version 1 is the first; a later one keeps
-// answering version 1 clients for as long as it can.
+// which ddp-launch each side is. Version 1 is the first. Version 2 adds
+// multi_get and multi_set, and its rendezvous keys (rendezvous.h) are not
+// version 1's: a node of one cannot take part in a rendezvous of the other,
+// so a version 2 store refuses version 1 nodes at the hello (they say
+// "start every node with the same ddp-launch version") instead of letting
+// them wait for keys that nobody writes.
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -39,10 +47,10 @@
 namespace ddp::rdzv::wire {
 
 inline constexpr std::string_view kMagic = "ddp-launch rendezvous store";
-inline constexpr std::uint32_t kVersion = 1;
+inline constexpr std::uint32_t kVersion = 2;
 inline constexpr std::uint32_t kMaxFrame = 16u << 20;
 
-enum class Op : std::uint8_t { Hello = 1, Set, Get, TryGet, Add, Check, CompareSet, Wait };
+enum class Op : std::uint8_t { Hello = 1, Set, Get, TryGet, Add, Check, CompareSet, Wait, MultiGet, MultiSet };
 enum class Status : std::uint8_t { Ok = 0, Absent, Timeout, Error, Version };
 
 // A frame that does not parse: the peer is not speaking this protocol.

@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 #include <utility>
+#include <vector>
 
 namespace ddp::rdzv {
 
@@ -176,6 +177,32 @@ class Connection : public std::enable_shared_from_this<Connection> {
         }
         it = values.find(key);
         return send(ok().str(it == values.end() ? std::string() : it->second));
+      }
+      case Op::MultiGet: {
+        const std::uint32_t n = in.u32();
+        Writer reply = ok();
+        reply.u32(n);
+        for (std::uint32_t i = 0; i < n; ++i) {
+          const auto it = values.find(in.str());
+          if (it == values.end()) reply.u8(0);
+          else reply.u8(1).str(it->second);
+        }
+        in.end();
+        return send(reply);
+      }
+      case Op::MultiSet: {
+        const std::uint32_t n = in.u32();
+        std::vector<std::pair<std::string, std::string>> entries;
+        for (std::uint32_t i = 0; i < n; ++i) {
+          std::string key = in.str();
+          entries.emplace_back(std::move(key), in.str());
+        }
+        in.end();
+        for (auto& [key, value] : entries) {
+          values[key] = std::move(value);
+          table_.changed(key);
+        }
+        return send(ok());
       }
       case Op::Hello:
         break;

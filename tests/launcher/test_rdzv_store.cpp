@@ -85,6 +85,25 @@ TEST_CASE("rendezvous store: set, get, try_get, add, check and compare_set as th
   CHECK(c.compare_set("round", "0", "2") == "1");
   CHECK(c.compare_set("absent", "x", "y") == "");
   CHECK_FALSE(c.check("absent"));
+
+  // multi_get and multi_set (version 2): one request each, absent keys kept apart.
+  c.multi_set({{"m/0", "a"}, {"m/1", ""}, {"m/2", std::string("c\0", 2)}});
+  const auto v = c.multi_get({"m/0", "m/1", "m/9", "m/2"});
+  REQUIRE(v.size() == 4);
+  CHECK(v[0] == "a");
+  CHECK(v[1] == "");
+  CHECK_FALSE(v[2]);
+  CHECK(v[3] == std::string("c\0", 2));
+  CHECK(c.multi_get({}).empty());
+}
+
+TEST_CASE("rendezvous store: a waiter is answered by a multi_set of its key") {
+  StoreServer server(0, "0.1.0-test");
+  StoreClient waiter = connect(server.port()), setter = connect(server.port());
+  auto waited = std::async(std::launch::async, [&] { return waiter.wait("r/rank/7", 10s); });
+  std::this_thread::sleep_for(50ms);
+  setter.multi_set({{"r/rank/6", "x"}, {"r/rank/7", "y"}});
+  CHECK(waited.get());
 }
 
 TEST_CASE("rendezvous store: get and wait are answered by another node's set, or by their timeout") {
@@ -157,9 +176,31 @@ TEST_CASE("rendezvous store: a store of another protocol version is refused at t
   StoreServer server(0, "0.9.0");
   server.speak_version_for_tests(ddp::rdzv::wire::kVersion + 1);
   CHECK_THROWS_AS(connect(server.port()), OtherVersionStore);
-  CHECK_THROWS_WITH(connect(server.port()), Catch::Contains("the rendezvous store of ddp-launch 0.9.0, protocol "
-                                                            "version 2; this node runs ddp-launch 0.1.0-test, "
-                                                            "protocol version 1"));
+  const auto v = std::to_string(ddp::rdzv::wire::kVersion);
+  CHECK_THROWS_WITH(connect(server.port()),
+                    Catch::Contains("the rendezvous store of ddp-launch 0.9.0, protocol version " +
+                                    std::to_string(ddp::rdzv::wire::kVersion + 1) + "; this node runs ddp-launch "
+                                    "0.1.0-test, protocol version " + v));
+}
+
+TEST_CASE("rendezvous store: a node of protocol version 1 (other rendezvous keys) is answered `version` with "
+          "this store's, so it stops naming both ddp-launch versions") {
+  StoreServer server(0, "0.2.0");
+  const int fd = raw_connection(server.port());
+  namespace wire = ddp::rdzv::wire;
+  const std::string hello =
+      wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::Hello)).str(wire::kMagic).u32(1).str("0.1.0").frame();
+  REQUIRE(::write(fd, hello.data(), hello.size()) == static_cast<ssize_t>(hello.size()));
+  unsigned char header[4];
+  REQUIRE(::read(fd, header, 4) == 4);
+  std::string body(wire::frame_length(header), '\0');
+  REQUIRE(::read(fd, body.data(), body.size()) == static_cast<ssize_t>(body.size()));
+  ::close(fd);
+  wire::Reader in(body);
+  CHECK(static_cast<wire::Status>(in.u8()) == wire::Status::Version);
+  CHECK(in.str() == wire::kMagic);
+  CHECK(in.u32() == wire::kVersion);
+  CHECK(in.str() == "0.2.0");
 }
 
 TEST_CASE("rendezvous store: nothing at the endpoint is a store error, not a foreign store") {

@@ -10,15 +10,20 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <memory>
+#include <optional>
 #include <thread>
+#include <vector>
 
 #include "memory_store.h"
+#include "rdzv_fake_clock.h"
 #include "rendezvous.h"
 #include "store_client.h"
 #include "store_server.h"
 
 using ddp::rdzv::Clock;
 using ddp::rdzv::Config;
+using ddp::rdzv::testing::FakeClock;
 using ddp::rdzv::MemoryStore;
 using ddp::rdzv::Rendezvous;
 using ddp::rdzv::Round;
@@ -46,20 +51,6 @@ Config node(const std::string& name, int nproc, bool hosts_store) {
   c.keep_alive_interval_s = 0.1;
   return c;
 }
-
-// The rendezvous' time, moved only by the test (or by a node's idle that
-// lets time pass). Starts an hour in, so the first heartbeat is due at once
-// as on the steady clock.
-class FakeClock {
- public:
-  ddp::rdzv::Now now() {
-    return [this] { return Clock::time_point(Clock::duration(ticks_.load())); };
-  }
-  void advance(std::chrono::milliseconds d) { ticks_ += std::chrono::duration_cast<Clock::duration>(d).count(); }
-
- private:
-  std::atomic<Clock::rep> ticks_{std::chrono::duration_cast<Clock::duration>(1h).count()};
-};
 
 // A node's idle while another node moves: it returns when the store has
 // changed since this node's last poll, and no time passes. Nothing changing
@@ -248,4 +239,36 @@ TEST_CASE("rendezvous: a round that never fills ends at join_timeout on the cloc
   Rendezvous alone(store, node("alone", 1, false), [] { return 1111; }, clock.now());
   CHECK_THROWS_WITH(alone.join(time_passes(clock)),
                     Catch::StartsWith("rendezvous at store:29400 (rdzv_id unit): 1/2 nodes joined after 20 s"));
+}
+
+TEST_CASE("rendezvous: of three nodes, the one whose heartbeat stops is named by its watcher (the node rank before "
+          "it) and every node stops for that reason") {
+  MemoryStore store;
+  FakeClock clock;
+  std::vector<std::unique_ptr<Rendezvous>> nodes;
+  for (const char* name : {"a", "b", "c"}) {
+    Config c = node(name, 1, false);
+    c.min_nodes = c.max_nodes = 3;
+    nodes.push_back(std::make_unique<Rendezvous>(store, c, [] { return 1111; }, clock.now()));
+  }
+  std::vector<std::future<Round>> joins;
+  for (auto& n : nodes) joins.push_back(std::async(std::launch::async, [&n, &store] { return n->join(on_change(store)); }));
+  std::vector<Rendezvous*> by_rank(3);
+  for (std::size_t i = 0; i < joins.size(); ++i) by_rank.at(joins[i].get().group_rank) = nodes[i].get();
+  // Node n2 stops beating; n0 and n1 go on (limit: 0.1 s x 3).
+  for (Rendezvous* r : by_rank) CHECK_FALSE(r->tick());
+  std::optional<ddp::rdzv::Stop> stop;
+  for (int i = 0; i < 3 && !stop; ++i) {
+    clock.advance(150ms);
+    CHECK_FALSE(by_rank[0]->tick());
+    stop = by_rank[1]->tick();
+  }
+  REQUIRE(stop);
+  CHECK(stop->counted);
+  CHECK_THAT(stop->reason, Catch::StartsWith("node n2 (pid ") && Catch::Contains("left during round 0 (no heartbeat for"));
+  for (Rendezvous* r : {by_rank[0], by_rank[2]}) {
+    const auto seen = r->tick();
+    REQUIRE(seen);
+    CHECK(seen->reason == stop->reason);
+  }
 }
