@@ -1,5 +1,6 @@
-// The wheel's programs (DDP_WHEEL) run on any glibc from 2.34 on (their
-// manylinux_2_34 tag; docs/building.md, Wheel). Statically linked, GCC 12's
+// The wheel's programs (DDP_WHEEL) run on any glibc from 2.28 on (their
+// manylinux_2_28 tag; docs/building.md, Wheel; glibc_2_28.cpp beside this
+// file answers the other calls into a newer glibc). Statically linked, GCC 12's
 // libstdc++ pulls in std::random_device, whose default source calls
 // arc4random, new in glibc 2.36: this definition, in the program itself,
 // answers that call instead of glibc's, from the same kernel source

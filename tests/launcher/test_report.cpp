@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <string.h>
 #include <unistd.h>
 
 using namespace ddp::launcher;
@@ -69,6 +70,17 @@ TEST_CASE("error files nested too deep are reported instead of parsed") {
 TEST_CASE("signal names") {
   CHECK(signal_name(SIGSEGV) == "SIGSEGV");
   CHECK(signal_name(SIGTERM) == "SIGTERM");
+}
+
+TEST_CASE("signal_name names every signal as glibc's sigabbrev_np did (its own table, for the wheel's glibc 2.28)") {
+  for (int sig = 1; sig < SIGRTMIN; ++sig) {
+    const char* abbrev = ::sigabbrev_np(sig);
+    INFO("signal " << sig);
+    CHECK(signal_name(sig) == (abbrev ? "SIG"s + abbrev : "signal " + std::to_string(sig)));
+  }
+  CHECK(signal_name(SIGRTMIN) == "SIGRTMIN");
+  CHECK(signal_name(SIGRTMIN + 1) == "signal " + std::to_string(SIGRTMIN + 1));
+  CHECK(signal_name(SIGRTMAX) == "SIGRTMAX");
 }
 
 TEST_CASE("failure report names the root cause") {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <csignal>
 #include <stdexcept>
-#include <string.h>
 
 namespace ddp::launcher {
 
@@ -16,7 +15,9 @@ struct NamedSignal {
 
 // Python's signal module on Linux, aliases included (torchrun resolves the
 // names with getattr(signal, name)). SIGRTMIN/SIGRTMAX are functions in
-// glibc, added below.
+// glibc, added below. The first name of a number is the one signal_name
+// prints, as glibc's sigabbrev_np does (SIGPOLL before SIGIO); the table, not
+// sigabbrev_np (glibc 2.32), so that the wheel runs on glibc 2.28.
 constexpr NamedSignal kNames[] = {
     {"SIGHUP", SIGHUP},     {"SIGINT", SIGINT},       {"SIGQUIT", SIGQUIT},   {"SIGILL", SIGILL},
     {"SIGTRAP", SIGTRAP},   {"SIGABRT", SIGABRT},     {"SIGIOT", SIGIOT},     {"SIGBUS", SIGBUS},
@@ -25,7 +26,7 @@ constexpr NamedSignal kNames[] = {
     {"SIGSTKFLT", SIGSTKFLT}, {"SIGCHLD", SIGCHLD},   {"SIGCLD", SIGCHLD},    {"SIGCONT", SIGCONT},
     {"SIGSTOP", SIGSTOP},   {"SIGTSTP", SIGTSTP},     {"SIGTTIN", SIGTTIN},   {"SIGTTOU", SIGTTOU},
     {"SIGURG", SIGURG},     {"SIGXCPU", SIGXCPU},     {"SIGXFSZ", SIGXFSZ},   {"SIGVTALRM", SIGVTALRM},
-    {"SIGPROF", SIGPROF},   {"SIGWINCH", SIGWINCH},   {"SIGIO", SIGIO},       {"SIGPOLL", SIGPOLL},
+    {"SIGPROF", SIGPROF},   {"SIGWINCH", SIGWINCH},   {"SIGPOLL", SIGPOLL},   {"SIGIO", SIGIO},
     {"SIGPWR", SIGPWR},     {"SIGSYS", SIGSYS},
 };
 
@@ -86,8 +87,8 @@ std::string signal_name(int sig) {
   // Real-time signals have no abbreviation; name them as Python would accept.
   if (sig == SIGRTMIN) return "SIGRTMIN";
   if (sig == SIGRTMAX) return "SIGRTMAX";
-  const char* abbrev = ::sigabbrev_np(sig);
-  if (abbrev) return std::string("SIG") + abbrev;
+  for (const NamedSignal& s : kNames)
+    if (sig == s.number) return s.name;
   return "signal " + std::to_string(sig);
 }
 
