@@ -8,6 +8,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <future>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -24,8 +25,12 @@ class Connection;
 
 // The table and who waits for which key. Touched only by the server's thread.
 struct Table {
+  using Waiters = std::multimap<std::string, std::weak_ptr<Connection>>;
   std::map<std::string, std::string> values;
-  std::multimap<std::string, std::weak_ptr<Connection>> waiters;
+  // One entry per wait in progress: a wait that ends by its timeout or its
+  // connection's close takes its entry out, so that waits cut into slices
+  // (a node's 1 s waits for a round that is slow to close) leave nothing.
+  Waiters waiters;
   std::atomic<std::uint32_t> version{kVersion};
   std::string launcher_version;
 
@@ -52,8 +57,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void start() { read_header(); }
 
   // The key this connection waits for was set: answer if it is there.
+  // The table took the wait's entry out before calling.
   void key_changed() {
     if (!waiting_) return;
+    waiting_->entry.reset();
     auto it = table_.values.find(waiting_->key);
     if (it == table_.values.end()) return;
     const Op op = waiting_->op;
@@ -68,7 +75,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
     Op op;
     std::string key;
     std::uint64_t id;
+    std::optional<Table::Waiters::iterator> entry;  // while the table lists it
   };
+
+  // Ends the wait in progress, if any, and takes it off the table's list.
+  void stop_waiting() {
+    if (waiting_ && waiting_->entry) table_.waiters.erase(*waiting_->entry);
+    waiting_.reset();
+  }
 
   void read_header() {
     asio::async_read(socket_, asio::buffer(header_), [self = shared_from_this()](auto ec, std::size_t) {
@@ -129,14 +143,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
         in.end();
         auto it = values.find(key);
         if (it != values.end()) return send(op == Op::Get ? ok().str(it->second) : ok());
-        table_.waiters.emplace(key, weak_from_this());
-        waiting_ = Waiting{op, std::move(key), ++waits_};
+        auto entry = table_.waiters.emplace(key, weak_from_this());
+        waiting_ = Waiting{op, std::move(key), ++waits_, entry};
         timer_.expires_after(timeout);
         // A timeout already queued when the key came is stale: the wait it
         // belonged to was answered (and another may have begun since).
         timer_.async_wait([self = shared_from_this(), wait = waits_](auto ec) {
           if (ec || !self->waiting_ || self->waiting_->id != wait) return;
-          self->waiting_.reset();
+          self->stop_waiting();
           self->send(status(Status::Timeout));
         });
         return;
@@ -219,7 +233,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void close() {
-    waiting_.reset();
+    stop_waiting();
     timer_.cancel();
     boost::system::error_code ignored;
     socket_.close(ignored);
@@ -300,5 +314,11 @@ StoreServer::~StoreServer() {
 int StoreServer::port() const { return impl_->port; }
 
 void StoreServer::speak_version_for_tests(std::uint32_t version) { impl_->table.version = version; }
+
+std::size_t StoreServer::waits_listed_for_tests() {
+  std::promise<std::size_t> n;
+  asio::post(impl_->io, [&] { n.set_value(impl_->table.waiters.size()); });
+  return n.get_future().get();
+}
 
 }  // namespace ddp::rdzv

@@ -5,6 +5,7 @@
 // (get, wait) are answered when the key is set or their timeout passes;
 // every other request at once. A connection that does not start with the
 // protocol's hello is closed.
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -28,6 +29,8 @@ class StoreServer {
   // Tests: the protocol version this store answers hello with (a store of
   // a later ddp-launch), set before the first connection.
   void speak_version_for_tests(std::uint32_t version);
+  // Tests: how many waits the table lists (asked of the server's thread).
+  std::size_t waits_listed_for_tests();
 
  private:
   struct Impl;

@@ -131,6 +131,43 @@ TEST_CASE("rendezvous store: get and wait are answered by another node's set, or
   CHECK_THROWS_WITH(quick.get("never"), Catch::Contains("key never was not set within 1 s"));
 }
 
+TEST_CASE("rendezvous store: waits that end by their timeout or their connection's close leave nothing listed") {
+  // A node waits for a slow round in 1 s slices: thousands of nodes for
+  // minutes must not pile up entries for a key nobody sets.
+  StoreServer server(0, "0.1.0-test");
+  StoreClient c = connect(server.port());
+  for (int i = 0; i < 20; ++i) CHECK_FALSE(c.wait("never", 1ms));
+  CHECK(server.waits_listed_for_tests() == 0);
+  {
+    // A node that dies in its wait: hello, then a 300 ms wait, then gone
+    // (the server reads nothing during a wait, so its timeout ends it).
+    const int fd = raw_connection(server.port());
+    namespace wire = ddp::rdzv::wire;
+    const std::string hello = wire::Writer()
+                                  .u8(static_cast<std::uint8_t>(wire::Op::Hello))
+                                  .str(wire::kMagic)
+                                  .u32(wire::kVersion)
+                                  .str("0.1.0-test")
+                                  .frame();
+    const std::string wait =
+        wire::Writer().u8(static_cast<std::uint8_t>(wire::Op::Wait)).str("never").i64(300).frame();
+    REQUIRE(::write(fd, hello.data(), hello.size()) == static_cast<ssize_t>(hello.size()));
+    REQUIRE(::write(fd, wait.data(), wait.size()) == static_cast<ssize_t>(wait.size()));
+    for (int i = 0; i < 50 && server.waits_listed_for_tests() != 1; ++i) std::this_thread::sleep_for(10ms);
+    CHECK(server.waits_listed_for_tests() == 1);
+    ::close(fd);
+  }
+  for (int i = 0; i < 200 && server.waits_listed_for_tests() != 0; ++i) std::this_thread::sleep_for(10ms);
+  CHECK(server.waits_listed_for_tests() == 0);
+  // A wait answered by a set still works, and is off the list too.
+  StoreClient setter = connect(server.port());
+  auto got = std::async(std::launch::async, [&] { return c.get("k"); });
+  std::this_thread::sleep_for(50ms);
+  setter.set("k", "v");
+  CHECK(got.get() == "v");
+  CHECK(server.waits_listed_for_tests() == 0);
+}
+
 TEST_CASE("rendezvous store: a store that goes away is an error for a waiting node, at once, not at its timeout") {
   auto server = std::make_unique<StoreServer>(0, "0.1.0-test");
   StoreClient c = connect(server->port(), 30s);
