@@ -3,11 +3,13 @@
 #include "ddp/launcher/config/options.h"
 
 #include "scratch_dir.h"
+#include "test_skip.h"
 
 #include <catch2/catch.hpp>
 
 #include <fstream>
 #include <sstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace ddp::launcher;
@@ -89,6 +91,25 @@ TEST_CASE("resolve: --trace_file and --summary_json to one file, named so or thr
                         "/bin/true"}, plain_env(), false, out, notes));
   CHECK(resolve_launch({"--standalone", "--trace_file", "/dev/null", "--summary_json", "/dev/null", "/bin/true"},
                        plain_env(), false, out, notes));
+}
+
+// Issue 51 item 2: root writing through another user's link in /tmp.
+TEST_CASE("resolve: a --trace_file that is another user's link in a sticky directory is refused at the start") {
+  if (::geteuid() != 0) DDP_SKIP("needs root to give a link another owner (lchown)");
+  ddp::test::ScratchDir scratch;
+  const std::string sticky = scratch.dir + "/tmp";
+  REQUIRE(::mkdir(sticky.c_str(), 01777) == 0);
+  REQUIRE(::chmod(sticky.c_str(), 01777) == 0);
+  REQUIRE(std::ofstream(scratch.dir + "/secret").good());
+  const std::string link = sticky + "/trace.json";
+  REQUIRE(::symlink((scratch.dir + "/secret").c_str(), link.c_str()) == 0);
+  REQUIRE(::lchown(link.c_str(), 65534, 65534) == 0);
+  std::ostringstream out, notes;
+  CHECK_THROWS_WITH(resolve_launch({"--standalone", "--trace_file", link, "/bin/true"}, plain_env(), false, out, notes),
+                    Catch::StartsWith("--trace_file " + link + ": will not write through '" + link +
+                                      "': a symlink in the sticky, world-writable directory") &&
+                        Catch::EndsWith("; remove the link or give another path"));
+  CHECK(resolve_launch({"--standalone", "--summary_json", "/dev/stdout", "/bin/true"}, plain_env(), false, out, notes));
 }
 
 TEST_CASE("resolve: a master address that does not resolve is a usage error naming it") {

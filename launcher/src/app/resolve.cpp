@@ -44,6 +44,9 @@ void check_summary_path(const std::string& path, const std::string& given_as, co
   // through, not replaced (ddp/common/output_file.h): it is the path itself
   // that must be writable, not its directory.
   if (ddp::output_way(path) == ddp::OutputWay::WriteThrough) {
+    if (const std::string why = ddp::planted_link_reason(path); !why.empty())
+      throw UsageError(given_as + ": will not write through '" + path + "': " + why +
+                       "; remove the link or give another path");
     if (::access(path.c_str(), W_OK) != 0)
       throw UsageError(given_as + ": cannot write to '" + path + "': " + std::strerror(errno) +
                        "; give a path you can write");
