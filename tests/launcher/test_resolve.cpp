@@ -126,3 +126,17 @@ TEST_CASE("resolve: a master address that does not resolve is a usage error nami
     CHECK_THAT(e.what(), Catch::Contains("no-such-host.invalid") && Catch::Contains("does not resolve"));
   }
 }
+
+// Issue 51 item 4: the c10d store client waited its whole join_timeout (600 s)
+// on a name that does not exist, then blamed the port.
+TEST_CASE("resolve: a c10d endpoint that does not resolve is a usage error naming it, at once") {
+  std::ostringstream out, notes;
+  CHECK_THROWS_WITH(resolve_launch({"--nnodes=1:2", "--rdzv_backend=c10d", "--rdzv_endpoint=no-such-host.invalid:29400",
+                                    "/bin/true"},
+                                   plain_env(), false, out, notes),
+                    Catch::StartsWith("--rdzv_endpoint no-such-host.invalid: the host does not resolve (") &&
+                        Catch::EndsWith("); give the node that hosts the rendezvous as an IP address or a name this "
+                                        "machine resolves (check the spelling, DNS, /etc/hosts)"));
+  CHECK(resolve_launch({"--nnodes=1:2", "--rdzv_backend=c10d", "--rdzv_endpoint=localhost:29400", "/bin/true"},
+                       plain_env(), false, out, notes));
+}
