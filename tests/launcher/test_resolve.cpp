@@ -140,3 +140,15 @@ TEST_CASE("resolve: a c10d endpoint that does not resolve is a usage error namin
   CHECK(resolve_launch({"--nnodes=1:2", "--rdzv_backend=c10d", "--rdzv_endpoint=localhost:29400", "/bin/true"},
                        plain_env(), false, out, notes));
 }
+
+TEST_CASE("resolve: --python_heartbeat with python -I says at the start that no heartbeat will come") {
+  std::ostringstream out, notes;
+  const auto plan = resolve_launch({"--standalone", "--python_heartbeat", "--no_python", "/usr/bin/python3", "-I",
+                                    "train.py"}, plain_env(), false, out, notes);
+  if (!plan) FAIL("no plan");
+  CHECK_THAT(notes.str(), Catch::Contains("ddp-launch: warning: --python_heartbeat: the workers' python runs with -I"));
+  std::ostringstream out2, notes2;
+  REQUIRE(resolve_launch({"--standalone", "--python_heartbeat", "--no_python", "/usr/bin/python3", "train.py"},
+                         plain_env(), false, out2, notes2));
+  CHECK_THAT(notes2.str(), !Catch::Contains("--python_heartbeat:"));
+}

@@ -177,6 +177,9 @@ std::optional<LaunchPlan> resolve_launch(const std::vector<std::string>& args, c
   for (const std::string& note : plan.opts.notes) notes << "ddp-launch: " << note << std::endl;
   plan.parent_env = env;
   if (plan.opts.python_heartbeat) plan.parent_env["PYTHONPATH"] = pythonpath;
+  if (plan.opts.python_heartbeat)
+    if (const std::string flag = python_site_skipped_by(plan.command); !flag.empty())
+      notes << python_heartbeat_skipped_line(flag) << std::endl;
   return plan;
 }
 
