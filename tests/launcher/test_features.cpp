@@ -402,6 +402,36 @@ TEST_CASE("features: the rendezvous tells the other nodes of the first failure a
   CHECK_FALSE(r.rdzv_abort);
 }
 
+// Issue 51 item 9: this node's own failure came first, then another node's
+// launcher ended the job; the report said only "worker group FAILED" (1 of
+// 4 tries), never why there was no restart with max_restarts 3.
+TEST_CASE("features: a local failure in a job another node ended: the report says why there is no restart") {
+  FakeAttempt a(1, 2);
+  FakeLink link;
+  a.services.agent = &link;
+  a.placement.node = "node n0 (pid 7, host h0)";
+  auto f = make_rendezvous(a);
+  WorkerExit w = exit_of(0, 0, 77);
+  w.code = 1;
+  f->failed(w);
+  RdzvEvent abort;
+  abort.kind = RdzvEvent::Abort;
+  abort.text = "the launcher of node n1 (pid 9, host h1) got SIGTERM";
+  link.said = {abort};
+  f->source()->ready(nullptr, 0);
+  AttemptResult r;
+  r.root_cause = w;
+  r.exits = {w};
+  f->finish(r);
+  REQUIRE(r.rdzv_abort);
+  const std::string report = format_failure_report({r}, "h0", 3);
+  CHECK_THAT(report, Catch::Contains("ddp-launch: worker group FAILED (attempt 0, max_restarts 3)\n"
+                                     "ddp-launch: not restarted: the job was ended: the launcher of node n1 (pid 9, "
+                                     "host h1) got SIGTERM\n"));
+  r.rdzv_abort = false;  // a restart that was refused for another reason says nothing of it
+  CHECK_THAT(format_failure_report({r}, "h0", 3), !Catch::Contains("not restarted"));
+}
+
 TEST_CASE("features: the rendezvous tells an expired scope, a failed start or an exit code as it is") {
   FakeAttempt a(1, 2);
   FakeLink link;

@@ -174,6 +174,11 @@ std::string format_failure_report(const std::vector<AttemptResult>& attempts, co
     s << "ddp-launch: worker group FAILED (attempt " << last.attempt << ", max_restarts " << max_restarts
       << ")\n";
   }
+  // c10d: this node's failure came first, but the job was ended (another
+  // node's launcher stopped, a node out of restarts): that is why there is
+  // no restart, whichever of the two this node heard first.
+  if (last.root_cause && last.rdzv_abort && !last.rdzv_stop.empty())
+    s << "ddp-launch: not restarted: the job was ended: " << shown(last.rdzv_stop) << "\n";
   if (last.signal_during_teardown)
     s << "ddp-launch: got " << signal_name(last.signal_during_teardown)
       << " while stopping the failed group; forwarded it, no restart; the exit code is the root cause's\n";
