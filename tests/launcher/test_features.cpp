@@ -313,7 +313,7 @@ TEST_CASE("features: step statistics name the rank the others wait for, publish 
   // c10d: this node's window went to the other nodes through the helper.
   REQUIRE_FALSE(link.sent.empty());
   CHECK_THAT(link.sent.front(), Catch::StartsWith("steps "));
-  CHECK(parse_job_windows(link.sent.front().substr(6)).size() == 2);
+  CHECK(parse_job_windows(link.sent.front().substr(6), 2).size() == 2);
 
   AttemptResult r = a.result();
   for (int lr : {0, 1}) {
@@ -359,6 +359,7 @@ TEST_CASE("features: the rendezvous tells the other nodes of the first failure a
   FakeLink link;
   a.services.agent = &link;
   a.services.job_windows.emplace(link);
+  a.services.job_windows->new_round(4);
   a.placement.node = "node n0 (pid 7, host h0)";
   std::unique_ptr<Feature> f = make_rendezvous(a);
   REQUIRE(f->source());
