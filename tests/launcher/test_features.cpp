@@ -433,6 +433,28 @@ TEST_CASE("features: a local failure in a job another node ended: the report say
   CHECK_THAT(format_failure_report({r}, "h0", 3), !Catch::Contains("not restarted"));
 }
 
+// Issue 51 item 12: a rank that Gloo aborted in its own exit during the
+// teardown was listed "after the launcher stopped the group", as if the
+// launcher had caused it.
+TEST_CASE("report: a rank that died of its own signal during the teardown is said to end by itself, and when") {
+  WorkerExit cause = exit_of(0, 0, 100);
+  cause.code = 1;
+  cause.time = std::chrono::system_clock::time_point(std::chrono::seconds(1000));
+  WorkerExit aborted = exit_of(1, 1, 101, SIGABRT, true);
+  aborted.time = cause.time + std::chrono::milliseconds(812);
+  WorkerExit stopped = exit_of(2, 2, 102, SIGTERM, true);
+  stopped.time = cause.time + std::chrono::milliseconds(5);
+  AttemptResult r;
+  r.root_cause = cause;
+  r.exits = {cause, stopped, aborted};
+  const std::string report = format_failure_report({r}, "h", 0);
+  CHECK_THAT(report, Catch::Contains("  rank 1 (local_rank 1, pid 101): signal 6 (SIGABRT), by itself (the launcher "
+                                     "sends SIGTERM, then SIGKILL) while the group was being stopped, 812 ms after "
+                                     "rank 0 failed\n"));
+  CHECK_THAT(report, Catch::Contains("  rank 2 (local_rank 2, pid 102): signal 15 (SIGTERM), after the launcher "
+                                     "stopped the group\n"));
+}
+
 TEST_CASE("features: the rendezvous tells an expired scope, a failed start or an exit code as it is") {
   FakeAttempt a(1, 2);
   FakeLink link;
