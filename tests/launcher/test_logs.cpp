@@ -199,7 +199,7 @@ TEST_CASE("the tee: whole prefixed lines on the console, the exact bytes in the 
 
 // Issue 51 item 12: a tqdm-style bar redrawn with '\r' showed nothing under
 // --tee until its final newline; torchrun shows every update.
-TEST_CASE("the tee: a progress bar redrawn with \\r moves on the console, each redraw prefixed", "[tsan]") {
+TEST_CASE("the tee: a progress bar redrawn in place (carriage returns) moves on the console, each redraw prefixed", "[tsan]") {
   Pipe console, file;
   OutputTee tee;
   const int w0 = tee.add(::dup(file.w), "/f0", console.w, "[r0]:");
