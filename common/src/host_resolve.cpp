@@ -5,7 +5,8 @@
 
 namespace ddp {
 
-std::string host_resolve_error(const std::string& host) {
+std::string host_resolve_error(const std::string& host, std::string* temporary) {
+  if (temporary) temporary->clear();
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
@@ -14,7 +15,10 @@ std::string host_resolve_error(const std::string& host) {
     ::freeaddrinfo(res);
     return "";
   }
-  if (rc == EAI_AGAIN || rc == EAI_SYSTEM || rc == EAI_MEMORY) return "";  // not an answer about the name
+  if (rc == EAI_AGAIN || rc == EAI_SYSTEM || rc == EAI_MEMORY) {  // not an answer about the name
+    if (temporary) *temporary = ::gai_strerror(rc);
+    return "";
+  }
   return ::gai_strerror(rc);
 }
 

@@ -51,12 +51,32 @@ OutputWay output_way(const std::string& path) {
   return OutputWay::WriteThrough;
 }
 
+bool may_follow_link(const struct stat& link, const struct stat& dir, uid_t follower) {
+  const bool sticky_world_writable = (dir.st_mode & S_ISVTX) && (dir.st_mode & S_IWOTH);
+  return !sticky_world_writable || link.st_uid == follower || link.st_uid == dir.st_uid;
+}
+
+std::string planted_link_reason(const std::string& path) {
+  struct stat link {};
+  if (::lstat(path.c_str(), &link) != 0 || !S_ISLNK(link.st_mode)) return "";
+  const auto slash = path.rfind('/');
+  const std::string dir_path = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  struct stat dir {};
+  if (::stat(dir_path.c_str(), &dir) != 0 || may_follow_link(link, dir, ::geteuid())) return "";
+  return "a symlink in the sticky, world-writable directory '" + dir_path + "' owned by uid " +
+         std::to_string(link.st_uid) +
+         ", neither yours nor the directory owner's (another user may have planted it; the kernel's "
+         "fs.protected_symlinks rule)";
+}
+
 void write_output_file(const std::string& path, std::string_view data, mode_t mode,
                        std::chrono::milliseconds reader_wait) {
   if (output_way(path) == OutputWay::Replace) {
     write_file_atomically(path, data, mode);
     return;
   }
+  if (const std::string why = planted_link_reason(path); !why.empty())
+    throw AtomicWriteError("following '" + path + "': " + why + "; remove it or give another path");
   // No O_CREAT, no O_TRUNC: only what is there is written, and a FIFO
   // without a reader fails at once instead of waiting for one.
   const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);

@@ -17,6 +17,7 @@
 //            [--is_host=auto|1|0] [--join_timeout=S] [--last_call_timeout=S]
 //            [--close_timeout=S] [--read_timeout=S] [--keep_alive_interval=S]
 //            [--keep_alive_max_attempt=N]
+#include "ddp/common/host_resolve.h"
 #include "ddp/common/fd_io.h"
 #include "ddp/common/free_port.h"
 #include "ddp/rdzv/agent_lines.h"
@@ -269,10 +270,21 @@ int main(int argc, char** argv) {
       // node), then connect with a short timeout: a store that accepts the
       // connection but does not answer the hello speaks another protocol,
       // and waiting for the join timeout would not change that.
+      // A name the resolver says does not exist ends the wait at once; a
+      // temporary failure (EAI_AGAIN) is retried, and named if it was last.
       const auto deadline = Clock::now() + ms(cfg.join_timeout_s);
+      std::string resolver_error;
       while (!accepts(host, port)) {
+        if (const std::string no_name = ddp::host_resolve_error(host, &resolver_error); !no_name.empty()) {
+          say(lines::format_error("rendezvous at " + cfg.endpoint + " (rdzv_id " + cfg.run_id + "): the host " + host +
+              " does not resolve (" + no_name + "); give the node that hosts the rendezvous as an IP address or a "
+              "name this machine resolves"));
+          return 1;
+        }
         if (Clock::now() >= deadline)
-          throw std::runtime_error("nothing accepts connections at " + cfg.endpoint);
+          throw std::runtime_error(resolver_error.empty() ? "nothing accepts connections at " + cfg.endpoint
+                                                          : "the host " + host + " did not resolve (the resolver's "
+                                                            "last answer: " + resolver_error + ")");
         if (!in.wait(100)) return 0;
       }
     }

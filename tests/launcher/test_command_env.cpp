@@ -241,3 +241,34 @@ TEST_CASE("virtual_local_rank in launch mode: --local_rank=0, matching LOCAL_RAN
   CHECK(resolve_command(opts_for({"--virtual_local_rank", "--local_rank_style=dash", "/bin/echo"}), env).argv_for(2) ==
         std::vector<std::string>{"--local-rank=0"});
 }
+
+// Issue 51 item 5: under python -S or -I the sitecustomize never runs, and
+// --python_heartbeat did nothing, silently.
+TEST_CASE("python -S, -I or -E (argv or #! line) is found: the heartbeat's sitecustomize would not run") {
+  auto skipped = [](std::string exe, std::vector<std::string> args) {
+    WorkerCommand c;
+    c.exe = std::move(exe);
+    c.args = std::move(args);
+    return python_site_skipped_by(c);
+  };
+  CHECK(skipped("/usr/bin/python3", {"-S", "train.py"}) == "-S");
+  CHECK(skipped("/usr/bin/python3.11", {"-u", "-I", "train.py"}) == "-I");
+  CHECK(skipped("python3", {"-uE", "-m", "pkg"}) == "-E");
+  CHECK(skipped("python3", {"-Wignore", "-X", "dev", "-I", "t.py"}) == "-I");
+  CHECK(skipped("/usr/bin/python3", {"-u", "train.py", "-S"}).empty());  // the script's own argument
+  CHECK(skipped("/usr/bin/python3", {"-m", "pkg", "-I"}).empty());
+  CHECK(skipped("/usr/bin/python3", {"-c", "import x", "-S"}).empty());
+  CHECK(skipped("/usr/bin/python3", {"-u", "train.py"}).empty());
+  CHECK(skipped("/opt/worker", {"-S"}).empty());  // not a python
+  Scratch s;
+  CHECK(skipped(s.ScratchDir::make("a.py", "#!/usr/bin/python3 -I\nprint(1)\n", 0755), {}) == "-I");
+  CHECK(skipped(s.ScratchDir::make("b.py", "#!/usr/bin/env -S python3 -S -u\n", 0755), {}) == "-S");
+  CHECK(skipped(s.ScratchDir::make("c.py", "#!/usr/bin/env python3\n", 0755), {}).empty());
+  CHECK(skipped(s.ScratchDir::make("d.sh", "#!/bin/sh -e\n", 0755), {}).empty());
+  CHECK_THAT(python_heartbeat_skipped_line("-S"),
+             Catch::StartsWith("ddp-launch: warning: --python_heartbeat: the workers' python runs with -S, which skips "
+                               "the sitecustomize that enables the heartbeat") &&
+                 Catch::EndsWith("drop -S, or enable it in the script: import ddp_launch.heartbeat; "
+                                 "ddp_launch.heartbeat.enable()"));
+  CHECK_THAT(python_heartbeat_skipped_line("-I"), Catch::EndsWith("drop -I"));
+}

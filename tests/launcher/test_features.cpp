@@ -221,7 +221,10 @@ TEST_CASE("features: the stall names the rank behind the others, dumps stacks an
   CHECK(told.reason_text() == "it stalled (no progress for 0 s)");
   CHECK(told.spawn_error.empty());  // the stall is said by reason_text, not through another field
   CHECK(a.dumps == std::vector<std::string>{"stalled"});
-  CHECK_THAT(a.log_.str(), Catch::Contains("; stopping the group"));
+  // Issue 51 item 12: under Lightning the teardown took the whole
+  // --shutdown_timeout after this line, which did not say it might.
+  CHECK_THAT(a.log_.str(), Catch::Contains("; stopping the group: SIGTERM now, SIGKILL to any rank still there after "
+                                           "30 s (--shutdown_timeout)\n"));
   CHECK(f->stack_note() == "rank 1 last finished collective #1; rank 0 waits in #2 (allreduce, 64 B)");
   CHECK_FALSE(f->source()->deadline());  // decided: it never looks again
 
@@ -313,7 +316,7 @@ TEST_CASE("features: step statistics name the rank the others wait for, publish 
   // c10d: this node's window went to the other nodes through the helper.
   REQUIRE_FALSE(link.sent.empty());
   CHECK_THAT(link.sent.front(), Catch::StartsWith("steps "));
-  CHECK(parse_job_windows(link.sent.front().substr(6)).size() == 2);
+  CHECK(parse_job_windows(link.sent.front().substr(6), 2).size() == 2);
 
   AttemptResult r = a.result();
   for (int lr : {0, 1}) {
@@ -359,6 +362,7 @@ TEST_CASE("features: the rendezvous tells the other nodes of the first failure a
   FakeLink link;
   a.services.agent = &link;
   a.services.job_windows.emplace(link);
+  a.services.job_windows->new_round(4);
   a.placement.node = "node n0 (pid 7, host h0)";
   std::unique_ptr<Feature> f = make_rendezvous(a);
   REQUIRE(f->source());
@@ -400,6 +404,58 @@ TEST_CASE("features: the rendezvous tells the other nodes of the first failure a
   CHECK(r.rdzv_stop == "node n1 (host h1) left");
   CHECK_FALSE(r.rdzv_counted);
   CHECK_FALSE(r.rdzv_abort);
+}
+
+// Issue 51 item 9: this node's own failure came first, then another node's
+// launcher ended the job; the report said only "worker group FAILED" (1 of
+// 4 tries), never why there was no restart with max_restarts 3.
+TEST_CASE("features: a local failure in a job another node ended: the report says why there is no restart") {
+  FakeAttempt a(1, 2);
+  FakeLink link;
+  a.services.agent = &link;
+  a.placement.node = "node n0 (pid 7, host h0)";
+  auto f = make_rendezvous(a);
+  WorkerExit w = exit_of(0, 0, 77);
+  w.code = 1;
+  f->failed(w);
+  RdzvEvent abort;
+  abort.kind = RdzvEvent::Abort;
+  abort.text = "the launcher of node n1 (pid 9, host h1) got SIGTERM";
+  link.said = {abort};
+  f->source()->ready(nullptr, 0);
+  AttemptResult r;
+  r.root_cause = w;
+  r.exits = {w};
+  f->finish(r);
+  REQUIRE(r.rdzv_abort);
+  const std::string report = format_failure_report({r}, "h0", 3);
+  CHECK_THAT(report, Catch::Contains("ddp-launch: worker group FAILED (attempt 0, max_restarts 3)\n"
+                                     "ddp-launch: not restarted: the job was ended: the launcher of node n1 (pid 9, "
+                                     "host h1) got SIGTERM\n"));
+  r.rdzv_abort = false;  // a restart that was refused for another reason says nothing of it
+  CHECK_THAT(format_failure_report({r}, "h0", 3), !Catch::Contains("not restarted"));
+}
+
+// Issue 51 item 12: a rank that Gloo aborted in its own exit during the
+// teardown was listed "after the launcher stopped the group", as if the
+// launcher had caused it.
+TEST_CASE("report: a rank that died of its own signal during the teardown is said to end by itself, and when") {
+  WorkerExit cause = exit_of(0, 0, 100);
+  cause.code = 1;
+  cause.time = std::chrono::system_clock::time_point(std::chrono::seconds(1000));
+  WorkerExit aborted = exit_of(1, 1, 101, SIGABRT, true);
+  aborted.time = cause.time + std::chrono::milliseconds(812);
+  WorkerExit stopped = exit_of(2, 2, 102, SIGTERM, true);
+  stopped.time = cause.time + std::chrono::milliseconds(5);
+  AttemptResult r;
+  r.root_cause = cause;
+  r.exits = {cause, stopped, aborted};
+  const std::string report = format_failure_report({r}, "h", 0);
+  CHECK_THAT(report, Catch::Contains("  rank 1 (local_rank 1, pid 101): signal 6 (SIGABRT), by itself (the launcher "
+                                     "sends SIGTERM, then SIGKILL) while the group was being stopped, 812 ms after "
+                                     "rank 0 failed\n"));
+  CHECK_THAT(report, Catch::Contains("  rank 2 (local_rank 2, pid 102): signal 15 (SIGTERM), after the launcher "
+                                     "stopped the group\n"));
 }
 
 TEST_CASE("features: the rendezvous tells an expired scope, a failed start or an exit code as it is") {

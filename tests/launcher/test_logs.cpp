@@ -190,10 +190,31 @@ TEST_CASE("the tee: whole prefixed lines on the console, the exact bytes in the 
   ::close(w0);
   ::close(w1);
   tee.finish();
-  CHECK(read_all(console.r) == "[default0]:" + junk + "\n[default0]:end\n");
+  // A '\r' in a line starts a redraw: the piece after it gets the prefix too.
+  CHECK(read_all(console.r) == "[default0]:" + junk.substr(0, 4) + "[default0]:" + junk.substr(4) + "\n[default0]:end\n");
   CHECK(read_all(file.r) == expect_file + junk + "\nend");
   CHECK(read_all(file1.r) == "world\n" + long_line + "\n");
   CHECK(tee.fds().empty());
+}
+
+// Issue 51 item 12: a tqdm-style bar redrawn with '\r' showed nothing under
+// --tee until its final newline; torchrun shows every update.
+TEST_CASE("the tee: a progress bar redrawn in place (carriage returns) moves on the console, each redraw prefixed", "[tsan]") {
+  Pipe console, file;
+  OutputTee tee;
+  const int w0 = tee.add(::dup(file.w), "/f0", console.w, "[r0]:");
+  write_all(w0, "\r 10%|#");
+  tee.pump();
+  CHECK(read_all(console.r).empty());  // not whole until the next redraw
+  write_all(w0, "\r 20%|##\r 30%|###");
+  tee.pump();
+  CHECK(read_all(console.r) == "[r0]: 10%|#\r[r0]: 20%|##\r");
+  write_all(w0, "\r100%|####|\nnext\n");
+  tee.pump();
+  CHECK(read_all(console.r) == "[r0]: 30%|###\r[r0]:100%|####|\n[r0]:next\n");
+  ::close(w0);
+  tee.finish();
+  CHECK(read_all(file.r) == "\r 10%|#\r 20%|##\r 30%|###\r100%|####|\nnext\n");  // the file: the bytes as written
 }
 
 TEST_CASE("the tee: a console that went away stops the copy, not the files or the launcher", "[tsan]") {

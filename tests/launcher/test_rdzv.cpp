@@ -100,6 +100,18 @@ TEST_CASE("the rendezvous helper's lines parse into events, and anything else is
   }
 }
 
+// Issue 51 item 3: a client of the store's protocol set the abort reason to
+// terminal escapes; "stopping this node's workers:" and "error: the job was
+// ended:" printed them raw (a title change, a cleared screen).
+TEST_CASE("the helper's lines: store text has its control bytes escaped before any line prints it") {
+  const RdzvEvent a = parse_rdzv_line("abort \x1b]0;pwned\x07\x1b[2Jnode n1 left");
+  CHECK(a.kind == RdzvEvent::Abort);
+  CHECK(a.text == "\\x1b]0;pwned\\x07\\x1b[2Jnode n1 left");
+  CHECK(parse_rdzv_line("restart 1 rank 3 \x9b failed\r").text == "rank 3 \\x9b failed\\x0d");
+  CHECK(parse_rdzv_line("error \x1b[2J").text == "\\x1b[2J");
+  CHECK(parse_rdzv_line("\x1b[2J").text == "the rendezvous helper said something unexpected: '\\x1b[2J'");
+}
+
 TEST_CASE("a c10d round's placement sets the ranks, group and master, and nodes may run different counts") {
   LaunchOptions o;
   o.nnodes = 3;  // the options' own node count and rank are not used

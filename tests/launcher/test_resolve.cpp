@@ -3,11 +3,13 @@
 #include "ddp/launcher/config/options.h"
 
 #include "scratch_dir.h"
+#include "test_skip.h"
 
 #include <catch2/catch.hpp>
 
 #include <fstream>
 #include <sstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace ddp::launcher;
@@ -91,6 +93,25 @@ TEST_CASE("resolve: --trace_file and --summary_json to one file, named so or thr
                        plain_env(), false, out, notes));
 }
 
+// Issue 51 item 2: root writing through another user's link in /tmp.
+TEST_CASE("resolve: a --trace_file that is another user's link in a sticky directory is refused at the start") {
+  if (::geteuid() != 0) DDP_SKIP("needs root to give a link another owner (lchown)");
+  ddp::test::ScratchDir scratch;
+  const std::string sticky = scratch.dir + "/tmp";
+  REQUIRE(::mkdir(sticky.c_str(), 01777) == 0);
+  REQUIRE(::chmod(sticky.c_str(), 01777) == 0);
+  REQUIRE(std::ofstream(scratch.dir + "/secret").good());
+  const std::string link = sticky + "/trace.json";
+  REQUIRE(::symlink((scratch.dir + "/secret").c_str(), link.c_str()) == 0);
+  REQUIRE(::lchown(link.c_str(), 65534, 65534) == 0);
+  std::ostringstream out, notes;
+  CHECK_THROWS_WITH(resolve_launch({"--standalone", "--trace_file", link, "/bin/true"}, plain_env(), false, out, notes),
+                    Catch::StartsWith("--trace_file " + link + ": will not write through '" + link +
+                                      "': a symlink in the sticky, world-writable directory") &&
+                        Catch::EndsWith("; remove the link or give another path"));
+  CHECK(resolve_launch({"--standalone", "--summary_json", "/dev/stdout", "/bin/true"}, plain_env(), false, out, notes));
+}
+
 TEST_CASE("resolve: a master address that does not resolve is a usage error naming it") {
   std::ostringstream out, notes;
   CHECK_THROWS_AS(resolve_launch({"--nnodes=2", "--node_rank=1", "--master_addr=no-such-host.invalid",
@@ -104,4 +125,30 @@ TEST_CASE("resolve: a master address that does not resolve is a usage error nami
   } catch (const UsageError& e) {
     CHECK_THAT(e.what(), Catch::Contains("no-such-host.invalid") && Catch::Contains("does not resolve"));
   }
+}
+
+// Issue 51 item 4: the c10d store client waited its whole join_timeout (600 s)
+// on a name that does not exist, then blamed the port.
+TEST_CASE("resolve: a c10d endpoint that does not resolve is a usage error naming it, at once") {
+  std::ostringstream out, notes;
+  CHECK_THROWS_WITH(resolve_launch({"--nnodes=1:2", "--rdzv_backend=c10d", "--rdzv_endpoint=no-such-host.invalid:29400",
+                                    "/bin/true"},
+                                   plain_env(), false, out, notes),
+                    Catch::StartsWith("--rdzv_endpoint no-such-host.invalid: the host does not resolve (") &&
+                        Catch::EndsWith("); give the node that hosts the rendezvous as an IP address or a name this "
+                                        "machine resolves (check the spelling, DNS, /etc/hosts)"));
+  CHECK(resolve_launch({"--nnodes=1:2", "--rdzv_backend=c10d", "--rdzv_endpoint=localhost:29400", "/bin/true"},
+                       plain_env(), false, out, notes));
+}
+
+TEST_CASE("resolve: --python_heartbeat with python -I says at the start that no heartbeat will come") {
+  std::ostringstream out, notes;
+  const auto plan = resolve_launch({"--standalone", "--python_heartbeat", "--no_python", "/usr/bin/python3", "-I",
+                                    "train.py"}, plain_env(), false, out, notes);
+  if (!plan) FAIL("no plan");
+  CHECK_THAT(notes.str(), Catch::Contains("ddp-launch: warning: --python_heartbeat: the workers' python runs with -I"));
+  std::ostringstream out2, notes2;
+  REQUIRE(resolve_launch({"--standalone", "--python_heartbeat", "--no_python", "/usr/bin/python3", "train.py"},
+                         plain_env(), false, out2, notes2));
+  CHECK_THAT(notes2.str(), !Catch::Contains("--python_heartbeat:"));
 }

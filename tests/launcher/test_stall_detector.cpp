@@ -238,3 +238,19 @@ TEST_CASE("stall: on a job whose every rank is on this node, no rank is sent to 
   CHECK_THAT(v.message, Catch::EndsWith("ranks 0,1 wait in #7 (allreduce, 512 B); no rank is behind: the collective "
                                         "itself hangs"));
 }
+
+// Issue 51 item 12: the shutdown dump said "ranks 0,1 wait in #31 (barrier,
+// 0 B)" while rank 1 was in a broadcast: the ranks were out of step.
+TEST_CASE("stall: ranks in one collective number but different calls are shown apart, and called out of step") {
+  HeartbeatSnapshot barrier = beat(31, 30, 0);
+  barrier.kind = CollectiveKind::Barrier;
+  HeartbeatSnapshot broadcast = beat(31, 30, 4);
+  broadcast.kind = CollectiveKind::Broadcast;
+  const std::string where = collective_summary({rank_at(0, barrier, 1.0), rank_at(1, broadcast, 1.0)});
+  CHECK(where == "rank 1 waits in #31 (broadcast, 4 B); rank 0 waits in #31 (barrier, 0 B); the ranks are out of "
+                 "step: one collective number names different calls on different ranks (a rank called a collective "
+                 "the others did not)");
+  // One call whose sizes differ between ranks (an uneven gather) is not.
+  CHECK(collective_summary({rank_at(0, beat(7, 6, 512), 1.0), rank_at(1, beat(7, 6, 1024), 1.0)}) ==
+        "ranks 0,1 wait in #7 (allreduce, 512 B)");
+}

@@ -47,7 +47,8 @@ TEST_CASE("stall: rank 1's heartbeat stops and the job ends 124 within stall_tim
   CHECK_THAT(msg, Catch::StartsWith("rank 1 (local_rank 1, pid ") && Catch::Contains(") stalled: no progress for ") &&
                       Catch::EndsWith(" s; rank 1 last finished collective #100; rank 0 waits in #101 (allreduce, 1.6 MiB)"));
   // The same line when the launcher decides, before the report.
-  CHECK_THAT(o, Catch::Contains("ddp-launch: " + msg + "; stopping the group"));
+  CHECK_THAT(o, Catch::Contains("ddp-launch: " + msg + "; stopping the group: SIGTERM now, SIGKILL to any rank still "
+                                "there after "));
   // Both ranks' stacks, taken before the teardown, with where each is in the collectives.
   if (!has_native_tool(test_path())) return;  // the dump's own tests skip then
   CHECK_THAT(o, Catch::Contains("ddp-launch: stacks of 2 ranks (stalled) in ") &&

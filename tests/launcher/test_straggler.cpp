@@ -346,7 +346,7 @@ TEST_CASE("straggler scores across nodes: the windows the nodes share name a slo
   const std::string text = format_node_window("node-a", {{0, 0, "", 30.5, 0.48, 40}, {1, 1, "", 31, 0.5, 40}}) + "|" +
                            format_node_window("b;x", {{2, 0, "", 61.25, 0.01, 40}}) + "|garbage|c;1:2";
   CHECK(text == "node-a;0:0:30.500:0.4800:40,1:1:31.000:0.5000:40|b_x;2:0:61.250:0.0100:40|garbage|c;1:2");
-  const auto job = parse_job_windows(text);
+  const auto job = parse_job_windows(text, 3);
   REQUIRE(job.size() == 3);  // the parts that do not parse are left out
   CHECK(job[2].rank == 2);
   CHECK(job[2].host == "b_x");
@@ -367,4 +367,15 @@ TEST_CASE("straggler scores across nodes: the windows the nodes share name a slo
   REQUIRE(scores.local_window().size() == 2);  // what this node shares next
   CHECK(scores.local_window()[0].steps == 40);
   CHECK(scores.windows() == 1);
+}
+
+// Issue 51 item 3: a client of the store's protocol forged windows that made
+// every launcher name "rank 7 (host \x1b]0, ...)" in a 2-rank job.
+TEST_CASE("straggler scores across nodes: a forged window's rank beyond the world and control bytes are dropped") {
+  const std::string text = "\x1b]0;pwned\x07;7:0:900.000:0.0000:40|h\x1b[2J;1:0:50.000:0.0000:40|x;-1:0:1:0:1|y;0:-3:1:0:1";
+  const auto job = parse_job_windows(text, 2);
+  REQUIRE(job.size() == 1);  // rank 7 of 2, rank -1 and local_rank -3 are not ranks of this job
+  CHECK(job[0].rank == 1);
+  CHECK(job[0].host == "h_[2J");
+  CHECK(format_node_window("a\x1b]0\x07" "b\x7f", {{0, 0, "", 1, 0, 1}}).rfind("a_]0_b_;", 0) == 0);
 }

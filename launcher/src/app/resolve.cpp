@@ -44,6 +44,9 @@ void check_summary_path(const std::string& path, const std::string& given_as, co
   // through, not replaced (ddp/common/output_file.h): it is the path itself
   // that must be writable, not its directory.
   if (ddp::output_way(path) == ddp::OutputWay::WriteThrough) {
+    if (const std::string why = ddp::planted_link_reason(path); !why.empty())
+      throw UsageError(given_as + ": will not write through '" + path + "': " + why +
+                       "; remove the link or give another path");
     if (::access(path.c_str(), W_OK) != 0)
       throw UsageError(given_as + ": cannot write to '" + path + "': " + std::strerror(errno) +
                        "; give a path you can write");
@@ -106,6 +109,17 @@ void check_master_addr(const LaunchOptions& o) {
                    "name this machine resolves (check the spelling, DNS, /etc/hosts)");
 }
 
+// c10d rendezvous: the same one-time check for --rdzv_endpoint's host, which
+// the store client would otherwise wait on for the whole join_timeout.
+void check_rdzv_endpoint(const LaunchOptions& o) {
+  if (o.standalone || !o.rdzv.elastic() || o.rdzv.host.empty()) return;
+  const std::string err = ddp::host_resolve_error(o.rdzv.host);
+  if (err.empty()) return;
+  throw UsageError("--rdzv_endpoint " + o.rdzv.host + ": the host does not resolve (" + err +
+                   "); give the node that hosts the rendezvous as an IP address or a name this machine resolves "
+                   "(check the spelling, DNS, /etc/hosts)");
+}
+
 }  // namespace
 
 std::optional<LaunchPlan> resolve_launch(const std::vector<std::string>& args, const EnvMap& env, bool as_torchrun,
@@ -130,6 +144,7 @@ std::optional<LaunchPlan> resolve_launch(const std::vector<std::string>& args, c
     virtual_visible_device(env, plan.opts.task ? plan.opts.task->local_rank : plan.nproc - 1,
                            plan.opts.task ? plan.opts.task->local_rank + 1 : plan.nproc);
   check_master_addr(plan.opts);
+  check_rdzv_endpoint(plan.opts);
   if (!plan.opts.standalone && !plan.opts.rdzv.elastic() && plan.opts.node_rank == 0 && plan.opts.master_port != 0)
     reserve_check_port(plan.opts.master_port);
   if (!plan.opts.numa_binding.empty()) {
@@ -162,6 +177,9 @@ std::optional<LaunchPlan> resolve_launch(const std::vector<std::string>& args, c
   for (const std::string& note : plan.opts.notes) notes << "ddp-launch: " << note << std::endl;
   plan.parent_env = env;
   if (plan.opts.python_heartbeat) plan.parent_env["PYTHONPATH"] = pythonpath;
+  if (plan.opts.python_heartbeat)
+    if (const std::string flag = python_site_skipped_by(plan.command); !flag.empty())
+      notes << python_heartbeat_skipped_line(flag) << std::endl;
   return plan;
 }
 

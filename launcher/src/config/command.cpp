@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -145,6 +146,75 @@ WorkerCommand resolve_command(const LaunchOptions& opts, const EnvMap& env) {
   cmd.local_rank_pos = cmd.args.size();
   cmd.args.insert(cmd.args.end(), opts.program_args.begin(), opts.program_args.end());
   return cmd;
+}
+
+namespace {
+
+std::string base_name(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+bool is_python(const std::string& path) { return base_name(path).rfind("python", 0) == 0; }
+
+// The first of -S, -I, -E among a python's own options (those before the
+// script, -m or -c), "" when none.
+std::string site_option(const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.size() < 2 || a[0] != '-' || a == "--") return "";
+    if (a[1] == '-') continue;  // --version, --check-hash-based-pycs X: none of ours
+    for (size_t k = 1; k < a.size(); ++k) {
+      const char c = a[k];
+      if (c == 'S' || c == 'I' || c == 'E') return std::string("-") + c;
+      if (c == 'c' || c == 'm') return "";  // what follows is the program's
+      if (c == 'W' || c == 'X') {           // takes a value: the rest, or the next argument
+        if (k + 1 == a.size()) ++i;
+        break;
+      }
+    }
+  }
+  return "";
+}
+
+std::vector<std::string> words(const std::string& line) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && std::isspace(static_cast<unsigned char>(line[i]))) ++i;
+    size_t j = i;
+    while (j < line.size() && !std::isspace(static_cast<unsigned char>(line[j]))) ++j;
+    if (j > i) out.push_back(line.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string python_site_skipped_by(const WorkerCommand& cmd) {
+  if (is_python(cmd.exe)) return site_option(cmd.args);
+  std::ifstream in(cmd.exe);
+  std::string line;
+  if (!std::getline(in, line) || line.rfind("#!", 0) != 0) return "";
+  std::vector<std::string> w = words(line.substr(2));
+  // `#!/usr/bin/env python3 -I` needs env -S to split; take both spellings.
+  if (!w.empty() && base_name(w[0]) == "env") {
+    w.erase(w.begin());
+    if (!w.empty() && (w[0] == "-S" || w[0] == "--split-string")) w.erase(w.begin());
+  }
+  if (w.empty() || !is_python(w[0])) return "";
+  return site_option(std::vector<std::string>(w.begin() + 1, w.end()));
+}
+
+std::string python_heartbeat_skipped_line(const std::string& flag) {
+  // -S still reads PYTHONPATH, so the module can be imported by hand; -I
+  // and -E ignore it too.
+  return "ddp-launch: warning: --python_heartbeat: the workers' python runs with " + flag +
+         ", which skips the sitecustomize that enables the heartbeat: these ranks write none, so no stall, "
+         "straggler score or trace slice is seen for them; drop " + flag +
+         (flag == "-S" ? ", or enable it in the script: import ddp_launch.heartbeat; ddp_launch.heartbeat.enable()"
+                       : "");
 }
 
 }  // namespace ddp::launcher

@@ -127,7 +127,9 @@ bool ElasticRun::rejoin(RdzvLink& agent, const RdzvEvent& round, const RoundPlac
     last.rdzv_counted = answer->kind != RdzvEvent::Restart || answer->counted;
     last.rdzv_abort = answer->kind != RdzvEvent::Restart;
     if (answer->kind == RdzvEvent::Error) error_ = answer->text;
-    if (!last.root_cause) last.rdzv_stop = answer->text;
+    // Kept with a local root cause too: the report says why it was not
+    // restarted (the job was ended meanwhile), which a race used to lose.
+    if (!last.root_cause || last.rdzv_abort) last.rdzv_stop = answer->text;
     reason = answer->text;
   }
   if (last.rdzv_abort) {

@@ -8,6 +8,6 @@ void JobWindows::publish(const std::string& host, const std::vector<WindowRank>&
   if (!local.empty()) agent_.send(rdzv::lines::Command::Steps, format_node_window(host, local));
 }
 
-void JobWindows::heard(const std::string& text) { others_ = parse_job_windows(text); }
+void JobWindows::heard(const std::string& text) { others_ = parse_job_windows(text, world_size_); }
 
 }  // namespace ddp::launcher

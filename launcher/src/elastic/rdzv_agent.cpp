@@ -4,6 +4,7 @@
 #include "ddp/launcher/process/spawn.h"
 
 #include "ddp/common/fd_io.h"
+#include "ddp/common/untrusted_text.h"
 #include "ddp/rdzv/agent_lines.h"
 
 #include <algorithm>
@@ -23,7 +24,9 @@ RdzvEvent parse_rdzv_line(const std::string& line) {
   using rdzv::lines::Answer;
   const rdzv::lines::AnswerLine a = rdzv::lines::parse_answer(line);
   RdzvEvent e;
-  e.text = a.text;
+  // Store text (another node's reason, a client of the store's protocol):
+  // control bytes escaped here, so no line prints them raw (issue 51 item 3).
+  e.text = ddp::visible_text(a.text);
   e.counted = a.counted;
   switch (a.answer) {
     case Answer::Round: {
@@ -48,7 +51,7 @@ RdzvEvent parse_rdzv_line(const std::string& line) {
     case Answer::Unexpected: break;
   }
   e.kind = RdzvEvent::Error;
-  e.text = "the rendezvous helper said something unexpected: '" + line + "'";
+  e.text = "the rendezvous helper said something unexpected: '" + ddp::visible_text(line) + "'";
   return e;
 }
 

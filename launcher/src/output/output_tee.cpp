@@ -96,6 +96,31 @@ std::string OutputTee::take_warning() {
   return w;
 }
 
+namespace {
+
+// `text` with `prefix` before each piece that ends in '\r' (or is the last),
+// so a line redrawn in place keeps its prefix. The first piece gets none
+// when the caller wrote it already (`prefixed_first`). A piece that is only
+// '\r' or '\n' (a leading '\r', a CRLF's "\r\n") gets no prefix: in a whole
+// line its byte stays, in a redraw it is left out (the cursor is at the
+// start of the line already).
+std::string redrawn(const std::string& prefix, const std::string& text, bool prefixed_first) {
+  std::string out;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t cr = text.find('\r', at);
+    const size_t stop = cr == std::string::npos ? text.size() : cr + 1;
+    const std::string_view piece(text.data() + at, stop - at);
+    const bool empty = piece == "\r" || piece == "\n";
+    if (!empty && !(at == 0 && prefixed_first)) out += prefix;
+    if (!empty || prefixed_first) out += piece;
+    at = stop;
+  }
+  return out;
+}
+
+}  // namespace
+
 void OutputTee::read_stream(Stream& s, bool at_end) {
   static thread_local std::vector<char> buf(kReadChunk);
   for (int reads = 0; reads < (at_end ? kReadsAtEnd : kReadsPerPump); ++reads) {
@@ -127,10 +152,29 @@ void OutputTee::read_stream(Stream& s, bool at_end) {
         break;
       }
       begin_line();
-      out += s.partial;
-      out.append(p, nl + 1);
+      if (s.partial.find('\r') == std::string::npos && !std::memchr(p, '\r', static_cast<size_t>(nl - p))) {
+        out += s.partial;
+        out.append(p, nl + 1);
+      } else {
+        out += redrawn(s.prefix, s.partial + std::string(p, nl + 1), true);
+      }
       s.partial.clear();
       p = nl + 1;
+    }
+    // A redraw (a progress bar's "\r"): what is up to its last '\r' goes out
+    // now, each piece between '\r's with the prefix and ending in '\r', so
+    // the bar moves on the console as it would without the tee (one redraw
+    // behind: a piece is whole once the next '\r' comes). Not to the
+    // duplicate filters' file, which takes whole lines.
+    if (const size_t cr = s.partial.rfind('\r'); cr != std::string::npos) {
+      if (!out.empty()) to_console(s.console_fd, out);  // the whole lines first, in order
+      if (dup && !out.empty()) to_duplicate(dup, out, line_starts, body_starts);
+      out.clear();
+      line_starts.clear();
+      body_starts.clear();
+      const std::string redraw = redrawn(s.prefix, s.partial.substr(0, cr + 1), false);
+      s.partial.erase(0, cr + 1);
+      if (!redraw.empty()) to_console(s.console_fd, redraw);
     }
     while (s.partial.size() >= kMaxLine) {  // no newline in sight: pieces of kMaxLine
       begin_line();

@@ -6,6 +6,7 @@
 #include "ddp/launcher/base/signal_names.h"
 #include "ddp/launcher/base/time_text.h"
 
+#include <csignal>
 #include <ctime>
 #include <sstream>
 
@@ -83,6 +84,22 @@ std::string indent(const std::string& text, const std::string& pad) {
 // are bytes anyone could have written: control characters and bytes that
 // are not UTF-8 are shown as \xNN, never sent to the terminal raw.
 std::string shown(const std::string& untrusted) { return ddp::visible_text(untrusted, ddp::Newlines::Keep); }
+
+// How a worker that exited during the teardown ended. A signal the launcher
+// never sends (it sends SIGTERM, then SIGKILL, or forwards its own) came from
+// the worker itself: torch's Gloo abort in its exit, say. Saying "after the
+// launcher stopped the group" there suggested the launcher caused it.
+std::string teardown_text(const WorkerExit& w, const AttemptResult& a) {
+  if (!w.after_teardown) return "";
+  const int sig = w.code;
+  if (!w.signaled || sig == SIGTERM || sig == SIGKILL || sig == a.launcher_signal || sig == a.signal_during_teardown)
+    return ", after the launcher stopped the group";
+  std::string when;
+  if (a.root_cause && w.time >= a.root_cause->failure_time())
+    when = ", " + fixed_text(std::chrono::duration<double, std::milli>(w.time - a.root_cause->failure_time()).count(), 0) +
+           " ms after rank " + std::to_string(a.root_cause->rank) + " failed";
+  return ", by itself (the launcher sends SIGTERM, then SIGKILL) while the group was being stopped" + when;
+}
 
 std::string message_of(const WorkerExit& w) {
   if (!w.stalled.empty()) return w.stalled;
@@ -174,6 +191,11 @@ std::string format_failure_report(const std::vector<AttemptResult>& attempts, co
     s << "ddp-launch: worker group FAILED (attempt " << last.attempt << ", max_restarts " << max_restarts
       << ")\n";
   }
+  // c10d: this node's failure came first, but the job was ended (another
+  // node's launcher stopped, a node out of restarts): that is why there is
+  // no restart, whichever of the two this node heard first.
+  if (last.root_cause && last.rdzv_abort && !last.rdzv_stop.empty())
+    s << "ddp-launch: not restarted: the job was ended: " << shown(last.rdzv_stop) << "\n";
   if (last.signal_during_teardown)
     s << "ddp-launch: got " << signal_name(last.signal_during_teardown)
       << " while stopping the failed group; forwarded it, no restart; the exit code is the root cause's\n";
@@ -200,7 +222,7 @@ std::string format_failure_report(const std::vector<AttemptResult>& attempts, co
       header = true;
     }
     s << "  rank " << w.rank << " (local_rank " << w.local_rank << ", pid " << w.pid << "): " << w.status_text()
-      << (w.after_teardown ? ", after the launcher stopped the group" : "");
+      << teardown_text(w, last);
     if (w.max_rss_kb > 0) s << ", max_rss " << rss_text(w.max_rss_kb);
     if (!w.oom.empty()) s << "; " << w.oom;
     for (const Verdict& v : w.verdicts)

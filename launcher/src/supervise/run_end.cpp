@@ -3,6 +3,7 @@
 #include "ddp/common/atomic_file.h"
 #include "ddp/common/output_file.h"
 #include "ddp/launcher/base/signal_names.h"
+#include "ddp/launcher/config/command.h"
 #include "ddp/launcher/report/run_events.h"
 #include "ddp/launcher/report/summary.h"
 #include "ddp/launcher/report/trace_file.h"
@@ -57,6 +58,9 @@ int end_run(const LaunchPlan& plan, std::vector<AttemptResult>& attempts, const 
   if (plan.opts.event_log_handler == EventLogHandler::Console)
     log << final_events(plan, attempts, rdzv_error, rdzv_signal, totals.wall_s);
   if (!attempts.empty()) log << format_run_summary(attempts, totals);
+  if (plan.opts.python_heartbeat)
+    if (const std::string flag = python_site_skipped_by(plan.command); !flag.empty())
+      log << python_heartbeat_skipped_line(flag) << "\n";
   const bool failed = totals.exit_code != 0;
   // The report prints these paths: they must outlive the launcher (the run
   // directory is otherwise removed at exit, by us and the watchdog). Only

@@ -46,7 +46,7 @@ int Supervisor::run() {
           // the last round's windows say nothing of them.
           run_->services.agent = r.agent;
           if (!run_->services.job_windows) run_->services.job_windows.emplace(*r.agent);
-          run_->services.job_windows->new_round();
+          run_->services.job_windows->new_round(r.placement ? r.placement->world_size : 0);
           return attempt(r.attempt, r);
         },
         attempts_);

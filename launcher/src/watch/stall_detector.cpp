@@ -6,6 +6,7 @@
 #include <cstring>
 #include <cstdio>
 #include <map>
+#include <utility>
 
 namespace ddp::launcher {
 
@@ -158,14 +159,25 @@ bool StallDetector::stalled(Clock::time_point now) const {
 
 std::string collective_summary(const std::vector<RankProgress>& ranks) {
   // Ranks outside a collective, by the last one they finished; ranks in
-  // one, by its number: the group behind comes first.
-  std::map<uint64_t, std::vector<int>> finished, waiting;
-  std::map<uint64_t, const RankProgress*> waiting_first;
+  // one, by its number and what it is: the group behind comes first. Ranks
+  // in one number but different collectives (a barrier against a
+  // broadcast) are out of step: one rank called a collective the others did
+  // not, and the numbers no longer name the same call.
+  std::map<uint64_t, std::vector<int>> finished;
+  // (#, kind): sizes may differ between ranks of one call (uneven gathers).
+  std::map<std::pair<uint64_t, uint64_t>, std::vector<int>> waiting;
+  std::map<std::pair<uint64_t, uint64_t>, uint64_t> bytes_of;  // the first rank's
+  std::map<uint64_t, int> calls_at;  // how many different collectives share a number
   for (const RankProgress& r : ranks) {
     if (!r.heartbeat) continue;
     if (r.snapshot.in_collective()) {
-      waiting[r.snapshot.collective_started].push_back(r.rank);
-      waiting_first.emplace(r.snapshot.collective_started, &r);
+      const std::pair<uint64_t, uint64_t> key{r.snapshot.collective_started, static_cast<uint64_t>(r.snapshot.kind)};
+      auto& rs = waiting[key];
+      if (rs.empty()) {
+        ++calls_at[key.first];
+        bytes_of[key] = r.snapshot.bytes;
+      }
+      rs.push_back(r.rank);
     } else {
       finished[r.snapshot.collective_finished].push_back(r.rank);
     }
@@ -174,11 +186,16 @@ std::string collective_summary(const std::vector<RankProgress>& ranks) {
   auto add = [&](const std::string& part) { out += (out.empty() ? "" : "; ") + part; };
   for (const auto& [seq, rs] : finished)
     add(ranks_text(rs) + (seq == 0 ? " started no collective yet" : " last finished collective #" + std::to_string(seq)));
-  for (const auto& [seq, rs] : waiting) {
-    const HeartbeatSnapshot& s = waiting_first[seq]->snapshot;
+  bool out_of_step = false;
+  for (const auto& [key, rs] : waiting) {
+    const auto& [seq, kind] = key;
+    out_of_step |= calls_at[seq] > 1;
     add(ranks_text(rs) + (rs.size() == 1 ? " waits" : " wait") + " in #" + std::to_string(seq) + " (" +
-        collective_kind_name(s.kind) + ", " + bytes_text(s.bytes) + ")");
+        collective_kind_name(static_cast<CollectiveKind>(kind)) + ", " + bytes_text(bytes_of[key]) + ")");
   }
+  if (out_of_step)
+    add("the ranks are out of step: one collective number names different calls on different ranks (a rank "
+        "called a collective the others did not)");
   return out;
 }
 

@@ -162,7 +162,8 @@ namespace {
 
 std::string clean_host(std::string h) {
   for (char& c : h)
-    if (c == ';' || c == '|' || c == ',' || c == ':' || c == ' ' || c == '\n') c = '_';
+    if (c == ';' || c == '|' || c == ',' || c == ':' || c == ' ' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      c = '_';
   return h.empty() ? "?" : h;
 }
 
@@ -179,7 +180,7 @@ std::string format_node_window(const std::string& host, const std::vector<Window
   return out;
 }
 
-std::vector<WindowRank> parse_job_windows(const std::string& text) {
+std::vector<WindowRank> parse_job_windows(const std::string& text, int world_size) {
   std::vector<WindowRank> out;
   size_t at = 0;
   while (at <= text.size()) {
@@ -188,7 +189,7 @@ std::vector<WindowRank> parse_job_windows(const std::string& text) {
     at = end + 1;
     const size_t semi = node.find(';');
     if (semi == std::string::npos || semi == 0) continue;
-    const std::string host = node.substr(0, semi);
+    const std::string host = clean_host(node.substr(0, semi));  // the store's text: anyone's
     size_t p = semi + 1;
     while (p < node.size()) {
       const size_t comma = std::min(node.find(',', p), node.size());
@@ -197,7 +198,7 @@ std::vector<WindowRank> parse_job_windows(const std::string& text) {
       char tail = 0;
       if (std::sscanf(node.substr(p, comma - p).c_str(), "%d:%d:%lf:%lf:%d%c", &w.rank, &w.local_rank, &w.work_ms,
                       &w.wait_share, &w.steps, &tail) == 5 &&
-          w.rank >= 0 && w.work_ms >= 0 && std::isfinite(w.work_ms) && std::isfinite(w.wait_share))
+          w.rank >= 0 && w.rank < world_size && w.local_rank >= 0 && w.work_ms >= 0 && std::isfinite(w.work_ms) && std::isfinite(w.wait_share))
         out.push_back(w);
       p = comma + 1;
     }

@@ -6,6 +6,8 @@
 #include "ddp/launcher/supervise/features/features.h"
 #include "ddp/launcher/watch/progress_watch.h"
 
+#include "ddp/common/duration_text.h"
+
 namespace ddp::launcher {
 
 namespace {
@@ -46,7 +48,10 @@ class Stalls final : public Feature, public EventLoop::Source {
 
  private:
   void on_stall(const StallVerdict& v) {
-    ctl_.log() << "ddp-launch: " << v.message << "; stopping the group" << std::endl;
+    // The teardown may take the whole --shutdown_timeout: a SIGTERM handler
+    // that starts a collective (Lightning's) waits for the stalled rank too.
+    ctl_.log() << "ddp-launch: " << v.message << "; stopping the group: SIGTERM now, SIGKILL to any rank still there after "
+               << ddp::seconds_text(ctl_.info().plan.opts.shutdown_timeout_s) << " (--shutdown_timeout)" << std::endl;
     ctl_.dump_stacks("stalled");
     stall_ = v;
     ctl_.fail(stalled_exit(ctl_.result()));

@@ -41,4 +41,17 @@ std::string substitute_local_rank(const std::string& arg, int local_rank);
 
 WorkerCommand resolve_command(const LaunchOptions& opts, const EnvMap& env);
 
+// The option of the workers' Python that keeps --python_heartbeat's
+// sitecustomize from running, "" when none: -S (no `site`), -I (isolated:
+// no site-packages of the user, PYTHON* ignored) or -E (PYTHON* ignored, so
+// PYTHONPATH too). Read from the command's own arguments when its program is
+// a python, else from the #! line of the file it runs (`#!/usr/bin/python3
+// -I`, `#!/usr/bin/env -S python3 -I`). Without it the heartbeat is silently
+// absent: no stall is ever found on those ranks (issue 51 item 5).
+std::string python_site_skipped_by(const WorkerCommand& cmd);
+
+// The warning said at the start and again after the run summary, for
+// python_site_skipped_by's `flag`; no newline.
+std::string python_heartbeat_skipped_line(const std::string& flag);
+
 }  // namespace ddp::launcher

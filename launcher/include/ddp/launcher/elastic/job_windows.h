@@ -30,11 +30,16 @@ class JobWindows {
   const std::vector<WindowRank>& others() const { return others_; }
   // A new round: the last round's windows (its ranks were other workers)
   // say nothing of this one's.
-  void new_round() { others_.clear(); }
+  // `world_size`: the round's ranks; a window naming another is dropped.
+  void new_round(int world_size) {
+    others_.clear();
+    world_size_ = world_size;
+  }
 
  private:
   RdzvLink& agent_;
   std::vector<WindowRank> others_;
+  int world_size_ = 0;
 };
 
 }  // namespace ddp::launcher

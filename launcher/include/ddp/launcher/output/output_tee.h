@@ -10,8 +10,12 @@
 //    kMaxLine; a longer one goes out in kMaxLine pieces, each prefixed);
 //  - a last line without a newline gets one on the console when its stream
 //    ends (the file keeps the bytes exactly);
-//  - bytes are never interpreted (binary junk passes through; only '\n'
-//    splits lines).
+//  - a line still open whose text has a '\r' (a progress bar redrawn in
+//    place) is forwarded up to its last '\r', each piece prefixed and ending
+//    in '\r', so a bar moves live, one redraw behind (a pause without a
+//    '\r' still waits for the newline);
+//  - bytes are never interpreted (binary junk passes through): only '\n'
+//    splits lines, and '\r' starts a piece that gets the prefix again.
 // --duplicate_stdout_filters/--duplicate_stderr_filters (torchrun 2.x): the
 // prefixed console lines of one console fd that contain any filter string
 // are also written to one file for all ranks (filtered_stdout.log), whole

@@ -85,11 +85,13 @@ struct WindowRank {
 };
 
 // "host;rank:local_rank:work_ms:wait_share:steps,..." (the host's ';', '|',
-// ',' and spaces replaced by '_').
+// ',', spaces and control bytes replaced by '_').
 std::string format_node_window(const std::string& host, const std::vector<WindowRank>& ranks);
 // Every node's window, '|' between nodes; a part that does not parse is
-// left out (a node of another version).
-std::vector<WindowRank> parse_job_windows(const std::string& text);
+// left out (a node of another version), and so is a rank outside
+// 0..world_size-1 (a forged window: the store is anyone's who can reach
+// it). Hosts are cleaned as format_node_window's.
+std::vector<WindowRank> parse_job_windows(const std::string& text, int world_size);
 
 class StragglerScores {
  public:
