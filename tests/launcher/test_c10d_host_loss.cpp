@@ -1,0 +1,75 @@
+// The c10d rendezvous' single point of failure, tested: two ddp-launch
+// nodes in network namespaces (netns.h) meet at node 0's store; node 0's
+// rendezvous helper (ddp-rdzv, which hosts the store) is killed while the
+// workers run. Both nodes end within the keep-alive timeout (plus the
+// workers' teardown), each with a line that names the store's host and
+// suggests --rdzv_backend etcd-v3. About 3 s. Skipped (77) without root.
+#include "netns.h"
+#include "test_skip.h"
+#include "test_support.h"
+
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <dirent.h>
+#include <fstream>
+#include <sstream>
+
+using namespace ddp::test;
+
+namespace {
+
+// The pid of the process named `name` among pid's descendants (0: none).
+pid_t descendant(pid_t pid, const std::string& name) {
+  std::ifstream children("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  for (pid_t c; children >> c;) {
+    std::ifstream comm("/proc/" + std::to_string(c) + "/comm");
+    std::string n;
+    std::getline(comm, n);
+    if (n == name) return c;
+    if (const pid_t d = descendant(c, name)) return d;
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("c10d: the rendezvous host's helper killed mid-run: every node ends within the keep-alive timeout, "
+          "naming the host and suggesting etcd-v3") {
+  if (auto why = NetNodes::unavailable_reason()) DDP_SKIP(*why);
+  NetNodes nodes(2);
+  const std::string host = nodes.address(0);
+  auto launch = [&](int i) {
+    return nodes.exec(i, {bin_path("ddp-launch"), "--nnodes=2", "--use_env", "--no_python", "--rdzv_backend=c10d",
+                          "--rdzv_endpoint=" + host + ":29400", "--rdzv_id=host-loss", "--shutdown_timeout=2",
+                          "--rdzv_conf=join_timeout=30,keep_alive_interval=1,keep_alive_max_attempt=2",
+                          "/bin/sh", "-c", "echo \"rank $RANK up\"; exec sleep 60"});
+  };
+  const std::map<std::string, std::string> env{{"OMP_NUM_THREADS", "1"}};
+  Proc a(launch(0), env);
+  REQUIRE(wait_until([&] { return a.output().find("joining the rendezvous") != std::string::npos; }, 30));
+  Proc b(launch(1), env);
+  const bool running = wait_until(
+      [&] { return a.output().find("rank 0 up") != std::string::npos && b.output().find("rank 1 up") != std::string::npos; },
+      30);
+  INFO("node 0:\n" << a.output() << "\nnode 1:\n" << b.output());
+  REQUIRE(running);
+  const pid_t helper = descendant(a.pid(), "ddp-rdzv");
+  REQUIRE(helper > 0);
+  ::kill(helper, SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  // keep_alive_interval * keep_alive_max_attempt = 2 s, plus the
+  // workers' teardown (SIGTERM ends sleep at once).
+  const auto ca = a.wait(10), cb = b.wait(10);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  INFO("node 0:\n" << a.output() << "\nnode 1:\n" << b.output());
+  REQUIRE(ca);
+  REQUIRE(cb);
+  CHECK(*ca != 0);
+  CHECK(*cb != 0);
+  CHECK(took < 4.0);
+  for (const std::string& out : {a.output(), b.output()}) {
+    CHECK_THAT(out, Catch::Contains(host + ":29400"));
+    CHECK_THAT(out, Catch::Contains("--rdzv_backend etcd-v3"));
+  }
+}
