@@ -2,6 +2,7 @@
 
 #include "ddp/common/ptree_json.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <stdexcept>
@@ -141,6 +142,44 @@ std::string EtcdStore::compare_set(const std::string& key, const std::string& ex
   if (a.get<bool>("succeeded", false)) return desired;
   const auto kv = first_kv(txn_range(a));
   return kv ? kv->first : "";
+}
+
+namespace {
+constexpr std::size_t kMaxTxnOps = 128;  // etcd's default --max-txn-ops
+}  // namespace
+
+std::vector<std::optional<std::string>> EtcdStore::multi_get(const std::vector<std::string>& keys) {
+  std::vector<std::optional<std::string>> out;
+  out.reserve(keys.size());
+  const auto until = deadline();
+  for (std::size_t at = 0; at < keys.size(); at += kMaxTxnOps) {
+    std::string ops;
+    const std::size_t end = std::min(keys.size(), at + kMaxTxnOps);
+    for (std::size_t i = at; i < end; ++i) ops += (i > at ? "," : "") + range_op(keys[i]);
+    const ptree a = gw_.post("/v3/kv/txn", txn("", ops, ""), until);
+    const auto rs = a.get_child_optional("responses");
+    if (!rs || rs->size() != end - at) throw StoreError("etcd answered a read of " + std::to_string(end - at) +
+                                                        " keys with another number of answers");
+    for (const auto& r : *rs) {
+      const auto kv = first_kv(r.second.get_child("response_range"));
+      out.push_back(kv ? std::optional<std::string>(kv->first) : std::nullopt);
+    }
+  }
+  return out;
+}
+
+void EtcdStore::multi_set(const std::vector<std::pair<std::string, std::string>>& entries) {
+  std::vector<std::pair<std::string, std::string>> once;
+  for (auto it = entries.rbegin(); it != entries.rend(); ++it)
+    if (std::none_of(once.begin(), once.end(), [&](const auto& e) { return e.first == it->first; })) once.push_back(*it);
+  std::reverse(once.begin(), once.end());
+  const auto until = deadline();
+  for (std::size_t at = 0; at < once.size(); at += kMaxTxnOps) {
+    std::string ops;
+    const std::size_t end = std::min(once.size(), at + kMaxTxnOps);
+    for (std::size_t i = at; i < end; ++i) ops += (i > at ? "," : "") + put_op(once[i].first, once[i].second);
+    gw_.post("/v3/kv/txn", txn("", ops, ""), until);
+  }
 }
 
 bool EtcdStore::wait(const std::string& key, std::chrono::milliseconds timeout) {

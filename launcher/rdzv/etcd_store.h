@@ -24,7 +24,10 @@
 #include "store.h"
 
 #include <chrono>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ddp::rdzv {
 
@@ -44,6 +47,15 @@ class EtcdStore final : public Store {
   bool check(const std::string& key) override;
   std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired) override;
   bool wait(const std::string& key, std::chrono::milliseconds timeout) override;
+
+  // Many keys in one Txn (of at most 128 operations, etcd's default
+  // --max-txn-ops; more keys take more Txns). Not waiting; nullopt: absent.
+  // (store.h's multi_get and multi_set, which the linear-cost rendezvous
+  // adds, with defaults that ask key by key: these override them.)
+  std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>& keys);
+  // A key given twice is written once, with its last value (a Txn may not
+  // put one key twice).
+  void multi_set(const std::vector<std::pair<std::string, std::string>>& entries);
 
   std::string endpoints() const { return gw_.all(); }
 

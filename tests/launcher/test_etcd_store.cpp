@@ -76,6 +76,28 @@ TEST_CASE("etcd-v3 store: set, add, compare_set and wait answer as the c10d stor
   CHECK(s.add(k + "m", 0) == 40);
 }
 
+TEST_CASE("etcd-v3 store: multi_get and multi_set, one Txn per 128 keys") {
+  if (auto why = EtcdCluster::unavailable_reason()) DDP_SKIP(*why);
+  EtcdCluster etcd(1);
+  EtcdStore s(etcd.endpoints(), 5s, 5s);
+  const std::string k = "/m/" + std::to_string(::getpid()) + "/";
+  std::vector<std::pair<std::string, std::string>> entries;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 300; ++i) {  // three Txns
+    entries.emplace_back(k + std::to_string(i), "v" + std::to_string(i));
+    keys.push_back(k + std::to_string(i));
+  }
+  entries.emplace_back(k + "7", "again");  // a key twice: its last value
+  s.multi_set(entries);
+  keys.push_back(k + "absent");
+  const auto got = s.multi_get(keys);
+  REQUIRE(got.size() == 301);
+  CHECK(got[0] == "v0");
+  CHECK(got[7] == "again");
+  CHECK(got[299] == "v299");
+  CHECK(!got[300]);
+}
+
 TEST_CASE("etcd-v3 store: a wait is answered by etcd's watch when another node sets the key") {
   if (auto why = EtcdCluster::unavailable_reason()) DDP_SKIP(*why);
   EtcdCluster etcd(1);
