@@ -185,7 +185,10 @@ ptree EtcdGateway::post(const std::string& path, const std::string& body, Clock:
       socket_.close(ignored);
       throw NotEtcd("the etcd endpoint " + members_.at(current_).name() + ": " + e.what());
     } catch (const StoreError& e) {
-      why.at(current_) = e.what();
+      // A try the request's deadline cut short says less than the
+      // member's last whole try.
+      const bool cut = until == deadline && dynamic_cast<const Slow*>(&e);
+      if (!cut || why.at(current_).empty()) why.at(current_) = e.what();
       next_member();
       ++tried;
     }

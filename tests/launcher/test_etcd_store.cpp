@@ -1,8 +1,9 @@
 // EtcdStore (launcher/rdzv/etcd_store.h) in process against a real etcd
 // started by the test (tests/support/etcd_cluster.h): the Store requests'
 // answers, a wait answered by a watch, failover past a member that is down
-// or slow, and one-line errors when none answers. Each case about 1 s
-// (etcd's start); skipped (77) where etcd is not installed.
+// or slow, and one-line errors when none answers (in process, and from
+// ddp-launch itself). Each case 1 to 2 s (etcd's start, or the deadline
+// of a case where none answers); skipped (77) where etcd is not installed.
 #include "etcd_cluster.h"
 #include "etcd_store.h"
 #include "test_skip.h"
@@ -141,4 +142,20 @@ TEST_CASE("etcd-v3 store: no member answers: one line naming each endpoint and w
     CHECK_THAT(m, Catch::Contains(mute.endpoint() + ": no answer within 1 s"));
   }
   CHECK(std::chrono::steady_clock::now() - start < 4s);
+}
+
+TEST_CASE("etcd-v3 rendezvous: every endpoint down: ddp-launch ends within join_timeout, one line naming each") {
+  if (auto why = EtcdCluster::unavailable_reason()) DDP_SKIP(*why);
+  const std::string a = "127.0.0.1:" + std::to_string(free_port()), b = "127.0.0.1:" + std::to_string(free_port());
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = run({bin_path("ddp-launch"), "--nnodes=2", "--use_env", "--no_python", "--rdzv_backend=etcd-v3",
+                      "--rdzv_endpoint=" + a + "," + b, "--rdzv_conf=join_timeout=2,read_timeout=1", "/bin/true"},
+                     {{"OMP_NUM_THREADS", "1"}}, 30);
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+  CHECK_THAT(r.output, Catch::Contains("ddp-launch: error: rendezvous in etcd at " + a + "," + b +
+                                      " (rdzv_id none): no etcd member answered"));
+  CHECK_THAT(r.output, Catch::Contains(a + ": Connection refused; " + b + ": Connection refused); check that the etcd "
+                                       "members run"));
 }
