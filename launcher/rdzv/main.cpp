@@ -236,6 +236,11 @@ int main(int argc, char** argv) {
   cfg.keep_alive_interval_s = std::stod(get("keep_alive_interval", "5"));
   cfg.keep_alive_max_attempt = std::stoi(get("keep_alive_max_attempt", "3"));
   const double read_timeout_s = std::stod(get("read_timeout", "60"));
+  // A c10d store silent for longer than the keep-alive timeout is gone, as
+  // a node would be: its host died without closing the connection (power,
+  // network). Every node then ends within that time, not read_timeout.
+  const auto store_timeout =
+      std::min(ms(read_timeout_s), ms(cfg.keep_alive_interval_s * cfg.keep_alive_max_attempt));
   char hn[256] = {};
   ::gethostname(hn, sizeof(hn) - 1);
   cfg.hostname = hn;
@@ -290,7 +295,7 @@ int main(int argc, char** argv) {
     }
     try {
       store = std::make_unique<ddp::rdzv::StoreClient>(host, port, std::min(ms(cfg.join_timeout_s), kFirstAnswer),
-                                                       ms(read_timeout_s), DDP_LAUNCH_VERSION);
+                                                       store_timeout, DDP_LAUNCH_VERSION);
     } catch (const ddp::rdzv::ForeignStore& e) {
       say(lines::format_error(foreign_store(cfg, e)));
       return 1;

@@ -3,7 +3,9 @@
 // rendezvous helper (ddp-rdzv, which hosts the store) is killed while the
 // workers run. Both nodes end within the keep-alive timeout (plus the
 // workers' teardown), each with a line that names the store's host and
-// suggests --rdzv_backend etcd-v3. About 3 s. Skipped (77) without root.
+// suggests --rdzv_backend etcd-v3. Then the host unreachable without a
+// word (its link down: no reset, no answer): the other node ends within the
+// keep-alive timeout too. About 1 s and 4 s. Skipped (77) without root.
 #include "netns.h"
 #include "test_skip.h"
 #include "test_support.h"
@@ -32,6 +34,13 @@ pid_t descendant(pid_t pid, const std::string& name) {
   return 0;
 }
 
+std::vector<std::string> launch(const NetNodes& nodes, int i, const std::string& id) {
+  return nodes.exec(i, {bin_path("ddp-launch"), "--nnodes=2", "--use_env", "--no_python", "--rdzv_backend=c10d",
+                        "--rdzv_endpoint=" + nodes.address(0) + ":29400", "--rdzv_id=" + id, "--shutdown_timeout=2",
+                        "--rdzv_conf=join_timeout=30,keep_alive_interval=1,keep_alive_max_attempt=2", "/bin/sh",
+                        "-c", "echo \"rank $RANK up\"; exec sleep 60"});
+}
+
 }  // namespace
 
 TEST_CASE("c10d: the rendezvous host's helper killed mid-run: every node ends within the keep-alive timeout, "
@@ -39,16 +48,10 @@ TEST_CASE("c10d: the rendezvous host's helper killed mid-run: every node ends wi
   if (auto why = NetNodes::unavailable_reason()) DDP_SKIP(*why);
   NetNodes nodes(2);
   const std::string host = nodes.address(0);
-  auto launch = [&](int i) {
-    return nodes.exec(i, {bin_path("ddp-launch"), "--nnodes=2", "--use_env", "--no_python", "--rdzv_backend=c10d",
-                          "--rdzv_endpoint=" + host + ":29400", "--rdzv_id=host-loss", "--shutdown_timeout=2",
-                          "--rdzv_conf=join_timeout=30,keep_alive_interval=1,keep_alive_max_attempt=2",
-                          "/bin/sh", "-c", "echo \"rank $RANK up\"; exec sleep 60"});
-  };
   const std::map<std::string, std::string> env{{"OMP_NUM_THREADS", "1"}};
-  Proc a(launch(0), env);
+  Proc a(launch(nodes, 0, "host-loss"), env);
   REQUIRE(wait_until([&] { return a.output().find("joining the rendezvous") != std::string::npos; }, 30));
-  Proc b(launch(1), env);
+  Proc b(launch(nodes, 1, "host-loss"), env);
   const bool running = wait_until(
       [&] { return a.output().find("rank 0 up") != std::string::npos && b.output().find("rank 1 up") != std::string::npos; },
       30);
@@ -72,4 +75,31 @@ TEST_CASE("c10d: the rendezvous host's helper killed mid-run: every node ends wi
     CHECK_THAT(out, Catch::Contains(host + ":29400"));
     CHECK_THAT(out, Catch::Contains("--rdzv_backend etcd-v3"));
   }
+}
+
+TEST_CASE("c10d: the rendezvous host unreachable mid-run (its link down, no answer at all): the other node ends "
+          "within the keep-alive timeout, naming the host") {
+  if (auto why = NetNodes::unavailable_reason()) DDP_SKIP(*why);
+  NetNodes nodes(2);
+  const std::string host = nodes.address(0);
+  const std::map<std::string, std::string> env{{"OMP_NUM_THREADS", "1"}};
+  Proc a(launch(nodes, 0, "host-gone"), env);
+  REQUIRE(wait_until([&] { return a.output().find("joining the rendezvous") != std::string::npos; }, 30));
+  Proc b(launch(nodes, 1, "host-gone"), env);
+  const bool running = wait_until(
+      [&] { return a.output().find("rank 0 up") != std::string::npos && b.output().find("rank 1 up") != std::string::npos; },
+      30);
+  INFO("node 0:\n" << a.output() << "\nnode 1:\n" << b.output());
+  REQUIRE(running);
+  REQUIRE(run({"ip", "-n", nodes.name(0), "link", "set", "eth0", "down"}, {}, 10).exit_code == 0);
+  const auto gone = std::chrono::steady_clock::now();
+  const auto cb = b.wait(20);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - gone).count();
+  INFO("node 1:\n" << b.output());
+  REQUIRE(cb);
+  CHECK(*cb != 0);
+  // keep_alive_interval * keep_alive_max_attempt = 2 s, one tick, the teardown.
+  CHECK(took < 5.0);
+  CHECK_THAT(b.output(), Catch::Contains("the rendezvous store at " + host + ":29400 stopped answering"));
+  CHECK_THAT(b.output(), Catch::Contains("--rdzv_backend etcd-v3"));
 }
