@@ -17,9 +17,9 @@
 // the same on both backends, so no lease is needed; see docs/architecture.md.
 // A request whose member dies after etcd applied it but before it answered
 // is sent again to the next member: set and compare_set are idempotent, an
-// add may then count twice (etcd's own clients share this; the rendezvous'
-// adds are join slots and heartbeats, where one extra is harmless but for a
-// join slot, which then waits for the round's close_timeout).
+// add may then count twice (etcd's own clients share this window; a
+// heartbeat counted twice is harmless, a join slot counted twice has no
+// descriptor, and the round's nodes stop at read_timeout with an error).
 #include "etcd_gateway.h"
 #include "store.h"
 

@@ -13,6 +13,7 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <functional>
 #include <thread>
 #include <unistd.h>
 
@@ -158,4 +159,23 @@ TEST_CASE("etcd-v3 rendezvous: every endpoint down: ddp-launch ends within join_
                                       " (rdzv_id none): no etcd member answered"));
   CHECK_THAT(r.output, Catch::Contains(a + ": Connection refused; " + b + ": Connection refused); check that the etcd "
                                        "members run"));
+}
+
+// Not in CI (hidden): the gateway's cost per request against one local
+// member, for docs/architecture.md. Run: launcher_rdzv_tests "[etcd-bench]"
+TEST_CASE("etcd-v3 store: requests per second through the JSON gateway", "[.][etcd-bench]") {
+  if (auto why = EtcdCluster::unavailable_reason()) DDP_SKIP(*why);
+  EtcdCluster etcd(1);
+  EtcdStore s(etcd.endpoints(), 5s, 5s);
+  const int n = 500;
+  auto per = [&](const char* what, const std::function<void(int)>& f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i) f(i);
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / n;
+    WARN(what << ": " << us << " us per request");
+  };
+  per("set", [&](int i) { s.set("/b/" + std::to_string(i), "v"); });
+  per("try_get", [&](int i) { s.try_get("/b/" + std::to_string(i)); });
+  per("add", [&](int) { s.add("/b/n", 1); });
+  per("compare_set", [&](int i) { s.compare_set("/b/c" + std::to_string(i), "", "1"); });
 }
