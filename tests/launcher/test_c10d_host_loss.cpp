@@ -15,6 +15,7 @@
 #include <csignal>
 #include <dirent.h>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 using namespace ddp::test;
@@ -41,6 +42,21 @@ std::vector<std::string> launch(const NetNodes& nodes, int i, const std::string&
                         "-c", "echo \"rank $RANK up\"; exec sleep 60"});
 }
 
+// Node 0 (the store's host, so node rank 0), then node 1; returns when
+// both nodes' workers run.
+std::pair<std::unique_ptr<Proc>, std::unique_ptr<Proc>> start_both(const NetNodes& nodes, const std::string& id) {
+  const std::map<std::string, std::string> env{{"OMP_NUM_THREADS", "1"}};
+  auto a = std::make_unique<Proc>(launch(nodes, 0, id), env);
+  REQUIRE(wait_until([&] { return a->output().find("joining the rendezvous") != std::string::npos; }, 30));
+  auto b = std::make_unique<Proc>(launch(nodes, 1, id), env);
+  const bool running = wait_until(
+      [&] { return a->output().find("rank 0 up") != std::string::npos && b->output().find("rank 1 up") != std::string::npos; },
+      30);
+  INFO("node 0:\n" << a->output() << "\nnode 1:\n" << b->output());
+  REQUIRE(running);
+  return {std::move(a), std::move(b)};
+}
+
 }  // namespace
 
 TEST_CASE("c10d: the rendezvous host's helper killed mid-run: every node ends within the keep-alive timeout, "
@@ -48,15 +64,9 @@ TEST_CASE("c10d: the rendezvous host's helper killed mid-run: every node ends wi
   if (auto why = NetNodes::unavailable_reason()) DDP_SKIP(*why);
   NetNodes nodes(2);
   const std::string host = nodes.address(0);
-  const std::map<std::string, std::string> env{{"OMP_NUM_THREADS", "1"}};
-  Proc a(launch(nodes, 0, "host-loss"), env);
-  REQUIRE(wait_until([&] { return a.output().find("joining the rendezvous") != std::string::npos; }, 30));
-  Proc b(launch(nodes, 1, "host-loss"), env);
-  const bool running = wait_until(
-      [&] { return a.output().find("rank 0 up") != std::string::npos && b.output().find("rank 1 up") != std::string::npos; },
-      30);
-  INFO("node 0:\n" << a.output() << "\nnode 1:\n" << b.output());
-  REQUIRE(running);
+  auto [pa, pb] = start_both(nodes, "host-loss");
+  Proc& a = *pa;
+  Proc& b = *pb;
   const pid_t helper = descendant(a.pid(), "ddp-rdzv");
   REQUIRE(helper > 0);
   ::kill(helper, SIGKILL);
@@ -82,15 +92,8 @@ TEST_CASE("c10d: the rendezvous host unreachable mid-run (its link down, no answ
   if (auto why = NetNodes::unavailable_reason()) DDP_SKIP(*why);
   NetNodes nodes(2);
   const std::string host = nodes.address(0);
-  const std::map<std::string, std::string> env{{"OMP_NUM_THREADS", "1"}};
-  Proc a(launch(nodes, 0, "host-gone"), env);
-  REQUIRE(wait_until([&] { return a.output().find("joining the rendezvous") != std::string::npos; }, 30));
-  Proc b(launch(nodes, 1, "host-gone"), env);
-  const bool running = wait_until(
-      [&] { return a.output().find("rank 0 up") != std::string::npos && b.output().find("rank 1 up") != std::string::npos; },
-      30);
-  INFO("node 0:\n" << a.output() << "\nnode 1:\n" << b.output());
-  REQUIRE(running);
+  auto [pa, pb] = start_both(nodes, "host-gone");
+  Proc& b = *pb;  // node 0 (pa) goes on: its store is fine, only cut off
   REQUIRE(run({"ip", "-n", nodes.name(0), "link", "set", "eth0", "down"}, {}, 10).exit_code == 0);
   const auto gone = std::chrono::steady_clock::now();
   const auto cb = b.wait(20);
