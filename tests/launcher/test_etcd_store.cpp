@@ -13,6 +13,7 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <atomic>
 #include <functional>
 #include <thread>
 #include <unistd.h>
@@ -143,6 +144,30 @@ TEST_CASE("etcd-v3 store: no member answers: one line naming each endpoint and w
     CHECK_THAT(m, Catch::Contains(mute.endpoint() + ": no answer within 1 s"));
   }
   CHECK(std::chrono::steady_clock::now() - start < 4s);
+}
+
+TEST_CASE("etcd-v3 store: a web server at the endpoint, not etcd: one line saying so, at once") {
+  Mute web;  // answers every request with a 404 page, as a web server (or an etcd older than 3.4) does
+  std::atomic<bool> stop{false};
+  std::thread server([&] {
+    while (!stop) {
+      const int c = ::accept(web.fd, nullptr, nullptr);
+      if (c < 0) return;
+      char buf[4096];
+      (void)!::read(c, buf, sizeof(buf));
+      const std::string page = "HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\nnot found";
+      (void)!::write(c, page.data(), page.size());
+      ::close(c);
+    }
+  });
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(EtcdStore(web.endpoint(), 5s, 5s),
+                    Catch::Contains("the etcd endpoint " + web.endpoint() + ": it answers HTTP 404 to /v3/kv/range "
+                                    "without JSON ('not found'): not etcd 3.4 or later"));
+  CHECK(std::chrono::steady_clock::now() - start < 2s);
+  stop = true;
+  ::shutdown(web.fd, SHUT_RDWR);
+  server.join();
 }
 
 TEST_CASE("etcd-v3 rendezvous: every endpoint down or hung: ddp-launch ends within join_timeout, one line naming "
