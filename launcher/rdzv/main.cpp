@@ -13,7 +13,10 @@
 // node's TCPStore, another program, a ddp-launch of another store protocol
 // version: StoreClient's hello), at once. EOF on stdin (the launcher is gone) ends it too; so does the
 // launcher's death (PR_SET_PDEATHSIG).
+// --backend=etcd-v3: the store is an etcd v3 cluster (etcd_store.h) at
+// --endpoints=H:P,H:P,...; no node hosts it, none waits for another's.
 //   ddp-rdzv --host=H --port=P --id=ID --min=N --max=M --nproc=K [--local_addr=A]
+//            [--backend=c10d|etcd-v3] [--endpoints=H:P,...]
 //            [--is_host=auto|1|0] [--join_timeout=S] [--last_call_timeout=S]
 //            [--close_timeout=S] [--read_timeout=S] [--keep_alive_interval=S]
 //            [--keep_alive_max_attempt=N]
@@ -21,6 +24,7 @@
 #include "ddp/common/fd_io.h"
 #include "ddp/common/free_port.h"
 #include "ddp/rdzv/agent_lines.h"
+#include "etcd_store.h"
 #include "rendezvous.h"
 #include "store_client.h"
 #include "store_server.h"
@@ -198,6 +202,17 @@ std::string foreign_store(const ddp::rdzv::Config& cfg, const ddp::rdzv::Foreign
          "program? ddp-launch and torchrun nodes cannot join one rendezvous: start every node with ddp-launch";
 }
 
+// Why this node cannot use the etcd cluster at the endpoints, and what to do.
+std::string etcd_unreachable(const ddp::rdzv::Config& cfg, const std::exception& e) {
+  const std::string at = "rendezvous in etcd at " + cfg.endpoint + " (rdzv_id " + cfg.run_id + "): ";
+  if (dynamic_cast<const ddp::rdzv::NotEtcd*>(&e))
+    return at + e.what() + "; --rdzv_backend etcd-v3 needs the client URLs of etcd 3.4 or later members";
+  if (dynamic_cast<const std::invalid_argument*>(&e))
+    return at + "bad --rdzv_endpoint: " + e.what() + "; give HOST[:PORT],HOST[:PORT],... of the etcd members";
+  return at + e.what() + "; check that the etcd members run and that --rdzv_endpoint lists their client URLs "
+         "(HOST:2379,...)";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -232,6 +247,11 @@ int main(int argc, char** argv) {
   cfg.keep_alive_interval_s = std::stod(get("keep_alive_interval", "5"));
   cfg.keep_alive_max_attempt = std::stoi(get("keep_alive_max_attempt", "3"));
   const double read_timeout_s = std::stod(get("read_timeout", "60"));
+  // A c10d store silent for longer than the keep-alive timeout is gone, as
+  // a node would be: its host died without closing the connection (power,
+  // network). Every node then ends within that time, not read_timeout.
+  const auto store_timeout =
+      std::min(ms(read_timeout_s), ms(cfg.keep_alive_interval_s * cfg.keep_alive_max_attempt));
   char hn[256] = {};
   ::gethostname(hn, sizeof(hn) - 1);
   cfg.hostname = hn;
@@ -241,8 +261,19 @@ int main(int argc, char** argv) {
   // launcher is gone).
   auto idle = [&](int) { return in.wait(0); };
   std::unique_ptr<ddp::rdzv::StoreServer> server;
-  std::unique_ptr<ddp::rdzv::StoreClient> store;
-  try {
+  std::unique_ptr<ddp::rdzv::Store> store;
+  const bool etcd = get("backend", "c10d") == "etcd-v3";
+  if (etcd) {
+    cfg.endpoint = get("endpoints", cfg.endpoint);
+    try {
+      store = std::make_unique<ddp::rdzv::EtcdStore>(cfg.endpoint, std::min(ms(cfg.join_timeout_s), kFirstAnswer),
+                                                     ms(read_timeout_s));
+    } catch (const std::exception& e) {
+      say(lines::format_error(etcd_unreachable(cfg, e)));
+      return 1;
+    }
+  }
+  if (!etcd) try {
     const std::string is_host = get("is_host", "auto");
     if (free_port_store && !can_host(host, port)) {
       say(lines::format_error("rendezvous at " + cfg.endpoint + " (rdzv_id " + cfg.run_id + "): port 0 means this node hosts the "
@@ -290,7 +321,7 @@ int main(int argc, char** argv) {
     }
     try {
       store = std::make_unique<ddp::rdzv::StoreClient>(host, port, std::min(ms(cfg.join_timeout_s), kFirstAnswer),
-                                                       ms(read_timeout_s), DDP_LAUNCH_VERSION);
+                                                       store_timeout, DDP_LAUNCH_VERSION);
     } catch (const ddp::rdzv::ForeignStore& e) {
       say(lines::format_error(foreign_store(cfg, e)));
       return 1;
@@ -303,6 +334,11 @@ int main(int argc, char** argv) {
   }
 
   cfg.local_addr = get("local_addr", "");
+  // etcd: the address that reaches its first member.
+  if (cfg.local_addr.empty() && etcd) {
+    const auto first = ddp::rdzv::EtcdGateway::parse_members(cfg.endpoint).front();
+    cfg.local_addr = route_address(first.host, first.port);
+  }
   if (cfg.local_addr.empty()) cfg.local_addr = route_address(host, port);
   if (cfg.local_addr.empty()) cfg.local_addr = cfg.hostname;
 
@@ -354,9 +390,19 @@ int main(int argc, char** argv) {
       in.wait(wait_ms);
     }
   } catch (const std::exception& e) {
+    if (etcd) {
+      say(lines::format_error("the etcd cluster at " + cfg.endpoint + " (rdzv_id " + cfg.run_id +
+          ") stopped answering: " + e.what() + "; a cluster of 2F+1 members outlives F of them: check that a "
+          "majority runs"));
+      return 1;
+    }
+    // The host is the c10d rendezvous' single point of failure: say which
+    // one, and what removes it.
     say(lines::format_error("the rendezvous store at " + cfg.endpoint + " stopped answering (" +
-        (cfg.hosts_store ? std::string("this node hosts it") : "the launcher of the node that hosts it has likely exited") +
-        "): " + e.what()));
+        (cfg.hosts_store ? std::string("this node hosts it")
+                         : "its host " + host + " is down, or its launcher or rendezvous helper exited") +
+        "): " + e.what() + "; the c10d rendezvous host is a single point of failure: --rdzv_backend etcd-v3 "
+        "keeps the rendezvous in an etcd cluster that outlives any one node"));
     return 1;
   }
 }

@@ -210,6 +210,16 @@ TEST_CASE("every torchrun option is accepted, and the ones that change nothing a
              Catch::StartsWith("PET_START_METHOD=thread: not a start method"));
 }
 
+TEST_CASE("etcd-v3 rendezvous options: every member of --rdzv_endpoint, port 2379 by default, elastic as c10d") {
+  LaunchOptions o = parse({"--rdzv-backend=etcd-v3", "--rdzv-endpoint=e1,e2:2479,[::1]", "--nnodes=2:4", "x"});
+  CHECK(o.rdzv.elastic());
+  CHECK(o.rdzv.endpoints == "e1:2379,e2:2479,[::1]:2379");
+  CHECK(o.rdzv.host == "e1");
+  CHECK(o.rdzv.port == 2379);
+  CHECK(o.rdzv.max_nodes == 4);
+  CHECK(parse({"x"}, {{"PET_RDZV_BACKEND", "etcd-v3"}, {"PET_RDZV_ENDPOINT", "a:1,b:2"}}).rdzv.endpoints == "a:1,b:2");
+}
+
 TEST_CASE("c10d rendezvous options: endpoint, node range, rdzv_conf, as torchrun reads them") {
   LaunchOptions o = parse({"--rdzv-backend=c10d", "--rdzv-endpoint=n1:1234", "--nnodes=1:3", "--node_rank=5",
                            "--rdzv_conf=join_timeout=5,last_call_timeout=0,keep_alive_interval=0.5,"
@@ -265,8 +275,16 @@ TEST_CASE("bad rendezvous options: one line naming the value and what to do") {
   };
   std::vector<Case> cases = {
       {{"--rdzv_backend", "c10d", "x"}, "--rdzv_backend c10d needs --rdzv_endpoint HOST[:PORT]"},
-      {{"--rdzv-backend=etcd", "x"}, "--rdzv-backend etcd: etcd rendezvous is not supported; use --rdzv_backend c10d"},
-      {{"--rdzv-backend=zk", "x"}, "--rdzv-backend zk: unknown rendezvous backend; use static or c10d"},
+      {{"--rdzv-backend=etcd", "x"},
+       "--rdzv-backend etcd: torchrun's etcd rendezvous speaks etcd's removed v2 API and is not supported; use "
+       "--rdzv_backend etcd-v3"},
+      {{"--rdzv-backend=etcd-v2", "x"}, "--rdzv-backend etcd-v2: torchrun's etcd rendezvous speaks etcd's removed v2"},
+      {{"--rdzv-backend=zk", "x"}, "--rdzv-backend zk: unknown rendezvous backend; use static, c10d or etcd-v3"},
+      {{"--rdzv_backend", "etcd-v3", "x"}, "--rdzv_backend etcd-v3 needs --rdzv_endpoint HOST[:PORT],HOST[:PORT],..."},
+      {{"--rdzv_backend=etcd-v3", "--rdzv_endpoint=e1:2379,e2:0", "x"},
+       "--rdzv_endpoint e2:0: port 0 names no etcd member"},
+      {{"--rdzv_backend=etcd-v3", "--rdzv_endpoint=e1,:2379", "x"}, "--rdzv_endpoint member :2379: no host"},
+      {{"--rdzv_backend=etcd-v3", "--rdzv_endpoint=,,", "x"}, "--rdzv_endpoint ',,': no etcd member"},
       {{"--rdzv-endpoint", "h", "x"}, "--rdzv-endpoint h: static rendezvous needs the port too"},
       {{"--rdzv_backend=c10d", "--rdzv_endpoint=[::1", "x"}, "--rdzv_endpoint [::1: no ']' after the IPv6 address"},
       {{"--rdzv_backend=c10d", "--rdzv_endpoint=h:99999", "x"}, "--rdzv_endpoint port: 99999 is out of range"},

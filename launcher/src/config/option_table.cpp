@@ -18,19 +18,22 @@ po::options_description supported_options() {
       ("nproc_per_node", po::value<std::string>()->value_name("N|cpu|gpu|auto"),
        "workers on this node (default 1, at most 65536); cpu = CPU count, gpu = NVIDIA GPU count, auto = gpu if any else cpu")
       ("nnodes", po::value<std::string>()->value_name("N|MIN:MAX"),
-       "number of nodes (default 1); MIN:MAX with --rdzv_backend c10d: the job runs while at least MIN take part")
+       "number of nodes (default 1); MIN:MAX with --rdzv_backend c10d or etcd-v3: the job runs while at least MIN take part")
       ("node_rank", po::value<std::string>()->value_name("R"), "rank of this node, 0..nnodes-1 (default 0; static rendezvous)")
-      ("rdzv_backend", po::value<std::string>()->value_name("static|c10d"),
+      ("rdzv_backend", po::value<std::string>()->value_name("static|c10d|etcd-v3"),
        "static (default): --node_rank and --master_addr/--master_port fix the ranks; c10d: nodes meet at "
-       "--rdzv_endpoint, node ranks come from the rendezvous, nodes may leave and join")
+       "--rdzv_endpoint, node ranks come from the rendezvous, nodes may leave and join; etcd-v3: as c10d, "
+       "the rendezvous kept in an etcd v3 cluster (3.4 or later), so no node is a single point of failure")
       ("rdzv_endpoint", po::value<std::string>()->value_name("HOST[:PORT]"),
        "c10d: the node that hosts the rendezvous store (port default 29400; IPv6 as [ADDR]:PORT); "
+       "etcd-v3: the etcd members' client URLs, HOST[:PORT],HOST[:PORT],... (port default 2379; a down member is "
+       "skipped); "
        "static: the same as --master_addr/--master_port; port 0: a free port (a one-node job)")
       ("rdzv_conf", po::value<std::string>()->value_name("K=V,..."),
-       "c10d settings: join_timeout (600), last_call_timeout (30), close_timeout (30), read_timeout (60), "
+       "c10d and etcd-v3 settings: join_timeout (600), last_call_timeout (30), close_timeout (30), read_timeout (60), "
        "keep_alive_interval (5), keep_alive_max_attempt (3), is_host")
       ("local_addr", po::value<std::string>()->value_name("ADDR"),
-       "c10d: this node's address for the other nodes (default: the address that reaches --rdzv_endpoint)")
+       "c10d, etcd-v3: this node's address for the other nodes (default: the address that reaches --rdzv_endpoint)")
       ("master_addr", po::value<std::string>()->value_name("HOST"), "address of rank 0's node (default 127.0.0.1)")
       ("master_port", po::value<std::string>()->value_name("PORT"), "port of the rendezvous store (default 29500; 0: a free port, a one-node job)")
       ("standalone", "single node on a free port (like torchrun --standalone)")

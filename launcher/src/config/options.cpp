@@ -64,14 +64,17 @@ void read_placement(OptionReader& r, LaunchOptions& o) {
     }
   }
   if (auto v = r.value("rdzv_backend")) {
-    if (v->first == "c10d" || v->first == "static") {
+    if (v->first == "c10d" || v->first == "static" || v->first == "etcd-v3") {
       o.rdzv.backend = v->first;
     } else if (v->first == "etcd" || v->first == "etcd-v2") {
+      // torchrun's etcd backends speak etcd's v2 API (removed in etcd 3.6)
+      // and store a Python pickle: no ddp-launch node could meet them.
       throw UsageError(r.given_as("rdzv_backend", *v) +
-                       ": etcd rendezvous is not supported; use --rdzv_backend c10d, which needs no etcd server "
-                       "(the node at --rdzv_endpoint hosts the store)");
+                       ": torchrun's etcd rendezvous speaks etcd's removed v2 API and is not supported; use "
+                       "--rdzv_backend etcd-v3 (etcd's v3 API, the same etcd servers) or c10d, which needs no etcd "
+                       "server (the node at --rdzv_endpoint hosts the store)");
     } else {
-      throw UsageError(r.given_as("rdzv_backend", *v) + ": unknown rendezvous backend; use static or c10d");
+      throw UsageError(r.given_as("rdzv_backend", *v) + ": unknown rendezvous backend; use static, c10d or etcd-v3");
     }
   }
   if (auto v = r.value("nnodes")) {
@@ -91,10 +94,16 @@ void read_placement(OptionReader& r, LaunchOptions& o) {
     o.nnodes = static_cast<int>(usage_checked([&] { return parse_int(text, v->second, 1, 1 << 20); }));
     if (text == v->first) o.rdzv.min_nodes = o.rdzv.max_nodes = o.nnodes;
   }
-  if (auto v = r.value("rdzv_endpoint"); v && !v->first.empty()) parse_rdzv_endpoint(v->first, v->second, o.rdzv);
+  if (auto v = r.value("rdzv_endpoint"); v && !v->first.empty()) {
+    if (o.rdzv.backend == "etcd-v3") parse_etcd_endpoints(v->first, v->second, o.rdzv);
+    else parse_rdzv_endpoint(v->first, v->second, o.rdzv);
+  }
   if (auto v = r.value("rdzv_conf"); v && !v->first.empty()) parse_rdzv_conf(v->first, v->second, o.rdzv);
   if (auto v = r.value("local_addr"); v && !v->first.empty()) o.rdzv.local_addr = v->first;
   o.standalone = r.flag("standalone");
+  if (o.rdzv.backend == "etcd-v3" && o.rdzv.host.empty() && !o.standalone)
+    throw UsageError("--rdzv_backend etcd-v3 needs --rdzv_endpoint HOST[:PORT],HOST[:PORT],..., the client URLs of "
+                     "the etcd cluster's members (port default 2379; the same on every node)");
   if (o.rdzv.elastic() && o.rdzv.host.empty() && !o.standalone)
     throw UsageError("--rdzv_backend c10d needs --rdzv_endpoint HOST[:PORT], the node that hosts the rendezvous "
                      "store (any one node of the job, the same on every node)");

@@ -29,6 +29,30 @@ void parse_rdzv_endpoint(const std::string& text, const std::string& given_as, R
   if (!port.empty()) r.port = static_cast<int>(usage_checked([&] { return parse_int(port, given_as + " port", 0, 65535); }));
 }
 
+void parse_etcd_endpoints(const std::string& text, const std::string& given_as, RdzvOptions& r) {
+  std::istringstream in(text);
+  std::string item, all;
+  RdzvOptions first;
+  while (std::getline(in, item, ',')) {
+    if (item.empty()) continue;
+    RdzvOptions m;
+    m.port = 2379;  // etcd's client port
+    parse_rdzv_endpoint(item, given_as + " member", m);
+    if (m.port_given && m.port == 0)
+      throw UsageError(given_as + " " + item + ": port 0 names no etcd member; give each member's client port "
+                       "(HOST:2379,...)");
+    if (all.empty()) first = m;
+    all += (all.empty() ? "" : ",") + (m.host.find(':') != std::string::npos ? "[" + m.host + "]" : m.host) + ":" +
+           std::to_string(m.port);
+  }
+  if (all.empty())
+    throw UsageError(given_as + " '" + text + "': no etcd member; give HOST[:PORT],HOST[:PORT],... (port default 2379)");
+  r.endpoints = all;
+  r.host = first.host;
+  r.port = first.port;
+  r.port_given = true;
+}
+
 void parse_rdzv_conf(const std::string& text, const std::string& given_as, RdzvOptions& r) {
   std::istringstream in(text);
   std::string item;

@@ -159,6 +159,7 @@ bool ElasticRun::rejoin(RdzvLink& agent, const RdzvEvent& round, const RoundPlac
 
 std::string ElasticRun::endpoint() const {
   const RdzvOptions& r = plan_.opts.rdzv;
+  if (!r.endpoints.empty()) return "etcd " + r.endpoints;
   return (r.host.find(':') != std::string::npos ? "[" + r.host + "]" : r.host) + ":" + std::to_string(r.port);
 }
 

@@ -70,7 +70,7 @@ std::string seconds_arg(double s) {
 RdzvAgent::RdzvAgent(const LaunchOptions& o, int nproc, const sigset_t& child_mask) {
   const std::string exe = rdzv_helper_path();
   if (::access(exe.c_str(), X_OK) != 0)
-    throw std::runtime_error("--rdzv_backend c10d needs " + exe +
+    throw std::runtime_error("--rdzv_backend " + o.rdzv.backend + " needs " + exe +
                              " (built and installed with ddp-launch; put it beside ddp-launch), "
                              "or use static rendezvous: --nnodes N --node_rank R --master_addr HOST --master_port PORT");
   int in[2], out[2];
@@ -97,6 +97,18 @@ RdzvAgent::RdzvAgent(const LaunchOptions& o, int nproc, const sigset_t& child_ma
             "--keep_alive_interval=" + seconds_arg(r.keep_alive_interval_s),
             "--keep_alive_max_attempt=" + std::to_string(r.keep_alive_max_attempt)};
   if (!r.local_addr.empty()) s.args.push_back("--local_addr=" + r.local_addr);
+  exit_text_ = "the rendezvous helper (ddp-rdzv) exited";
+  // c10d: if it hosted the store (--rdzv_endpoint is this node), every node
+  // has lost the rendezvous with it.
+  if (r.backend == "c10d")
+    exit_text_ += "; if it hosted the rendezvous store at " +
+                  (r.host.find(':') != std::string::npos ? "[" + r.host + "]" : r.host) + ":" + std::to_string(r.port) +
+                  ", every node has lost the rendezvous: the c10d rendezvous host is a single point of failure, "
+                  "--rdzv_backend etcd-v3 keeps the rendezvous in an etcd cluster that outlives any one node";
+  if (r.backend == "etcd-v3") {
+    s.args.push_back("--backend=etcd-v3");
+    s.args.push_back("--endpoints=" + r.endpoints);
+  }
   s.env = current_environment();
   s.child_mask = &child_mask;
   s.stdin_fd = in[0];
@@ -186,7 +198,7 @@ std::vector<RdzvEvent> RdzvAgent::read() {
     eof_ = true;
     RdzvEvent e;
     e.kind = RdzvEvent::Error;
-    e.text = "the rendezvous helper (ddp-rdzv) exited";
+    e.text = exit_text_;
     events.push_back(e);
   }
   return events;

@@ -59,10 +59,11 @@ struct TaskRank {
 // backend only `host`/`port` may be set (--rdzv_endpoint, torchrun's other
 // spelling of --master_addr/--master_port).
 struct RdzvOptions {
-  std::string backend = "static";  // static | c10d
+  std::string backend = "static";  // static | c10d | etcd-v3
   std::string host;                // --rdzv_endpoint's host, "" when not given
   int port = 29400;                // its port (torchrun's default)
   bool port_given = false;
+  std::string endpoints;           // etcd-v3: every member, "host:port,host:port" (host, port: the first)
   int min_nodes = 1;               // --nnodes MIN:MAX (N is N:N)
   int max_nodes = 1;
   std::string local_addr;          // --local_addr, "" = the address that reaches the endpoint
@@ -74,11 +75,14 @@ struct RdzvOptions {
   double keep_alive_interval_s = 5;
   int keep_alive_max_attempt = 3;
   std::string is_host = "auto";    // auto | 1 | 0: whether this node hosts the store
-  bool elastic() const { return backend == "c10d"; }
+  bool elastic() const { return backend == "c10d" || backend == "etcd-v3"; }
 };
 
 // "host", "host:port", "[v6]:port", "[v6]" or a bare IPv6 address. Throws UsageError.
 void parse_rdzv_endpoint(const std::string& text, const std::string& given_as, RdzvOptions& r);
+// etcd-v3: "host[:port],host[:port],..." (port default 2379) into r.endpoints,
+// r.host and r.port (the first member). Throws UsageError.
+void parse_etcd_endpoints(const std::string& text, const std::string& given_as, RdzvOptions& r);
 // "k=v,k=v" into r. Throws UsageError naming an unknown key or a bad value.
 void parse_rdzv_conf(const std::string& text, const std::string& given_as, RdzvOptions& r);
 

@@ -64,6 +64,8 @@ class RdzvAgent {
   // readable). Its exit without a final line is one Error event.
   std::vector<RdzvEvent> read();
   bool gone() const { return eof_; }
+  // What the launcher says when the helper exits without a final line.
+  const std::string& exit_text() const { return exit_text_; }
   // Milliseconds until the next ping is due (0: now): a poll loop's timeout.
   int ms_to_ping() const;
   // Writes `ping` when it is due; never blocks (a full pipe skips this one).
@@ -76,6 +78,7 @@ class RdzvAgent {
   int to_ = -1, from_ = -1;
   std::string pending_;
   bool eof_ = false;
+  std::string exit_text_;
   std::chrono::steady_clock::duration ping_every_{};
   std::chrono::steady_clock::time_point next_ping_{};
 };
