@@ -52,10 +52,10 @@ class EtcdStore final : public Store {
   // --max-txn-ops; more keys take more Txns). Not waiting; nullopt: absent.
   // (store.h's multi_get and multi_set, which the linear-cost rendezvous
   // adds, with defaults that ask key by key: these override them.)
-  std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>& keys);
+  std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>& keys) override;
   // A key given twice is written once, with its last value (a Txn may not
   // put one key twice).
-  void multi_set(const std::vector<std::pair<std::string, std::string>>& entries);
+  void multi_set(const std::vector<std::pair<std::string, std::string>>& entries) override;
 
   std::string endpoints() const { return gw_.all(); }
 
