@@ -1,5 +1,7 @@
 #include "ddp/launcher/process/workers_store.h"
 
+#include "ddp/common/listen_any.h"
+
 #include <boost/asio.hpp>
 
 #include <array>
@@ -340,14 +342,6 @@ struct WorkersStore::Impl {
     });
   }
 
-  void listen(const tcp::endpoint& at, bool dual_stack) {
-    acceptor.open(at.protocol());
-    acceptor.set_option(tcp::acceptor::reuse_address(true));
-    if (dual_stack) acceptor.set_option(asio::ip::v6_only(false));
-    acceptor.bind(at);
-    acceptor.listen(asio::socket_base::max_listen_connections);
-  }
-
   // Runs f on the store's thread and waits for it.
   template <typename F>
   auto on_thread(F f) -> decltype(f()) {
@@ -367,17 +361,8 @@ struct WorkersStore::Impl {
 };
 
 WorkersStore::WorkersStore(WorkersStoreOptions opts) : impl_(std::make_unique<Impl>(std::move(opts))) {
-  const auto p = static_cast<unsigned short>(impl_->opts.port);
   try {
-    try {
-      impl_->listen(tcp::endpoint(asio::ip::address_v6::any(), p), true);
-    } catch (const boost::system::system_error& e) {
-      // No IPv6 on this machine: IPv4 alone. A port in use stays an error.
-      if (e.code() == asio::error::address_in_use) throw;
-      boost::system::error_code ignored;
-      impl_->acceptor.close(ignored);
-      impl_->listen(tcp::endpoint(asio::ip::address_v4::any(), p), false);
-    }
+    listen_on_every_address(impl_->acceptor, static_cast<unsigned short>(impl_->opts.port));
   } catch (const boost::system::system_error& e) {
     throw std::runtime_error("cannot host the workers' store on port " + std::to_string(impl_->opts.port) + ": " +
                              e.code().message() + "; pick a free --master_port (0: any free port)");
