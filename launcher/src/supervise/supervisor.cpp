@@ -89,14 +89,24 @@ void Supervisor::set_up() {
   // every attempt (removed before the run directory is).
   if (hosts_workers_store(plan_.opts)) {
     WorkersStoreOptions o;
-    o.port = plan_.opts.master_port;
     // One write per line: the store's thread never interleaves with the
     // launcher's own lines.
     o.log = [](const std::string& line) {
       const std::string l = "ddp-launch: " + line + "\n";
       [[maybe_unused]] auto n = ::write(2, l.data(), l.size());
     };
-    run_->services.workers_store.emplace(std::move(o));
+    // Port 0 (--standalone, --master_port 0): a free port outside the
+    // kernel's ephemeral range (free_port.h), as rank 0 got before; another
+    // pick when it is taken between the pick and the bind.
+    for (int tries = 1;; ++tries) {
+      o.port = plan_.opts.master_port == 0 ? reserve_check_port(0) : plan_.opts.master_port;
+      try {
+        run_->services.workers_store.emplace(o);
+        break;
+      } catch (const std::runtime_error&) {
+        if (plan_.opts.master_port != 0 || tries == 10) throw;
+      }
+    }
   }
   if (plan_.opts.file_timer)
     run_->services.timers.emplace(plan_.opts.file_timer_path.empty() ? run_->dir.path() + "/" + kTimerPipeName
