@@ -274,6 +274,7 @@ TEST_CASE("workers store: bad clients are closed with a line, the others are ser
   o.request_timeout = std::chrono::milliseconds(200);
   o.limits.max_value = 1 << 10;
   o.max_connections = 8;
+  o.max_buffered_bytes = 512;
   WorkersStore store(o);
   Client good(store.port());
   good.validate();
@@ -284,6 +285,13 @@ TEST_CASE("workers store: bad clients are closed with a line, the others are ser
     bad.send(Bytes().u8(SET).str("/k").u64(1u << 20));
     CHECK(bad.closed());
     CHECK_THAT(lines.all(), Catch::Contains("a value of 1048576 bytes, over the limit of 1024"));
+  }
+  SECTION("unfinished requests over the store's buffer limit") {
+    Client bad(store.port());
+    bad.validate();
+    bad.send(Bytes().u8(SET).str("/k").u64(1000).raw(std::string(900, 'x').data(), 900));
+    CHECK(bad.closed());
+    CHECK_THAT(lines.all(), Catch::Contains("the store's unfinished requests would hold more than 512 bytes"));
   }
   SECTION("an unknown op") {
     Client bad(store.port());

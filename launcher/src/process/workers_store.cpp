@@ -32,6 +32,7 @@ struct Table {
   const WorkersStoreOptions& opts;
   std::unordered_map<std::string, std::string> values;
   std::size_t bytes = 0;
+  std::size_t buffered = 0;  // bytes of requests read and not yet served, all connections
   std::unordered_map<std::string, std::vector<std::shared_ptr<Connection>>> waiters;
   std::unordered_set<std::shared_ptr<Connection>> open;
   int logged = 0;
@@ -64,6 +65,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void close() {
     if (closed_) return;
     closed_ = true;
+    table_.buffered -= in_.size();
+    in_.clear();
     stop_waiting();
     deadline_.cancel();
     boost::system::error_code ignored;
@@ -93,6 +96,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
       self->reading_ = false;
       if (ec || self->closed_) return self->close();
       self->in_.append(self->chunk_.data(), n);
+      self->table_.buffered += n;
+      // Many clients each half way through a large request: bounded together.
+      if (self->table_.buffered > self->table_.opts.max_buffered_bytes)
+        return self->refuse("the store's unfinished requests would hold more than " +
+                            std::to_string(self->table_.opts.max_buffered_bytes) + " bytes");
       self->serve();
       self->read();
     });
@@ -114,6 +122,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     if (closed_) return;
     in_.erase(0, at);
+    table_.buffered -= at;
     // A request begun must be finished in time: a client that sends half of
     // one and stalls holds no buffer for ever.
     if (in_.empty()) {
@@ -269,7 +278,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Table& table_;
   std::string peer_;
   Dialect dialect_ = Dialect::Unknown;
-  std::array<char, 64 << 10> chunk_{};
+  // Per connection: 16 KiB x max_connections bounds the read buffers.
+  std::array<char, 16 << 10> chunk_{};
   std::string in_;
   std::deque<std::string> out_;
   std::size_t pending_ = 0;
@@ -357,6 +367,7 @@ struct WorkersStore::Impl {
     table.values.clear();
     table.waiters.clear();
     table.bytes = 0;
+    table.buffered = 0;
   }
 };
 

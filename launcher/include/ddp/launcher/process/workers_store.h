@@ -12,7 +12,8 @@
 //    so a dead attempt's keys (gloo's addresses) would mislead the next.
 //  - Bad clients: every length is capped (Limits) before its bytes are
 //    read; a request begun must be finished within request_timeout; at most
-//    max_connections at once and max_table_bytes in the table; a client
+//    max_connections at once, max_buffered_bytes of unfinished requests and
+//    max_table_bytes in the table; a client
 //    that does not read its replies stops being read. What breaks a rule
 //    closes that connection with a log line (at most kMaxLogLines a run),
 //    never the store; other clients are not affected.
@@ -33,6 +34,7 @@ struct WorkersStoreOptions {
   std::chrono::milliseconds request_timeout{std::chrono::seconds(60)};
   std::size_t max_connections = 65536;
   std::size_t max_table_bytes = std::size_t{4} << 30;
+  std::size_t max_buffered_bytes = std::size_t{1} << 30;  // unfinished requests, all connections
   std::size_t max_pending_reply_bytes = std::size_t{256} << 20;
   // A line for the launcher's log (called on the store's thread).
   std::function<void(const std::string&)> log;
