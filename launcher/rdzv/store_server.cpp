@@ -2,6 +2,8 @@
 
 #include "store_protocol.h"
 
+#include "ddp/common/listen_any.h"
+
 #include <boost/asio.hpp>
 
 #include <atomic>
@@ -280,27 +282,11 @@ struct StoreServer::Impl {
     });
   }
 
-  void listen(const tcp::endpoint& at, bool dual_stack) {
-    acceptor.open(at.protocol());
-    acceptor.set_option(tcp::acceptor::reuse_address(true));
-    if (dual_stack) acceptor.set_option(asio::ip::v6_only(false));
-    acceptor.bind(at);
-    acceptor.listen();
-  }
 };
 
 StoreServer::StoreServer(int port, std::string launcher_version) : impl_(std::make_unique<Impl>()) {
   impl_->table.launcher_version = std::move(launcher_version);
-  const auto p = static_cast<unsigned short>(port);
-  try {
-    impl_->listen(tcp::endpoint(asio::ip::address_v6::any(), p), true);
-  } catch (const boost::system::system_error& e) {
-    // No IPv6 on this machine: IPv4 alone. A port in use stays an error.
-    if (e.code() == asio::error::address_in_use) throw;
-    boost::system::error_code ignored;
-    impl_->acceptor.close(ignored);
-    impl_->listen(tcp::endpoint(asio::ip::address_v4::any(), p), false);
-  }
+  ddp::listen_on_every_address(impl_->acceptor, static_cast<unsigned short>(port));
   impl_->port = impl_->acceptor.local_endpoint().port();
   impl_->accept();
   impl_->thread = std::thread([this] { impl_->io.run(); });

@@ -102,7 +102,10 @@ TEST_CASE("worker environment is torchrun's set") {
   CHECK(env["TORCHELASTIC_RESTART_COUNT"] == "2");
   CHECK(env["TORCHELASTIC_MAX_RESTARTS"] == "3");
   CHECK(env["TORCHELASTIC_RUN_ID"] == "none");
-  CHECK(env["TORCHELASTIC_USE_AGENT_STORE"] == "False");
+  CHECK(env["TORCHELASTIC_USE_AGENT_STORE"] == "False");  // several nodes: rank 0 hosts the store
+  g.agent_store = true;  // a single node's run: the launcher's (workers_store.h)
+  CHECK(worker_environment(parent, g, 2, "/run/x/error.json")["TORCHELASTIC_USE_AGENT_STORE"] == "True");
+  g.agent_store = false;
   CHECK(env["TORCHELASTIC_ERROR_FILE"] == "/run/x/error.json");
   CHECK(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1");
   CHECK(env["NCCL_ASYNC_ERROR_HANDLING"] == "1");  // launch mode (no --use_env): LibTorch 1.x's name too

@@ -59,7 +59,7 @@ TEST_CASE("three workers get torchrun's environment") {
     CHECK(env["TORCHELASTIC_RESTART_COUNT"] == "0");
     CHECK(env["TORCHELASTIC_MAX_RESTARTS"] == "2");
     CHECK(env["TORCHELASTIC_RUN_ID"] == "none");
-    CHECK(env["TORCHELASTIC_USE_AGENT_STORE"] == "False");
+    CHECK(env["TORCHELASTIC_USE_AGENT_STORE"] == "True");  // one node: the launcher hosts the store
     CHECK(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1");
     CHECK(env["OMP_NUM_THREADS"] == std::to_string(std::max(1, affinity_cpus() / 3)));
     CHECK(env["OUT"] == out.path());  // the parent environment passes through

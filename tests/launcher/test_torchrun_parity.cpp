@@ -81,11 +81,10 @@ TEST_CASE("the worker environment and argv equal torchrun 2.x's, name by name", 
   auto ours = dumps(with({bin_path("ddp-launch"), "--use_env"}, port), py);
   for (int r = 0; r < 2; ++r) {
     INFO("rank " << r);
-    // Documented differences: ddp-launch has no agent store (rank 0 hosts the
-    // TCPStore, so workers get False), and error files live in its own run
-    // directory.
-    CHECK(theirs[r]["TORCHELASTIC_USE_AGENT_STORE"] == "True");
-    CHECK(ours[r]["TORCHELASTIC_USE_AGENT_STORE"] == "False");
+    // Both launchers host the workers' store (TORCHELASTIC_USE_AGENT_STORE=True,
+    // workers_store.h; compared below). A documented difference: error files
+    // live in ddp-launch's own run directory.
+    CHECK(ours[r]["TORCHELASTIC_USE_AGENT_STORE"] == "True");
     CHECK(!ours[r]["TORCHELASTIC_ERROR_FILE"].empty());
     // And LibTorch 1.x's name of the NCCL setting, which torchrun 1.13 gives
     // and 2.x does not (docs/migration.md).
@@ -95,7 +94,7 @@ TEST_CASE("the worker environment and argv equal torchrun 2.x's, name by name", 
     CHECK(theirs[r].count("TORCH_FR_DUMP_TEMP_FILE") == 0);
     CHECK_THAT(ours[r]["TORCH_FR_DUMP_TEMP_FILE"], Catch::EndsWith("/attempt_0.nccl_trace_rank_"));
     CHECK(ours[r]["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1");
-    compare(theirs[r], ours[r], {"TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE", "NCCL_ASYNC_ERROR_HANDLING",
+    compare(theirs[r], ours[r], {"TORCHELASTIC_ERROR_FILE", "NCCL_ASYNC_ERROR_HANDLING",
                                  "TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DUMP_ON_TIMEOUT"});
     CHECK(ours[r]["ARGV"] == "--x|1");
   }
@@ -118,7 +117,7 @@ TEST_CASE("launch mode equals python -m torch.distributed.launch 2.x with --loca
     CHECK(ours[r]["ARGV"] == theirs[r]["ARGV"]);
     // Launch mode serves 1.x scripts too: LibTorch 1.x's name is set as well.
     CHECK(ours[r]["NCCL_ASYNC_ERROR_HANDLING"] == "1");
-    compare(theirs[r], ours[r], {"TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE", "NCCL_ASYNC_ERROR_HANDLING",
+    compare(theirs[r], ours[r], {"TORCHELASTIC_ERROR_FILE", "NCCL_ASYNC_ERROR_HANDLING",
                                  "TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DUMP_ON_TIMEOUT"});
   }
 }

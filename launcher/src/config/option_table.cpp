@@ -35,7 +35,7 @@ po::options_description supported_options() {
       ("local_addr", po::value<std::string>()->value_name("ADDR"),
        "c10d, etcd-v3: this node's address for the other nodes (default: the address that reaches --rdzv_endpoint)")
       ("master_addr", po::value<std::string>()->value_name("HOST"), "address of rank 0's node (default 127.0.0.1)")
-      ("master_port", po::value<std::string>()->value_name("PORT"), "port of the rendezvous store (default 29500; 0: a free port, a one-node job)")
+      ("master_port", po::value<std::string>()->value_name("PORT"), "port of the workers' store (default 29500; 0: a free port, a one-node job); one node: the launcher hosts it")
       ("standalone", "single node on a free port (like torchrun --standalone)")
       ("slurm_tasks", "Slurm: every srun task is one rank (RANK=SLURM_PROCID) and runs one worker")
       ("use_env", "do not pass --local_rank=N to workers (they read LOCAL_RANK)")

@@ -152,7 +152,8 @@ void read_placement(OptionReader& r, LaunchOptions& o) {
       o.notes.push_back(r.source("standalone") + " picks its own rendezvous on this machine; ignoring " + ignored);
     // torchrun: "--rdzv-backend, --rdzv-endpoint, --rdzv-id are auto-assigned
     // and any explicitly set values are ignored". One node has nobody to
-    // meet: a free port per restart, no rendezvous helper.
+    // meet: a free port the launcher's workers' store keeps, no rendezvous
+    // helper.
     o.rdzv = RdzvOptions{};
     o.free_port_source.clear();
     if (o.nnodes != 1)

@@ -75,11 +75,11 @@ EnvMap worker_environment(const EnvMap& parent, const GroupSpec& g, int local_ra
   seti("TORCHELASTIC_RESTART_COUNT", g.restart_count);
   seti("TORCHELASTIC_MAX_RESTARTS", o.max_restarts);
   set("TORCHELASTIC_RUN_ID", o.run_id);
-  // No agent store: the workers' rank 0 hosts the TCPStore at MASTER_ADDR:PORT.
-  // With c10d too (torchrun 2.x says True there and shares its agents'
-  // store): the agents' store lives in ddp-rdzv, and a fresh workers' store
-  // per round keeps ranks of different rounds apart by construction.
-  set("TORCHELASTIC_USE_AGENT_STORE", "False");
+  // True: the launcher hosts the workers' store at MASTER_ADDR:PORT
+  // (workers_store.h; a single node today). False: the workers' rank 0
+  // hosts it (several nodes, c10d: a fresh workers' store per round keeps
+  // ranks of different rounds apart by construction).
+  set("TORCHELASTIC_USE_AGENT_STORE", g.agent_store ? "True" : "False");
   set("TORCHELASTIC_ERROR_FILE", error_file);
   if (heartbeat_file.empty()) env.erase(Heartbeat::kEnvVar);
   else set(Heartbeat::kEnvVar, heartbeat_file);

@@ -102,6 +102,7 @@ void Attempt::start_workers() {
   spec.nproc = plan_.nproc;
   spec.master_port = placement_.port;
   spec.restart_count = placement_.restart_count;
+  spec.agent_store = placement_.agent_store;
   spec.placement = placement_.placement;
   spec.omp_threads = plan_.omp_threads;
   std::string attempt_log_dir;

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <optional>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 namespace ddp::launcher {
 
@@ -29,6 +30,8 @@ struct Supervisor::Run {
 
   explicit Run(const LaunchPlan& plan) : signals(plan.opts.signals_to_handle) {}
 };
+
+bool hosts_workers_store(const LaunchOptions& o) { return !o.rdzv.elastic() && o.nnodes == 1 && !o.task; }
 
 Supervisor::Supervisor(LaunchPlan plan, std::ostream& log) : plan_(std::move(plan)), log_(log) {}
 Supervisor::~Supervisor() = default;
@@ -84,6 +87,27 @@ void Supervisor::set_up() {
   ensure_fd_limit(launcher_fds_needed(plan_.opts.logs, plan_.nproc));
   // TORCHELASTIC_ENABLE_FILE_TIMER=1: torchrun's file timer, one FIFO for
   // every attempt (removed before the run directory is).
+  if (hosts_workers_store(plan_.opts)) {
+    WorkersStoreOptions o;
+    // One write per line: the store's thread never interleaves with the
+    // launcher's own lines.
+    o.log = [](const std::string& line) {
+      const std::string l = "ddp-launch: " + line + "\n";
+      [[maybe_unused]] auto n = ::write(2, l.data(), l.size());
+    };
+    // Port 0 (--standalone, --master_port 0): a free port outside the
+    // kernel's ephemeral range (free_port.h), as rank 0 got before; another
+    // pick when it is taken between the pick and the bind.
+    for (int tries = 1;; ++tries) {
+      o.port = plan_.opts.master_port == 0 ? reserve_check_port(0) : plan_.opts.master_port;
+      try {
+        run_->services.workers_store.emplace(o);
+        break;
+      } catch (const std::runtime_error&) {
+        if (plan_.opts.master_port != 0 || tries == 10) throw;
+      }
+    }
+  }
   if (plan_.opts.file_timer)
     run_->services.timers.emplace(plan_.opts.file_timer_path.empty() ? run_->dir.path() + "/" + kTimerPipeName
                                                                      : plan_.opts.file_timer_path);
@@ -95,8 +119,16 @@ void Supervisor::set_up() {
 void Supervisor::run_static() {
   for (int n = 0;; ++n) {
     Placement p;
-    // 0 (--standalone, or port 0 given): a free port per attempt, as --standalone's.
-    p.port = plan_.opts.master_port == 0 ? reserve_check_port(0) : plan_.opts.master_port;
+    if (auto& store = run_->services.workers_store) {
+      // The launcher's store keeps its port; a dead attempt's keys and
+      // clients are gone before the next one's workers start.
+      store->new_attempt();
+      p.port = store->port();
+      p.agent_store = true;
+    } else {
+      // 0 (--standalone, or port 0 given): a free port per attempt, as --standalone's.
+      p.port = plan_.opts.master_port == 0 ? reserve_check_port(0) : plan_.opts.master_port;
+    }
     p.restart_count = n;
     attempts_.push_back(attempt(n, p));
     const AttemptResult& a = attempts_.back();

@@ -16,6 +16,9 @@ namespace ddp::launcher {
 struct Placement {
   int port = 0;           // MASTER_PORT
   int restart_count = 0;  // TORCHELASTIC_RESTART_COUNT
+  // The launcher hosts the workers' store at the port
+  // (TORCHELASTIC_USE_AGENT_STORE=True; workers_store.h).
+  bool agent_store = false;
   // A c10d round's; without one, static_placement() of the options.
   std::optional<NodePlacement> placement;
   std::string node;  // c10d: "node n1 (pid P, host h)" in messages to other nodes

@@ -29,6 +29,7 @@ struct GroupSpec {
   int nproc = 1;             // resolved --nproc_per_node
   int master_port = 29500;   // resolved (free port with --standalone)
   int restart_count = 0;     // attempt number, 0 first
+  bool agent_store = false;  // TORCHELASTIC_USE_AGENT_STORE: the launcher hosts the workers' store
   int omp_threads = 0;       // 0: leave OMP_NUM_THREADS alone
   std::string fr_dump_prefix;  // this attempt's flight recorder prefix (flight_recorder.h), "" for none
   std::optional<NodePlacement> placement;  // a c10d round's; static_placement(*opts, nproc) when unset

@@ -6,6 +6,7 @@
 // here knows an attempt.
 
 #include "ddp/launcher/elastic/job_windows.h"
+#include "ddp/launcher/process/workers_store.h"
 #include "ddp/launcher/report/trace_file.h"
 #include "ddp/launcher/watch/file_timer_server.h"
 
@@ -27,6 +28,10 @@ struct RunServices {
   // c10d: every node's last window of steps (job_windows.h); none for
   // static rendezvous.
   std::optional<JobWindows> job_windows;
+  // A single node's static run: the workers' store, hosted here for the
+  // whole run (TORCHELASTIC_USE_AGENT_STORE=True), emptied before each
+  // attempt.
+  std::optional<WorkersStore> workers_store;
 };
 
 }  // namespace ddp::launcher

@@ -18,6 +18,10 @@ namespace ddp::launcher {
 
 struct Placement;
 
+// Whether the launcher hosts the workers' store (workers_store.h): a
+// single node's static run. Several nodes and c10d rounds keep rank 0's.
+bool hosts_workers_store(const LaunchOptions& o);
+
 class Supervisor {
  public:
   Supervisor(LaunchPlan plan, std::ostream& log);
