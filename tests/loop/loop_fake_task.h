@@ -1,6 +1,6 @@
 #pragma once
 // The loop's in-process test fixture (test_loop_in_process.cpp,
-// test_checkpoint_dir_in_process.cpp): a tiny fake task (a classifier or a
+// test_checkpoint_dir_in_process.cpp, test_step_checkpoints_in_process.cpp): a tiny fake task (a classifier or a
 // regression on 136 fixed samples), the options of a short run, and
 // run_training on 2 ranks as threads over an in-memory store
 // (ddp/worker/in_process.h). No launcher, no data set, no process started.
@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -38,6 +39,10 @@ class FakeTask : public TrainingTask {
     y_ = regression_ ? score : ((score > -0.5).to(torch::kLong) + (score > 0.8).to(torch::kLong));
   }
   void set_rank(int rank) { rank_ = rank; }
+  // Training inputs with noise drawn from LibTorch's default generator, as
+  // a dropout draws: a resume must continue the generator. One rank only
+  // (rank threads would share the generator in an order that varies).
+  void add_noise() { noise_ = true; }
   // A replica for the batch's second half (make_replica); with `buffer`, a
   // model that has a buffer, which the loop must not split; with `outputs`,
   // a replica of another shape (a task's mistake).
@@ -85,7 +90,9 @@ class FakeTask : public TrainingTask {
   TaskOutput forward_train(const at::Tensor& index, c10::Device) override {
     ++steps_;
     if (steps_ == nan_step_) weights_at_nan_step_ = flat_weights();
-    return out(x_.index_select(0, index), y_.index_select(0, index));
+    at::Tensor x = x_.index_select(0, index);
+    if (noise_) x = x + 0.3 * torch::randn_like(x);
+    return out(x, y_.index_select(0, index));
   }
   // Whether the model's weights are those it had when the step with the
   // non-finite loss began (the loop must stop before that step's update).
@@ -134,7 +141,7 @@ class FakeTask : public TrainingTask {
   std::int64_t nan_step_;
   int rank_ = 0;
   std::int64_t steps_ = 0;
-  bool replica_offered_ = false, buffer_ = false;
+  bool replica_offered_ = false, buffer_ = false, noise_ = false;
   WeightOnly weight_only_ = WeightOnly::No;
   std::int64_t replica_outputs_ = 0;
   std::atomic<int> replica_forwards_{0};
@@ -161,13 +168,16 @@ struct RankRun {
   bool weights_as_at_nan_step = false;  // FakeTask::weights_as_at_nan_step at the end
 };
 
-// run_training on 2 ranks as threads; each rank's output, result or error.
-inline std::vector<RankRun> train(const TrainOptions& o, bool regression, const LoopHooks& hooks = {}, int nan_rank = -1,
-                           std::int64_t nan_step = -1) {
-  std::vector<RankRun> runs(2);
-  ddp::worker::run_ranks_in_process(2, [&](const std::shared_ptr<ProcessGroup>& pg) {
+// run_training on `world` ranks as threads, each with the fake task that
+// `setup` (when given) changed; each rank's output, result or error.
+inline std::vector<RankRun> train_world(int world, const TrainOptions& o, bool regression, const LoopHooks& hooks,
+                                        const std::function<void(FakeTask&)>& setup, int nan_rank = -1,
+                                        std::int64_t nan_step = -1) {
+  std::vector<RankRun> runs(static_cast<std::size_t>(world));
+  ddp::worker::run_ranks_in_process(world, [&](const std::shared_ptr<ProcessGroup>& pg) {
     FakeTask task(regression, nan_rank, nan_step);
     task.set_rank(pg->rank());
+    if (setup) setup(task);
     std::ostringstream out;
     RankRun& run = runs[static_cast<std::size_t>(pg->rank())];
     try {
@@ -179,6 +189,12 @@ inline std::vector<RankRun> train(const TrainOptions& o, bool regression, const 
     run.out = out.str();
   });
   return runs;
+}
+
+// run_training on 2 ranks as threads; each rank's output, result or error.
+inline std::vector<RankRun> train(const TrainOptions& o, bool regression, const LoopHooks& hooks = {}, int nan_rank = -1,
+                                  std::int64_t nan_step = -1) {
+  return train_world(2, o, regression, hooks, {}, nan_rank, nan_step);
 }
 
 inline std::vector<std::string> lines_of(const std::string& path) {

@@ -47,7 +47,7 @@ TEST_CASE("options: defaults and every option", "[train][options]") {
       {"--epochs", "3", "--batch_size=32", "--learning-rate", "0.01", "--seed=7", "--data_dir", "/d",
        "--checkpoint_dir=/c", "--resume", "--max_steps", "5", "--no_shuffle", "--save_final", "/w.pt",
        "--log_interval=10", "--lr_factor", "0.5", "--lr_patience", "1", "--num_threads=1",
-       "--local_rank=1", "--device", "cpu", "--no-split-batch"},
+       "--local_rank=1", "--device", "cpu", "--no-split-batch", "--checkpoint-every-steps", "100"},
       env_of({}));
   CHECK(o.epochs == 3);
   CHECK(o.batch_size == 32);
@@ -66,6 +66,8 @@ TEST_CASE("options: defaults and every option", "[train][options]") {
   CHECK(o.local_rank == 1);
   CHECK(o.device == "cpu");
   CHECK_FALSE(o.split_batch);
+  CHECK(o.checkpoint_every_steps == 100);
+  CHECK(d.checkpoint_every_steps == 0);
   CHECK(d.split_batch);
   CHECK(d.device == "auto");
   CHECK(parse_train_options({"--device=cuda"}, env_of({})).device == "cuda");
@@ -97,6 +99,7 @@ TEST_CASE("options: bad values give one line naming option and value", "[train][
   CHECK(usage_error({"stray"}) == "unexpected argument 'stray'");
   CHECK(usage_error({"--data_dir="}) == "--data_dir: empty path");
   CHECK(usage_error({"--device=gpu"}) == "--device: 'gpu' is not a device, use cpu, cuda or auto");
+  CHECK_THAT(usage_error({"--checkpoint_every_steps=-1"}), Catch::Contains("--checkpoint_every_steps: -1 is out of range"));
   CHECK(parse_train_options({"--help"}, env_of({})).help);
   CHECK(ddp::fashion::fashion_usage().find("--save_final") != std::string::npos);
   CHECK(ddp::fashion::fashion_usage().find("--no_split_batch") != std::string::npos);

@@ -100,6 +100,44 @@ TEST_CASE("checkpoint: round trip restores model, optimizer, counters, RNG and m
   CHECK_THROWS_WITH(apply_checkpoint(loaded, *other), Catch::Contains("does not match the model"));
 }
 
+// What a rank sends another (issue 48): the file's bytes, with the extra
+// tensors; damaged bytes are refused as a damaged file is.
+TEST_CASE("checkpoint: to bytes and back, with extra tensors, equals the file's round trip") {
+  TempDir dir;
+  torch::manual_seed(3);
+  auto m = std::make_shared<Small>();
+  torch::optim::Adam opt(m->parameters(), torch::optim::AdamOptions(1e-2));
+  train_a_bit(*m, opt);
+  auto c = make_checkpoint(*m, &opt, 2, 40);
+  c.metrics["x"] = 1.5;
+  c.strings["s"] = "t";
+  c.tensors["rng.rank_1"] = torch::arange(7, torch::kByte);
+  const std::string bytes = checkpoint_to_bytes(c);
+  save_checkpoint(dir.file("ck.pt"), c);
+  CHECK(bytes == ddp::test::read_file(dir.file("ck.pt")));  // one format for both
+
+  const auto back = checkpoint_from_bytes(bytes, "the state from rank 1");
+  CHECK(back.epoch == 2);
+  CHECK(back.step == 40);
+  CHECK(back.optimizer == c.optimizer);
+  CHECK(torch::equal(back.rng_state, c.rng_state));
+  CHECK(back.metrics == c.metrics);
+  CHECK(back.strings == c.strings);
+  REQUIRE(back.tensors.size() == 1);
+  CHECK(torch::equal(back.tensors.at("rng.rank_1"), c.tensors.at("rng.rank_1")));
+  for (const auto& item : c.model) CHECK(torch::equal(back.model[item.key()], item.value()));
+  // A file without extra tensors (as written before they existed) has none.
+  c.tensors.clear();
+  CHECK(checkpoint_from_bytes(checkpoint_to_bytes(c), "x").tensors.empty());
+
+  std::string damaged = bytes;
+  damaged[damaged.size() / 2] ^= 1;
+  CHECK_THROWS_WITH(checkpoint_from_bytes(damaged, "the state from rank 1"),
+                    Catch::Contains("checkpoint 'the state from rank 1' is corrupt: checksum mismatch"));
+  CHECK_THROWS_WITH(checkpoint_from_bytes("", "the state from rank 1"),
+                    Catch::Contains("checkpoint 'the state from rank 1' is empty"));
+}
+
 TEST_CASE("checkpoint: Python's torch.load reads the weights and the checkpoint") {
   DDP_REFERENCE_PYTHON_OR_SKIP(py);
   TempDir dir;
@@ -130,6 +168,7 @@ TEST_CASE("checkpoint: Python's torch.load reads the weights and the checkpoint"
   }
 
   auto c = make_checkpoint(*m, nullptr, 2, 17);
+  c.tensors["rng.rank_1"] = torch::arange(5, torch::kByte);  // the optional extra tensors
   save_checkpoint(dir.file("ck.pt"), c);
   // The checkpoint (documented as torch.load(path, weights_only=False)).
   auto r2 = ddp::test::run({py, ddp::test::source_path("tests/worker/read_torch_file.py"), dir.file("ck.pt"), "full"},
@@ -139,6 +178,7 @@ TEST_CASE("checkpoint: Python's torch.load reads the weights and the checkpoint"
   CHECK_THAT(r2.output, Catch::Contains("I epoch 2"));
   CHECK_THAT(r2.output, Catch::Contains("I step 17"));
   CHECK_THAT(r2.output, Catch::Contains("T model.fc.weight 18"));
+  CHECK_THAT(r2.output, Catch::Contains("T tensors.rng.rank_1 5 10.0"));
 
   // And the other way: a plain dict saved by Python loads in C++.
   auto r3 = ddp::test::run({py, "-c",

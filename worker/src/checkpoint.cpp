@@ -263,7 +263,10 @@ void apply_checkpoint(const Checkpoint& ckpt, torch::nn::Module& module, torch::
   }
 }
 
-void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
+namespace {
+
+// The sealed torch.save archive of a checkpoint: a file's bytes.
+std::vector<char> sealed_archive(const Checkpoint& ckpt) {
   c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
   d.insert("format", std::string(kFormat));
   d.insert("model", tensor_dict(ckpt.model));
@@ -282,29 +285,17 @@ void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
   c10::Dict<std::string, std::string> strings;
   for (const auto& [k, v] : ckpt.strings) strings.insert(k, v);
   d.insert("strings", strings);
-  write_atomically(path, seal(pickle_archive(d, /*tagged=*/true)), "checkpoint");
-}
-
-void save_checkpoint(ProcessGroup& pg, const std::string& path, const Checkpoint& ckpt) {
-  std::string error;
-  if (pg.rank() == 0) {
-    try {
-      save_checkpoint(path, ckpt);
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
+  // Only when there are some: files without extra tensors stay as they were.
+  if (!ckpt.tensors.empty()) {
+    c10::Dict<std::string, at::Tensor> tensors;
+    for (const auto& [k, v] : ckpt.tensors) tensors.insert(k, cpu_snapshot(v));
+    d.insert("tensors", tensors);
   }
-  // The status travels with the barrier, so a failed save is an error on
-  // every rank instead of a hang on the others.
-  at::Tensor failed = at::full({1}, error.empty() ? 0 : 1, at::TensorOptions().dtype(at::kInt).device(pg.device()));
-  pg.allreduce(failed, ReduceOp::Sum);
-  if (!error.empty()) throw CheckpointError(error);
-  if (failed.cpu().item<int>() != 0)
-    throw PeerFailure(0, "rank 0 failed to save checkpoint '" + path + "' (see rank 0's error)");
+  return seal(pickle_archive(d, /*tagged=*/true));
 }
 
-Checkpoint load_checkpoint(const std::string& path, c10::Device device) {
-  auto data = read_whole(path, "checkpoint");
+// Reads a file's bytes back; `path` names them in errors.
+Checkpoint parse_checkpoint(const std::string& path, const std::vector<char>& data, c10::Device device) {
   verify_seal(path, data, "checkpoint", /*required=*/true);
   c10::IValue v = unpickle(path, data, "checkpoint");
   if (!v.isGenericDict()) throw CheckpointError("checkpoint '" + path + "' is not a ddp-worker checkpoint (not a dict)");
@@ -351,7 +342,53 @@ Checkpoint load_checkpoint(const std::string& path, c10::Device device) {
     if (!item.key().isString() || !item.value().isString()) bad_field(path, "strings", "holds a non-string entry");
     c.strings[item.key().toStringRef()] = item.value().toStringRef();
   }
+  auto tensors = d.find(c10::IValue(std::string("tensors")));
+  if (tensors != d.end()) {
+    if (!tensors->value().isGenericDict()) bad_field(path, "tensors", "is not a dict");
+    for (const auto& item : tensors->value().toGenericDict()) {
+      if (!item.key().isString() || !item.value().isTensor()) bad_field(path, "tensors", "holds a non-tensor entry");
+      c.tensors[item.key().toStringRef()] = item.value().toTensor();
+    }
+  }
   return c;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
+  write_atomically(path, sealed_archive(ckpt), "checkpoint");
+}
+
+std::string checkpoint_to_bytes(const Checkpoint& ckpt) {
+  const std::vector<char> archive = sealed_archive(ckpt);
+  return std::string(archive.data(), archive.size());
+}
+
+Checkpoint checkpoint_from_bytes(const std::string& bytes, const std::string& what, c10::Device device) {
+  if (bytes.empty()) throw CheckpointError("checkpoint '" + what + "' is empty (0 bytes)");
+  return parse_checkpoint(what, std::vector<char>(bytes.begin(), bytes.end()), device);
+}
+
+void save_checkpoint(ProcessGroup& pg, const std::string& path, const Checkpoint& ckpt) {
+  std::string error;
+  if (pg.rank() == 0) {
+    try {
+      save_checkpoint(path, ckpt);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  // The status travels with the barrier, so a failed save is an error on
+  // every rank instead of a hang on the others.
+  at::Tensor failed = at::full({1}, error.empty() ? 0 : 1, at::TensorOptions().dtype(at::kInt).device(pg.device()));
+  pg.allreduce(failed, ReduceOp::Sum);
+  if (!error.empty()) throw CheckpointError(error);
+  if (failed.cpu().item<int>() != 0)
+    throw PeerFailure(0, "rank 0 failed to save checkpoint '" + path + "' (see rank 0's error)");
+}
+
+Checkpoint load_checkpoint(const std::string& path, c10::Device device) {
+  return parse_checkpoint(path, read_whole(path, "checkpoint"), device);
 }
 
 void save_weights_for_python(const std::string& path, const torch::nn::Module& module) {

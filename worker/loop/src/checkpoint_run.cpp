@@ -122,21 +122,24 @@ bool launches_overlap(const std::string& a, const std::string& b) {
 }  // namespace
 
 // Rank 0 picks the checkpoint to resume and tells the others, so all ranks
-// load the same epoch even if a file appears while they look. The newest
-// file that reads back wins (a damaged one is skipped with a warning); it
+// load the same file even if one appears while they look. The newest file,
+// an epoch's or a step's (checkpoint_files.h), that reads back wins (a
+// damaged one is skipped with a warning); it
 // must belong to this run: after a restart a checkpoint of another launch
 // (`launches`: this job's, gather_launches) or with other options
 // (run_identity.h) is another run's and is refused, while an explicit
 // --resume continues it with a note naming the value in effect of each
 // changed option. Also drops metrics.jsonl lines of the epochs that will be
 // replayed, and puts back the chosen epoch's line when a crash came between
-// its checkpoint and its line. Returns the epoch (0: none, start from 1).
-int choose_resume_epoch(const TrainOptions& o, ddp::worker::ProcessGroup& pg, const std::string& launches,
-                        std::ostream& log) {
-  return static_cast<int>(ddp::worker::rank0_decides_int(pg, [&]() -> std::int64_t {
+// its checkpoint and its line. Returns the path ("": none, start from
+// epoch 1).
+std::string choose_resume_checkpoint(const TrainOptions& o, ddp::worker::ProcessGroup& pg,
+                                     const std::string& launches, std::ostream& log) {
+  return ddp::worker::rank0_decides(pg, [&]() -> std::string {
     const RunIdentity ours = run_identity(o);
     std::vector<std::string> damaged;
-    int chosen = 0;
+    std::string chosen;
+    int chosen_done = 0;  // its finished epochs
     TrainState chosen_state;
     for (const auto& found : list_checkpoints(o.checkpoint_dir)) {
       TrainState saved;
@@ -173,23 +176,25 @@ int choose_resume_epoch(const TrainOptions& o, ddp::worker::ProcessGroup& pg, co
                     : "written with other options; in effect from here: " +
                           describe_resume_effect(changes, saved.learning_rate))
             << std::endl;
-      chosen = found.epoch;
+      chosen = found.path;
+      chosen_done = saved.epochs_done;
       chosen_state = saved;
       break;
     }
-    if (chosen == 0 && !damaged.empty()) {
+    if (chosen.empty() && !damaged.empty()) {
       std::string list;
       for (const auto& d : damaged) list += (list.empty() ? "" : ", ") + d;
       throw std::runtime_error("no readable checkpoint in '" + o.checkpoint_dir + "' (damaged: " + list +
                                "); remove them to start from epoch 1, or restore a copy");
     }
-    truncate_metrics_after(metrics_path(o.checkpoint_dir), chosen);
-    if (chosen > 0 && !chosen_state.metrics_line.empty() &&
-        restore_metrics_line(metrics_path(o.checkpoint_dir), chosen, chosen_state.metrics_line))
-      log << "note: metrics.jsonl had no line for epoch " << chosen << " (stopped between its checkpoint and its "
+    truncate_metrics_after(metrics_path(o.checkpoint_dir), chosen_done);
+    // A step checkpoint carries its last finished epoch's line too.
+    if (chosen_done > 0 && !chosen_state.metrics_line.empty() &&
+        restore_metrics_line(metrics_path(o.checkpoint_dir), chosen_done, chosen_state.metrics_line))
+      log << "note: metrics.jsonl had no line for epoch " << chosen_done << " (stopped between its checkpoint and its "
           << "line); put back the one saved in the checkpoint" << std::endl;
     return chosen;
-  }));
+  });
 }
 
 }  // namespace ddp::loop

@@ -31,9 +31,10 @@ std::unique_ptr<CheckpointDirLock> prepare_checkpoint_dir(const TrainOptions& o,
 // "" when no rank knows its launch. Collective.
 std::string gather_launches(const TrainOptions& o, ddp::worker::ProcessGroup& pg);
 
-// Rank 0 picks the checkpoint to resume and tells the others (the rules are
-// at its definition). Returns the epoch (0: none, start from 1). Collective.
-int choose_resume_epoch(const TrainOptions& o, ddp::worker::ProcessGroup& pg, const std::string& launches,
-                        std::ostream& log);
+// Rank 0 picks the checkpoint to resume, an epoch's or a step's, and tells
+// the others (the rules are at its definition). Returns its path ("": none,
+// start from epoch 1). Collective.
+std::string choose_resume_checkpoint(const TrainOptions& o, ddp::worker::ProcessGroup& pg,
+                                     const std::string& launches, std::ostream& log);
 
 }  // namespace ddp::loop

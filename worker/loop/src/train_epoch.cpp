@@ -96,13 +96,18 @@ EpochSteps train_epoch(EpochContext& ctx, int epoch, const std::vector<std::int6
   const c10::Device device = pg.device();
   const auto t0 = Clock::now();
   EpochSteps r;
+  // A resumed epoch: the skipped steps' sums, this rank's share of the loss
+  // (the epoch's loss is the mean over ranks of these sums).
+  r.loss_sum = state.epoch_loss_sum / static_cast<double>(world);
+  r.resumed_samples = state.epoch_samples;
+  const double seconds_before = state.epoch_seconds;
   const BatchHalves::Steps threads(ctx.halves);
   const AdamOnHalves adam_threads(ctx.optimizer, ctx.halves);
   // FusedAdam zeroes the gradients in its own pass over them: then the
   // next step has nothing to zero.
   auto* const fused = fused_adam_over(ctx.optimizer, ctx.params);
   bool grads_zero = false;
-  for (std::int64_t step = 0; step < ctx.steps_per_epoch; ++step) {
+  for (std::int64_t step = state.epoch_steps_done; step < ctx.steps_per_epoch; ++step) {
     ddp::worker::training_step(pg, static_cast<std::uint64_t>(state.global_step + 1));  // the heartbeat's step
     if (ctx.hooks.before_step) ctx.hooks.before_step(rank, state.global_step, ctx.restart_count);
     const std::int64_t begin = step * ctx.batch_size;
@@ -150,12 +155,16 @@ EpochSteps train_epoch(EpochContext& ctx, int epoch, const std::vector<std::int6
     snap.step = step + 1;
     snap.steps = ctx.steps_per_epoch;
     snap.loss = r.loss_sum / static_cast<double>(step + 1);
-    snap.samples = r.local_samples * world;
-    snap.elapsed_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    snap.samples = r.local_samples * world + r.resumed_samples;
+    snap.elapsed_s = seconds_before + std::chrono::duration<double>(Clock::now() - t0).count();
     ctx.progress.update(snap);
+    if (ctx.after_step && step + 1 < ctx.steps_per_epoch) {
+      r.seconds = snap.elapsed_s;
+      ctx.after_step(epoch, step + 1, r);
+    }
   }
   ctx.progress.finish_epoch();
-  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.seconds = seconds_before + std::chrono::duration<double>(Clock::now() - t0).count();
   return r;
 }
 

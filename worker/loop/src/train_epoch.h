@@ -4,9 +4,12 @@
 // task's forward and loss (on the whole batch, or on two halves at once:
 // batch_halves.h), the non-finite-loss stop (every rank together), backward
 // (DDP averages the gradients) and the optimizer's step, then the progress
-// line. Internal to the loop library.
+// line; after each step but the epoch's last, the step checkpoint's hook. A
+// resumed epoch starts at its first step not run. Internal to the loop
+// library.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -28,6 +31,15 @@ namespace ddp::loop {
 
 class BatchHalves;
 
+struct EpochSteps {
+  // Of the steps' mean losses, this rank's, plus its share (1 / world) of
+  // the sum over ranks of the steps a resume skipped.
+  double loss_sum = 0;
+  std::int64_t local_samples = 0;    // this rank's, in the steps run here
+  std::int64_t resumed_samples = 0;  // every rank's, in the steps a resume skipped
+  double seconds = 0;                // wall time of the steps, a resume's skipped ones included
+};
+
 // What one epoch's steps need, fixed for the run.
 struct EpochContext {
   ddp::worker::ProcessGroup& pg;
@@ -42,16 +54,16 @@ struct EpochContext {
   int restart_count = 0;
   std::int64_t steps_per_epoch = 0;
   BatchHalves* halves = nullptr;  // each batch in two halves (batch_halves.h), or the whole batch
+  // On every rank after each step but an epoch's last (the epoch's
+  // checkpoint follows that one), with the steps done in the epoch and
+  // the sums so far; may be collective. Empty: nothing.
+  std::function<void(int epoch, std::int64_t steps_done, const EpochSteps& so_far)> after_step;
 };
 
-struct EpochSteps {
-  double loss_sum = 0;             // of the steps' mean losses, this rank
-  std::int64_t local_samples = 0;  // this rank's
-  double seconds = 0;              // wall time of the steps
-};
-
-// Runs `ctx.steps_per_epoch` steps of `epoch` over this rank's `indices`
-// (the sampler's, in order), advancing state.global_step.
+// Runs steps state.epoch_steps_done .. ctx.steps_per_epoch - 1 of `epoch`
+// over this rank's `indices` (the sampler's, in order), starting from the
+// sums state.epoch_* of the steps before them (a step checkpoint's) and
+// advancing state.global_step. Leaves state.epoch_* as it found them.
 EpochSteps train_epoch(EpochContext& ctx, int epoch, const std::vector<std::int64_t>& indices, TrainState& state);
 
 }  // namespace ddp::loop

@@ -56,7 +56,7 @@ TrainOptions parse_train_options(const std::vector<std::string>& args, const Env
       {"no_shuffle", Kind::Flag},     {"save_final", Kind::Value},  {"log_interval", Kind::Value},
       {"lr_factor", Kind::Value},     {"lr_patience", Kind::Value}, {"num_threads", Kind::Value},
       {"local_rank", Kind::Value},    {"help", Kind::Flag},         {"device", Kind::Value},
-      {"no_split_batch", Kind::Flag},
+      {"no_split_batch", Kind::Flag}, {"checkpoint_every_steps", Kind::Value},
   };
   for (const auto& [name, takes_value] : program.extra) known[name] = takes_value ? Kind::Value : Kind::Flag;
 
@@ -97,6 +97,7 @@ TrainOptions parse_train_options(const std::vector<std::string>& args, const Env
     }
     else if (name == "checkpoint_dir") o.checkpoint_dir = value;
     else if (name == "resume") o.resume = true;
+    else if (name == "checkpoint_every_steps") o.checkpoint_every_steps = parse_int_option(value, what, 0, 1LL << 40);
     else if (name == "max_steps") o.max_steps = parse_int_option(value, what, 0, 1LL << 40);
     else if (name == "no_shuffle") o.no_shuffle = true;
     else if (name == "no_split_batch") o.split_batch = false;
@@ -137,6 +138,11 @@ std::string loop_options_usage(const TrainOptions& d) {
                         named); automatic when TORCHELASTIC_RESTART_COUNT > 0,
                         which resumes only this run's own checkpoints. A fresh
                         run refuses a directory holding an earlier run.
+  --checkpoint_every_steps N
+                        also checkpoint every N global steps, mid-epoch
+                        (epoch_<E>_step_<S>.pt; only the newest is kept), so a
+                        resume or a restart loses at most N steps; 0 = only
+                        at each epoch's end (default)
   --max_steps N         at most N optimizer steps per epoch, for short runs (0 = all)
   --no_shuffle          keep the dataset order (deterministic runs)
   --save_final PATH     write the final weights as a dict of tensors that

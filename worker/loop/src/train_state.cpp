@@ -1,6 +1,10 @@
 #include "ddp/loop/train_state.h"
 
+#include <cstring>
 #include <filesystem>
+#include <utility>
+
+#include <ATen/ATen.h>
 #include <stdexcept>
 
 #include "ddp/worker/checkpoint.h"
@@ -33,6 +37,21 @@ std::string metric_of_value_key(const std::string& key) {
   return rest;
 }
 
+std::string rng_key(const char* which, std::size_t rank) {
+  return std::string("train.rng.") + which + ".rank_" + std::to_string(rank);
+}
+
+at::Tensor bytes_tensor(const std::string& bytes) {
+  at::Tensor t = at::empty({static_cast<std::int64_t>(bytes.size())}, at::kByte);
+  std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+  return t;
+}
+
+std::string tensor_bytes(const at::Tensor& t) {
+  const at::Tensor c = t.to(at::kCPU).to(at::kByte).contiguous();
+  return std::string(static_cast<const char*>(c.data_ptr()), static_cast<std::size_t>(c.numel()));
+}
+
 }  // namespace
 
 void store_train_state(const TrainState& s, ddp::worker::Checkpoint& c) {
@@ -55,6 +74,15 @@ void store_train_state(const TrainState& s, ddp::worker::Checkpoint& c) {
   c.strings["train.run"] = s.run_identity;
   c.strings["train.launches"] = s.launches;
   c.strings["train.metrics_line"] = s.metrics_line;
+  // Only mid-epoch: an epoch checkpoint keeps the keys it always had.
+  if (s.epoch_steps_done > 0) {
+    m["train.epoch_steps_done"] = static_cast<double>(s.epoch_steps_done);
+    m["train.epoch_loss_sum"] = s.epoch_loss_sum;
+    m["train.epoch_samples"] = static_cast<double>(s.epoch_samples);
+    m["train.epoch_seconds"] = s.epoch_seconds;
+  }
+  for (std::size_t r = 0; r < s.cpu_rng.size(); ++r) c.tensors[rng_key("cpu", r)] = bytes_tensor(s.cpu_rng[r]);
+  for (std::size_t r = 0; r < s.device_rng.size(); ++r) c.tensors[rng_key("device", r)] = bytes_tensor(s.device_rng[r]);
 }
 
 TrainState load_train_state(const ddp::worker::Checkpoint& c, const std::string& path) {
@@ -91,6 +119,20 @@ TrainState load_train_state(const ddp::worker::Checkpoint& c, const std::string&
   s.run_identity = str("train.run");
   s.launches = str("train.launches");
   s.metrics_line = str("train.metrics_line");
+  auto optional_num = [&](const char* key) {
+    auto it = c.metrics.find(key);
+    return it == c.metrics.end() ? 0.0 : it->second;
+  };
+  s.epoch_steps_done = static_cast<std::int64_t>(optional_num("train.epoch_steps_done"));
+  s.epoch_loss_sum = optional_num("train.epoch_loss_sum");
+  s.epoch_samples = static_cast<std::int64_t>(optional_num("train.epoch_samples"));
+  s.epoch_seconds = optional_num("train.epoch_seconds");
+  for (const auto& [which, into] : {std::pair{"cpu", &s.cpu_rng}, std::pair{"device", &s.device_rng}})
+    for (std::size_t r = 0;; ++r) {
+      auto it = c.tensors.find(rng_key(which, r));
+      if (it == c.tensors.end()) break;
+      into->push_back(tensor_bytes(it->second));
+    }
   return s;
 }
 

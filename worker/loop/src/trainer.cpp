@@ -16,6 +16,7 @@
 #include "ddp/loop/checkpoint_files.h"
 #include "ddp/loop/plateau_scheduler.h"
 #include "ddp/loop/progress.h"
+#include "ddp/loop/rank_snapshot.h"
 #include "ddp/loop/run_identity.h"
 #include "ddp/worker/checkpoint.h"
 #include "ddp/worker/collectives.h"
@@ -40,7 +41,8 @@ std::string spoken(std::string metric) {
 }
 
 // The run's state before its first epoch, or loaded from the checkpoint it
-// resumes (then the optimizer, model, RNG and schedule are restored too).
+// resumes, an epoch's or a step's (then the optimizer, model, RNG and
+// schedule are restored too, and a step's run continues mid-epoch).
 TrainState initial_state(const TrainOptions& o, ddp::worker::ProcessGroup& pg, torch::nn::Module& model,
                          torch::optim::Optimizer& optimizer, PlateauScheduler& scheduler, std::ostream& log) {
   TrainState state;
@@ -52,18 +54,27 @@ TrainState initial_state(const TrainOptions& o, ddp::worker::ProcessGroup& pg, t
   state.run_identity = format_identity(run_identity(o));
   state.launches = gather_launches(o, pg);
   if (!o.should_resume()) return state;
-  const int epoch = choose_resume_epoch(o, pg, state.launches, log);
-  if (epoch == 0) {
+  const std::string path = choose_resume_checkpoint(o, pg, state.launches, log);
+  if (path.empty()) {
     log << "no checkpoint in '" << o.checkpoint_dir << "'; starting from epoch 1" << std::endl;
     return state;
   }
-  const std::string path = epoch_checkpoint_path(o.checkpoint_dir, epoch);
-  auto ckpt = ddp::worker::load_checkpoint(path, pg.device());
-  ddp::worker::apply_checkpoint(ckpt, model, &optimizer, /*restore_rng=*/true);
-  TrainState saved = load_train_state(ckpt, path);
+  TrainState saved = restore_snapshot(ddp::worker::load_checkpoint(path, pg.device()), path, model, optimizer,
+                                      pg.rank(), pg.world_size(), pg.device());
   if (saved.world_size != pg.world_size())
     log << "note: checkpoint was written with world size " << saved.world_size << "; continuing with world size "
         << pg.world_size() << " (the sample order of the remaining epochs differs)" << std::endl;
+  if (saved.epoch_steps_done > 0 && (saved.world_size != pg.world_size() || saved.batch_size != o.batch_size)) {
+    // Another shape of step: skip as many samples as were done, rounded up
+    // to whole steps of the new shape.
+    const std::int64_t samples_done = saved.epoch_steps_done * saved.batch_size * saved.world_size;
+    const std::int64_t per_step = static_cast<std::int64_t>(o.batch_size) * pg.world_size();
+    const std::int64_t steps = (samples_done + per_step - 1) / per_step;
+    log << "note: the checkpoint is " << saved.epoch_steps_done << " steps of " << saved.world_size << " x "
+        << saved.batch_size << " samples into epoch " << saved.epochs_done + 1 << "; continuing after " << steps
+        << " steps of " << pg.world_size() << " x " << o.batch_size << std::endl;
+    saved.epoch_steps_done = steps;
+  }
   saved.world_size = state.world_size;
   saved.batch_size = state.batch_size;
   saved.run_identity = state.run_identity;
@@ -71,7 +82,10 @@ TrainState initial_state(const TrainOptions& o, ddp::worker::ProcessGroup& pg, t
   set_learning_rate(optimizer, saved.learning_rate);
   scheduler.set_state(saved.plateau);
   log << "resumed from " << path << " (epoch " << saved.epochs_done << ", step " << saved.global_step
-      << ", restart " << o.restart_count << ")" << std::endl;
+      << ", restart " << o.restart_count << ")";
+  if (saved.epoch_steps_done > 0)
+    log << "; continuing epoch " << saved.epochs_done + 1 << " after its step " << saved.epoch_steps_done;
+  log << std::endl;
   return saved;
 }
 
@@ -94,6 +108,29 @@ std::string epoch_line(const EpochRecord& rec, int epochs) {
   for (const auto& [name, value] : rec.metrics) line << " " << name << " " << fmt("%.4f", value);
   line << " (" << rec.eval_samples << " test samples) " << fmt("%.0f", rec.samples_per_second) << " samples/s";
   return line.str();
+}
+
+// Writes the step checkpoint `steps_done` steps into `epoch` (every rank
+// calls it: the sums and the generators are gathered) and removes the step
+// checkpoint before it. Only the newest step checkpoint is kept: it holds
+// the whole model and optimizer (ddp-text's 51 MB) and is written every N
+// steps, so keeping them all would fill the disk, while the epoch files
+// that best-epoch picking names stay as they were. The older one goes only
+// once the new one is safely on disk (atomic, fsync'ed), so a kill at any
+// moment leaves one to resume.
+void save_step_checkpoint(ddp::worker::ProcessGroup& pg, const TrainOptions& o, const TrainState& state, int epoch,
+                          std::int64_t steps_done, const EpochSteps& so_far, torch::nn::Module& model,
+                          torch::optim::Optimizer& optimizer) {
+  TrainState s = state;
+  s.epoch_steps_done = steps_done;
+  s.epoch_loss_sum = ddp::worker::reduce_sum(pg, so_far.loss_sum);
+  s.epoch_samples = static_cast<std::int64_t>(ddp::worker::reduce_sum(pg, static_cast<double>(so_far.local_samples))) +
+                    so_far.resumed_samples;
+  s.epoch_seconds = so_far.seconds;
+  capture_rng(pg, s);
+  const std::string path = step_checkpoint_path(o.checkpoint_dir, epoch, steps_done);
+  ddp::worker::save_checkpoint(pg, path, make_snapshot(s, model, optimizer));
+  if (pg.rank() == 0) remove_step_checkpoints(o.checkpoint_dir, fs::path(path).filename().string());
 }
 
 }  // namespace
@@ -143,12 +180,17 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
   // One process with 2+ threads: each batch in two halves, one a thread.
   const std::unique_ptr<BatchHalves> halves =
       o.split_batch ? BatchHalves::make_if_useful(task, *model, params, world, device) : nullptr;
-  EpochContext ctx{pg, task, ddp, *optimizer, params, progress, hooks};
+  EpochContext ctx{pg, task, ddp, *optimizer, params, progress, hooks, 0, 0, 0, 0, nullptr, {}};
   ctx.halves = halves.get();
   ctx.epochs = o.epochs;
   ctx.batch_size = o.batch_size;
   ctx.restart_count = o.restart_count;
   ctx.steps_per_epoch = o.max_steps > 0 ? std::min(o.max_steps, full_steps) : full_steps;
+  if (o.checkpoint_every_steps > 0)
+    ctx.after_step = [&](int epoch, std::int64_t steps_done, const EpochSteps& so_far) {
+      if (state.global_step % o.checkpoint_every_steps == 0)
+        save_step_checkpoint(pg, o, state, epoch, steps_done, so_far, *model, *optimizer);
+    };
   log << o.program << ": world size " << world << ", batch " << o.batch_size << " per process ("
       << o.batch_size * world << " global), " << ctx.steps_per_epoch << " steps per epoch, epochs "
       << state.epochs_done + 1 << ".." << o.epochs << ", " << torch::get_num_threads() << " threads per process"
@@ -165,11 +207,17 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
     sampler.set_epoch(static_cast<std::uint64_t>(epoch));
     const double epoch_lr = state.learning_rate;
     const EpochSteps steps = train_epoch(ctx, epoch, sampler.indices(), state);
+    // A resumed epoch's sums are in `steps` now; the next starts afresh.
+    state.epoch_steps_done = 0;
+    state.epoch_loss_sum = 0;
+    state.epoch_samples = 0;
+    state.epoch_seconds = 0;
 
     // The seeds' reduce_mean: every rank reports the same epoch loss.
     const double train_loss = ddp::worker::reduce_mean(
         pg, ctx.steps_per_epoch > 0 ? steps.loss_sum / static_cast<double>(ctx.steps_per_epoch) : 0.0);
-    const double global_samples = ddp::worker::reduce_sum(pg, static_cast<double>(steps.local_samples));
+    const double global_samples = ddp::worker::reduce_sum(pg, static_cast<double>(steps.local_samples)) +
+                                  static_cast<double>(steps.resumed_samples);
     const Evaluation eval = evaluate(task, *model, pg);
 
     state.learning_rate = scheduler.step(metric_value(eval, monitor.metric), state.learning_rate);
@@ -205,9 +253,11 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
     // names a file that a failed save did not write; the checkpoint carries
     // the line, and a resume puts it back if a crash came in between.
     state.metrics_line = to_json_line(rec);
-    auto ckpt = ddp::worker::make_checkpoint(*model, optimizer.get(), epoch, state.global_step);
-    store_train_state(state, ckpt);
-    ddp::worker::save_checkpoint(pg, ckpt_path, ckpt);
+    capture_rng(pg, state);
+    ddp::worker::save_checkpoint(pg, ckpt_path, make_snapshot(state, *model, *optimizer));
+    // The epoch's checkpoint is newer than any step checkpoint (also one a
+    // resume without --checkpoint_every_steps started from).
+    if (main_rank) remove_step_checkpoints(o.checkpoint_dir, "");
     ddp::worker::rank0_decides(pg, [&] {
       append_metrics(metrics_file, rec);
       return std::string();

@@ -13,8 +13,13 @@
 //   {"format": "ddp-worker-checkpoint-v1", "model": {name: tensor},
 //    "optimizer": uint8 tensor (LibTorch's optimizer archive), "epoch": int,
 //    "step": int, "rng_state": uint8 tensor, "metrics": {str: float},
-//    "strings": {str: str}}
+//    "strings": {str: str}, "tensors": {str: tensor}}
 // so Python can inspect it with torch.load(path, weights_only=False).
+// "tensors" (a program's extra state, e.g. every rank's RNG) is optional:
+// files written before it had none and read back with an empty map.
+// The same bytes travel between ranks (checkpoint_to_bytes /
+// checkpoint_from_bytes), so a rank's state sent to another is exactly what
+// a file holds.
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -52,6 +57,8 @@ struct Checkpoint {
   at::Tensor rng_state;  // CPU default generator state (undefined = none)
   std::map<std::string, double> metrics;
   std::map<std::string, std::string> strings;
+  // Further tensors by name (kept on the CPU when saved; "" keys are fine).
+  std::map<std::string, at::Tensor> tensors;
 };
 
 // Snapshot of a module (+ optimizer when given) and the CPU RNG state.
@@ -73,6 +80,13 @@ void save_checkpoint(ProcessGroup& pg, const std::string& path, const Checkpoint
 // Loads and maps tensors to `device`. Throws CheckpointError naming the path
 // when it is missing, truncated, corrupt or not a checkpoint.
 Checkpoint load_checkpoint(const std::string& path, c10::Device device = c10::Device("cpu"));
+
+// The file's bytes (sealed, as save_checkpoint writes them), for sending a
+// checkpoint to another rank without a file; and back, verified as a file
+// is. `what` names the source in errors ("the state from rank 1").
+std::string checkpoint_to_bytes(const Checkpoint& ckpt);
+Checkpoint checkpoint_from_bytes(const std::string& bytes, const std::string& what,
+                                 c10::Device device = c10::Device("cpu"));
 
 // Plain dict {name: tensor} of the module's parameters and buffers (on CPU),
 // readable by Python's torch.load(path) on every version, also under

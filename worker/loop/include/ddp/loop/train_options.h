@@ -30,6 +30,7 @@ struct TrainOptions {
   std::string data_dir;           // default: the program's (ProgramOptions); "" = none
   std::string checkpoint_dir = "checkpoints";
   bool resume = false;
+  std::int64_t checkpoint_every_steps = 0;  // a mid-epoch checkpoint every N global steps; 0 = epochs only
   std::int64_t max_steps = 0;     // optimizer steps per epoch; 0 = whole epoch
   bool no_shuffle = false;
   std::string save_final;         // "" = do not write

@@ -1,14 +1,20 @@
 #pragma once
-// Everything besides tensors that a resumed run of the loop needs to continue
-// exactly where the last finished epoch left it: epoch and step counters,
-// the learning rate, ReduceLROnPlateau's state and the best scores so far.
-// Stored in the worker runtime's Checkpoint (metrics / strings maps) next to
-// the model, Adam's moments and the RNG state; the sampler needs no state
-// because its order is a function of (seed, epoch).
+// Everything besides the model's and the optimizer's tensors that a rank of
+// the loop needs to continue exactly where it stopped, at an epoch's end or
+// mid-epoch: epoch and step counters, the position in the epoch, the
+// learning rate, ReduceLROnPlateau's state, the best scores so far and every
+// rank's generator states. The sampler's order is a function of (seed,
+// epoch), so its position is the steps done in the epoch. Stored in the
+// worker runtime's Checkpoint (metrics / strings / tensors maps, keys
+// "train.*") next to the model and the optimizer's state; rank_snapshot.h
+// makes the whole of it one Checkpoint, as a file or as bytes for another
+// rank. Room for more: a schedule other than the plateau keeps its state
+// under "train.schedule.*", a task's own under "task.*".
 
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "ddp/loop/plateau_scheduler.h"
 
@@ -49,12 +55,29 @@ struct TrainState {
   // The metrics.jsonl line of the epoch it ends, written after the
   // checkpoint; a resume puts it back when a crash came in between.
   std::string metrics_line;
+
+  // Mid-epoch (a step checkpoint): the steps of epoch epochs_done + 1
+  // already run, 0 at an epoch's end; a resume skips them, so the sampler
+  // continues at sample epoch_steps_done * batch_size of each rank.
+  std::int64_t epoch_steps_done = 0;
+  // That epoch's sums so far, for its line: the steps' mean losses summed
+  // over steps and ranks, the samples of every rank, rank 0's seconds.
+  double epoch_loss_sum = 0;
+  std::int64_t epoch_samples = 0;
+  double epoch_seconds = 0;
+  // Each rank's generator states at the snapshot, by rank, as the raw bytes
+  // of at::Generator::get_state(): LibTorch's CPU generator and, on a GPU,
+  // the rank's device generator. Empty in checkpoints of loops before they
+  // were kept (then every rank takes the checkpoint's rng_state, rank 0's).
+  std::vector<std::string> cpu_rng;
+  std::vector<std::string> device_rng;
 };
 
-// Writes `s` into the checkpoint's metrics/strings maps (keys "train.*").
+// Writes `s` into the checkpoint's metrics/strings/tensors maps (keys "train.*").
 void store_train_state(const TrainState& s, ddp::worker::Checkpoint& ckpt);
 // Reads it back; throws std::runtime_error naming the missing key when the
-// checkpoint was not written by this training loop.
+// checkpoint was not written by this training loop. Keys added since (the
+// position in the epoch, per-rank generators) read as absent: 0 / empty.
 TrainState load_train_state(const ddp::worker::Checkpoint& ckpt, const std::string& path);
 
 }  // namespace ddp::loop
