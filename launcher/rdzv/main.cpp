@@ -342,7 +342,11 @@ int main(int argc, char** argv) {
   if (cfg.local_addr.empty()) cfg.local_addr = route_address(host, port);
   if (cfg.local_addr.empty()) cfg.local_addr = cfg.hostname;
 
-  ddp::rdzv::Rendezvous rz(*store, cfg, free_port);
+  // join's port: the workers' store the launcher has bound for the round
+  // (workers_store.h), published when this node is node rank 0; without
+  // one (an older launcher), a free port for the workers' rank 0 to bind.
+  int join_port = 0;
+  ddp::rdzv::Rendezvous rz(*store, cfg, [&join_port] { return join_port > 0 ? join_port : free_port(); });
   bool running = false;
   auto report = [&](const ddp::rdzv::Stop& s) {
     if (s.kind == ddp::rdzv::Stop::Abort) say(lines::format_abort(s.reason));
@@ -355,6 +359,7 @@ int main(int argc, char** argv) {
       while (auto line = in.next()) {
         const lines::CommandLine c = lines::parse_command(*line);
         if (c.command == lines::Command::Join) {
+          join_port = lines::join_port(c.arg);
           try {
             say(lines::format_round(rz.join(idle)));
             running = true;

@@ -276,7 +276,8 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
   ranks >> next.group_rank >> next.base_rank >> next.world_size >> next.restart_count;
   round_ = R;
   current_ = next;
-  // Node rank 0 hosts the workers' store on a fresh port each round.
+  // Node rank 0 publishes the workers' store of the round: the port its
+  // launcher bound for it (a fresh store each round), else a free one.
   const std::string master = rkey(R, "master");
   if (current_.group_rank == 0) {
     std::string addr = cfg_.local_addr.empty() ? cfg_.hostname : cfg_.local_addr;

@@ -96,8 +96,9 @@ struct RendezvousError : std::runtime_error {
 
 class Rendezvous {
  public:
-  // store: a StoreClient (a MemoryStore in tests); pick_port: a free port
-  // for the workers' store; now: every timeout and heartbeat interval is
+  // store: a StoreClient (a MemoryStore in tests); pick_port: the port of
+  // the workers' store, asked when this node is a round's node rank 0 (the
+  // helper: its launcher's bound store, join's port); now: every timeout and heartbeat interval is
   // measured on it (a fake clock in tests). idle(ms): called after a store
   // wait that timed out, with the milliseconds until this node's next
   // deadline; it may return at once (the helper does) or let up to ms pass

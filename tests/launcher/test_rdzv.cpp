@@ -26,6 +26,9 @@ TEST_CASE("every line between the launcher and ddp-rdzv parses back to what was 
     CHECK(back.arg == "rank 3 (local_rank 1) exited 1");  // one line: the break is a space
   }
   CHECK(lines::parse_command("hello there").command == Command::Unknown);
+  // join's port: the workers' store the launcher bound; anything else is none.
+  CHECK(lines::join_port(lines::parse_command(lines::format_command(Command::Join, "41234")).arg) == 41234);
+  for (const char* bad : {"", "0", "65536", "123456", "-1", "12ab", " 80"}) CHECK(lines::join_port(bad) == 0);
 
   ddp::rdzv::Round r;
   r.round = 3;

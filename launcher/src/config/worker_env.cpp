@@ -76,9 +76,9 @@ EnvMap worker_environment(const EnvMap& parent, const GroupSpec& g, int local_ra
   seti("TORCHELASTIC_MAX_RESTARTS", o.max_restarts);
   set("TORCHELASTIC_RUN_ID", o.run_id);
   // True: the launcher hosts the workers' store at MASTER_ADDR:PORT
-  // (workers_store.h; a single node today). False: the workers' rank 0
-  // hosts it (several nodes, c10d: a fresh workers' store per round keeps
-  // ranks of different rounds apart by construction).
+  // (workers_store.h: a single node's static run, or the c10d round's node
+  // rank 0, a fresh store per round). False: the workers' rank 0 hosts it
+  // (a static run of several nodes, srun-per-rank tasks).
   set("TORCHELASTIC_USE_AGENT_STORE", g.agent_store ? "True" : "False");
   set("TORCHELASTIC_ERROR_FILE", error_file);
   if (heartbeat_file.empty()) env.erase(Heartbeat::kEnvVar);

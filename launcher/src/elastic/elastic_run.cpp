@@ -71,13 +71,16 @@ std::optional<RdzvEvent> ElasticRun::await(RdzvLink& agent, std::initializer_lis
   }
 }
 
-void ElasticRun::run(const RunAttempt& run_attempt, std::vector<AttemptResult>& attempts) {
+void ElasticRun::run(const RunAttempt& run_attempt, std::vector<AttemptResult>& attempts, const BindStore& bind_store) {
   RdzvAgent helper(plan_.opts, plan_.nproc, signals_.original_mask());
   AgentLink agent(helper);
   for (int attempt = 0;; ++attempt) {
     log_ << "ddp-launch: joining the rendezvous at " << endpoint() << " (rdzv_id " << plan_.opts.run_id << ", "
          << nodes_text() << ")" << std::endl;
-    agent.send(Command::Join);
+    // Bound before the join, so the port node rank 0 publishes is already
+    // held: no race for it, and no client of an old round knows it.
+    const int store_port = bind_store ? bind_store() : 0;
+    agent.send(Command::Join, store_port > 0 ? std::to_string(store_port) : "");
     const std::optional<RdzvEvent> round = await(agent, {RdzvEvent::Round});
     if (!round) return;
     if (round->kind == RdzvEvent::Error) {

@@ -31,7 +31,7 @@ struct Supervisor::Run {
   explicit Run(const LaunchPlan& plan) : signals(plan.opts.signals_to_handle) {}
 };
 
-bool hosts_workers_store(const LaunchOptions& o) { return !o.rdzv.elastic() && o.nnodes == 1 && !o.task; }
+bool hosts_workers_store(const LaunchOptions& o) { return !o.task && (o.rdzv.elastic() || o.nnodes == 1); }
 
 Supervisor::Supervisor(LaunchPlan plan, std::ostream& log) : plan_(std::move(plan)), log_(log) {}
 Supervisor::~Supervisor() = default;
@@ -50,9 +50,25 @@ int Supervisor::run() {
           run_->services.agent = r.agent;
           if (!run_->services.job_windows) run_->services.job_windows.emplace(*r.agent);
           run_->services.job_windows->new_round(r.placement ? r.placement->world_size : 0);
-          return attempt(r.attempt, r);
+          // Every node's launcher serves when it is the round's node rank
+          // 0, so every node's workers are told True; the others' stores,
+          // bound for the join, are not this round's.
+          RoundPlacement p = r;
+          auto& store = run_->services.workers_store;
+          p.agent_store = hosts_workers_store(plan_.opts);
+          if (store && r.placement && r.placement->group_rank != 0) store.reset();
+          return attempt(r.attempt, p);
         },
-        attempts_);
+        attempts_,
+        [this]() -> int {
+          if (!hosts_workers_store(plan_.opts)) return 0;
+          // A fresh store per round, bound once this node's workers of the
+          // last round are gone: the round's table starts empty and no
+          // rank of an old round knows its port.
+          run_->services.workers_store.reset();
+          bind_workers_store(0);
+          return run_->services.workers_store->port();
+        });
     end.rdzv_error = elastic.error();
     end.rdzv_signal = elastic.signal();
   } else {
@@ -85,29 +101,11 @@ void Supervisor::set_up() {
   if (!plan_.opts.trace_file.empty()) run_->services.trace.emplace(plan_.opts.trace_file, run_->host, monotonic_ns());
   if (!plan_.run_log_dir.empty()) log_ << "ddp-launch: worker logs and error files in " << plan_.run_log_dir << std::endl;
   ensure_fd_limit(launcher_fds_needed(plan_.opts.logs, plan_.nproc));
+  // Static: one store for the run, its port bound now (c10d: one per
+  // round, bound before each join).
+  if (hosts_workers_store(plan_.opts) && !plan_.opts.rdzv.elastic()) bind_workers_store(plan_.opts.master_port);
   // TORCHELASTIC_ENABLE_FILE_TIMER=1: torchrun's file timer, one FIFO for
   // every attempt (removed before the run directory is).
-  if (hosts_workers_store(plan_.opts)) {
-    WorkersStoreOptions o;
-    // One write per line: the store's thread never interleaves with the
-    // launcher's own lines.
-    o.log = [](const std::string& line) {
-      const std::string l = "ddp-launch: " + line + "\n";
-      [[maybe_unused]] auto n = ::write(2, l.data(), l.size());
-    };
-    // Port 0 (--standalone, --master_port 0): a free port outside the
-    // kernel's ephemeral range (free_port.h), as rank 0 got before; another
-    // pick when it is taken between the pick and the bind.
-    for (int tries = 1;; ++tries) {
-      o.port = plan_.opts.master_port == 0 ? reserve_check_port(0) : plan_.opts.master_port;
-      try {
-        run_->services.workers_store.emplace(o);
-        break;
-      } catch (const std::runtime_error&) {
-        if (plan_.opts.master_port != 0 || tries == 10) throw;
-      }
-    }
-  }
   if (plan_.opts.file_timer)
     run_->services.timers.emplace(plan_.opts.file_timer_path.empty() ? run_->dir.path() + "/" + kTimerPipeName
                                                                      : plan_.opts.file_timer_path);
@@ -134,6 +132,28 @@ void Supervisor::run_static() {
     const AttemptResult& a = attempts_.back();
     if (a.succeeded() || !a.restartable() || n >= plan_.opts.max_restarts) return;
     log_ << format_restart_line(a, plan_.opts.max_restarts) << std::endl;
+  }
+}
+
+// Port 0 (--standalone, --master_port 0, c10d): a free port outside the
+// kernel's ephemeral range (free_port.h), as rank 0 got before; another
+// pick when it is taken between the pick and the bind.
+void Supervisor::bind_workers_store(int port) {
+  WorkersStoreOptions o;
+  // One write per line: the store's thread never interleaves with the
+  // launcher's own lines.
+  o.log = [](const std::string& line) {
+    const std::string l = "ddp-launch: " + line + "\n";
+    [[maybe_unused]] auto n = ::write(2, l.data(), l.size());
+  };
+  for (int tries = 1;; ++tries) {
+    o.port = port == 0 ? reserve_check_port(0) : port;
+    try {
+      run_->services.workers_store.emplace(o);
+      return;
+    } catch (const std::runtime_error&) {
+      if (port != 0 || tries == 10) throw;
+    }
   }
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // c10d: rounds of rendezvous and attempts until the job ends on this node.
 //  - every attempt starts with a round (node rank, world, the workers'
-//    MASTER_ADDR:PORT and restart count come from it);
+//    MASTER_ADDR:PORT and restart count come from it; the caller binds a
+//    fresh workers' store before each join, node rank 0's is the round's);
 //  - a local failure is told to the rendezvous at once (the attempt's
 //    rendezvous feature), a reason from it stops healthy workers; either
 //    way the round's reason decides: a counted one with restarts left, or an
@@ -36,12 +37,16 @@ struct RoundPlacement : Placement {
 class ElasticRun {
  public:
   using RunAttempt = std::function<AttemptResult(const RoundPlacement&)>;
+  // Before each join: the port of a workers' store the caller has just
+  // bound for the coming round (published if this node is its node rank
+  // 0), or 0 (the workers' rank 0 hosts it on a port the helper picks).
+  using BindStore = std::function<int()>;
 
   ElasticRun(const LaunchPlan& plan, SignalChannel& signals, std::string host, std::ostream& log);
 
   // Runs rounds until the job ends on this node; each attempt's result is
   // appended to `attempts`.
-  void run(const RunAttempt& run_attempt, std::vector<AttemptResult>& attempts);
+  void run(const RunAttempt& run_attempt, std::vector<AttemptResult>& attempts, const BindStore& bind_store = {});
 
   // The job ended here because the rendezvous failed ("" when it did not).
   const std::string& error() const { return error_; }

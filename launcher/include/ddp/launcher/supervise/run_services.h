@@ -28,9 +28,10 @@ struct RunServices {
   // c10d: every node's last window of steps (job_windows.h); none for
   // static rendezvous.
   std::optional<JobWindows> job_windows;
-  // A single node's static run: the workers' store, hosted here for the
-  // whole run (TORCHELASTIC_USE_AGENT_STORE=True), emptied before each
-  // attempt.
+  // The workers' store hosted here (TORCHELASTIC_USE_AGENT_STORE=True). A
+  // single node's static run: one for the whole run, emptied before each
+  // attempt. c10d: a fresh one bound before each join, kept for the round
+  // when this node is its node rank 0, dropped otherwise.
   std::optional<WorkersStore> workers_store;
 };
 

@@ -19,7 +19,9 @@ namespace ddp::launcher {
 struct Placement;
 
 // Whether the launcher hosts the workers' store (workers_store.h): a
-// single node's static run. Several nodes and c10d rounds keep rank 0's.
+// single node's static run (one store for the run) and c10d rounds (the
+// round's node rank 0, a fresh store each round). Static runs of several
+// nodes and srun-per-rank tasks keep rank 0's (docs/migration.md).
 bool hosts_workers_store(const LaunchOptions& o);
 
 class Supervisor {
@@ -39,6 +41,8 @@ class Supervisor {
   void set_up();
   void run_static();
   AttemptResult attempt(int n, const Placement& placement);
+  // Binds run_->services.workers_store at `port` (0: a free one).
+  void bind_workers_store(int port);
 
   LaunchPlan plan_;
   std::ostream& log_;

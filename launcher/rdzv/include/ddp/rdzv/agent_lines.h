@@ -6,9 +6,11 @@
 // launcher includes nothing else of launcher/rdzv.
 //
 // launcher -> helper:
-//   join            -> round <round> <restart_count> <group_rank> <group_world_size>
+//   join [<port>]   -> round <round> <restart_count> <group_rank> <group_world_size>
 //                            <base_rank> <world_size> <master_addr> <master_port>
 //                      | error <message>
+//                      (port: the workers' store the launcher has bound,
+//                      the round's master_port if it is node rank 0)
 //   fail <reason>   -> restart <counted 0|1> <reason>   (the round's first reason)
 //   abort <reason>  -> aborted
 //   done            -> finished [<what cut the exit barrier short>]
@@ -55,8 +57,17 @@ enum class Command { Join, Fail, Abort, Done, Steps, Ping, Quit, Unknown };
 
 struct CommandLine {
   Command command = Command::Unknown;
-  std::string arg;  // fail/abort: the reason; steps: the payload
+  std::string arg;  // fail/abort: the reason; steps: the payload; join: the workers' store port
 };
+
+// join's argument: the port of the workers' store this node's launcher has
+// bound for the round, published if the node is the round's node rank 0;
+// 0 when absent or not a port (the helper then picks one for rank 0).
+inline int join_port(const std::string& arg) {
+  if (arg.empty() || arg.size() > 5 || arg.find_first_not_of("0123456789") != std::string::npos) return 0;
+  const int port = std::stoi(arg);
+  return port <= 65535 ? port : 0;
+}
 
 inline const char* command_word(Command c) {
   switch (c) {
