@@ -38,6 +38,11 @@
 #include <memory>
 #include <iostream>
 #include <map>
+#include <string>
+#include <vector>
+#include <mutex>
+#include <optional>
+#include <set>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -187,6 +192,39 @@ void raise_open_files() {
   ::setrlimit(RLIMIT_NOFILE, &rl);
 }
 
+// The torchrun nodes (TCPStore clients) that came to the store this node
+// hosts: each address named at once on the terminal (stderr, which the
+// launcher shares), once, and handed to the rendezvous, which ends a join
+// that does not complete soon (Rendezvous::tcpstore_client).
+class TcpStoreClients {
+ public:
+  // On the store's thread.
+  void saw(const std::string& address, const char* torch, const ddp::rdzv::Config& cfg) {
+    std::lock_guard<std::mutex> l(m_);
+    if (!seen_.insert(address).second) return;  // torchrun retries for ~85 s
+    const std::string who = std::string("a torchrun node (torch ") + torch + " TCPStore client) at " + address;
+    pending_.push_back(who);
+    const std::string line = "ddp-launch: warning: rendezvous at " + cfg.endpoint + " (rdzv_id " + cfg.run_id + "): " +
+                             who + " tried to join; ddp-launch and torchrun nodes cannot join one rendezvous: start "
+                             "every node with ddp-launch (a round that has not closed within " +
+                             std::to_string(static_cast<long long>(cfg.tcpstore_client_grace_s)) + " s ends)\n";
+    (void)!::write(2, line.data(), line.size());
+  }
+  // The next one not handed out yet.
+  std::optional<std::string> next() {
+    std::lock_guard<std::mutex> l(m_);
+    if (pending_.empty()) return std::nullopt;
+    std::string who = std::move(pending_.front());
+    pending_.erase(pending_.begin());
+    return who;
+  }
+
+ private:
+  std::mutex m_;
+  std::set<std::string> seen_;
+  std::vector<std::string> pending_;
+};
+
 std::chrono::milliseconds ms(double s) { return std::chrono::milliseconds(static_cast<long long>(s * 1000)); }
 
 // How long the store may take to answer the hello: ours answers in
@@ -259,7 +297,8 @@ int main(int argc, char** argv) {
   // The rendezvous waits in the store (answered when the key is set) and
   // calls idle between two waits: look at stdin without waiting (EOF: the
   // launcher is gone).
-  auto idle = [&](int) { return in.wait(0); };
+  // TCPStore clients (torchrun nodes) the store saw, from its thread.
+  TcpStoreClients torchrun_nodes;
   std::unique_ptr<ddp::rdzv::StoreServer> server;
   std::unique_ptr<ddp::rdzv::Store> store;
   const bool etcd = get("backend", "c10d") == "etcd-v3";
@@ -284,7 +323,11 @@ int main(int argc, char** argv) {
     if (free_port_store || is_host == "1" || (is_host == "auto" && can_host(host, port))) {
       raise_open_files();
       try {
-        server = std::make_unique<ddp::rdzv::StoreServer>(port, DDP_LAUNCH_VERSION);
+        server = std::make_unique<ddp::rdzv::StoreServer>(
+            port, DDP_LAUNCH_VERSION, ddp::rdzv::Caps{},
+            [&torchrun_nodes, &cfg](const std::string& address, const char* torch) {
+              torchrun_nodes.saw(address, torch, cfg);
+            });
         cfg.hosts_store = true;
       } catch (const std::exception&) {
         if (free_port_store) throw;  // nobody else hosts it
@@ -347,6 +390,12 @@ int main(int argc, char** argv) {
   // one (an older launcher), a free port for the workers' rank 0 to bind.
   int join_port = 0;
   ddp::rdzv::Rendezvous rz(*store, cfg, [&join_port] { return join_port > 0 ? join_port : free_port(); });
+  // Between two store waits: a torchrun node the store saw, and stdin
+  // without waiting (EOF: the launcher is gone).
+  auto idle = [&](int) {
+    while (auto who = torchrun_nodes.next()) rz.tcpstore_client(*who);
+    return in.wait(0);
+  };
   bool running = false;
   auto report = [&](const ddp::rdzv::Stop& s) {
     if (s.kind == ddp::rdzv::Stop::Abort) say(lines::format_abort(s.reason));
@@ -383,6 +432,7 @@ int main(int argc, char** argv) {
         }
       }
       if (in.eof()) return 0;
+      while (auto who = torchrun_nodes.next()) rz.tcpstore_client(*who);
       if (running && Clock::now() >= next_tick) {
         if (auto s = rz.tick(in.silent_s())) report(*s);
         next_tick = Clock::now() + std::chrono::milliseconds(rz.tick_ms());
@@ -394,6 +444,13 @@ int main(int argc, char** argv) {
             0, std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - Clock::now()).count()));
       in.wait(wait_ms);
     }
+  } catch (const ddp::rdzv::StoreRefused& e) {
+    // The store is up and answered: what it holds is wrong, not its host.
+    say(lines::format_error("rendezvous at " + cfg.endpoint + " (rdzv_id " + cfg.run_id + "): the store refused a "
+        "request: " + e.what() +
+        "; ddp-launch nodes write far less and only numbers where one is added to: another program may have written "
+        "to the rendezvous store; start the job with another --rdzv_id"));
+    return 1;
   } catch (const std::exception& e) {
     if (etcd) {
       say(lines::format_error("the etcd cluster at " + cfg.endpoint + " (rdzv_id " + cfg.run_id +
@@ -403,10 +460,11 @@ int main(int argc, char** argv) {
     }
     // The host is the c10d rendezvous' single point of failure: say which
     // one, and what removes it.
+    const auto* lost = dynamic_cast<const ddp::rdzv::StoreLost*>(&e);
     say(lines::format_error("the rendezvous store at " + cfg.endpoint + " stopped answering (" +
         (cfg.hosts_store ? std::string("this node hosts it")
                          : "its host " + host + " is down, or its launcher or rendezvous helper exited") +
-        "): " + e.what() + "; the c10d rendezvous host is a single point of failure: --rdzv_backend etcd-v3 "
+        "): " + (lost ? lost->detail : std::string(e.what())) + "; the c10d rendezvous host is a single point of failure: --rdzv_backend etcd-v3 "
         "keeps the rendezvous in an etcd cluster that outlives any one node"));
     return 1;
   }

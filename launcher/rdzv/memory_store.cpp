@@ -41,7 +41,7 @@ long long MemoryStore::add(const std::string& key, long long delta) {
     errno = 0;
     now = std::strtoll(it->second.c_str(), &end, 10);
     if (it->second.empty() || *end != '\0' || errno == ERANGE)
-      throw StoreError("memory store: add to '" + key + "', whose value is not a number");
+      throw StoreRefused("memory store: add to key '" + key + "', whose value is not a number: '" + it->second + "'");
   }
   // A missing key is created, as the server does; a read of a present one changes nothing.
   if (delta == 0 && values_.count(key)) return now;

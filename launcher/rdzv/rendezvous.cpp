@@ -1,5 +1,7 @@
 #include "rendezvous.h"
 
+#include "ddp/common/parse.h"
+
 #include <algorithm>
 #include <sstream>
 #include <tuple>
@@ -16,6 +18,10 @@ Clock::duration seconds(double s) {
 std::chrono::milliseconds to_ms(Clock::duration d) {
   return std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(d));
 }
+
+constexpr long long kMaxInt = 2147483647;
+// Rounds: a run restarts far fewer times.
+constexpr long long kMaxRound = 1000000000;
 
 // The longest single store wait of a joining node: between two it looks at
 // the run's abort key and its own deadline (and its launcher).
@@ -42,6 +48,37 @@ Descriptor parse_descriptor(const std::string& s) {
   in >> d.host >> d.pid >> d.addr >> d.nproc >> d.last_rank >> d.store_host;
   return d;
 }
+
+// The space-separated words of a value.
+std::vector<std::string> words(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+}  // namespace
+
+// A number that a node wrote to the store, read back. The store takes
+// anyone's requests, so a bad one is named (its key and value) as the
+// store's content, never taken for a lost store (issue 51 item 8).
+long long Rendezvous::stored_int(const std::string& k, const std::string& value, std::size_t word, long long lo,
+                                 long long hi) const {
+  const auto w = words(value);
+  try {
+    if (word >= w.size()) throw std::invalid_argument("too few words");
+    return ddp::parse_int(w[word], k, lo, hi);
+  } catch (const std::invalid_argument&) {
+    // A value may be megabytes: its start says enough.
+    const std::string shown = value.size() > 64 ? value.substr(0, 64) + "..." : value;
+    throw RendezvousError("rendezvous at " + cfg_.endpoint + " (rdzv_id " + cfg_.run_id + "): the store's key " + k +
+                          " holds '" + shown + "', which no ddp-launch node writes (word " + std::to_string(word + 1) +
+                          " should be a number from " + std::to_string(lo) + " to " + std::to_string(hi) +
+                          "); another program wrote to the rendezvous store: start the job with another --rdzv_id");
+  }
+}
+
+namespace {
 
 }  // namespace
 
@@ -84,6 +121,12 @@ std::string Rendezvous::share_steps(const std::string& payload) {
     all += (all.empty() ? "" : "|") + *v;
   }
   return all;
+}
+
+void Rendezvous::tcpstore_client(const std::string& who) {
+  if (!tcpstore_client_.empty()) return;  // the first one: torchrun retries
+  tcpstore_client_ = who;
+  tcpstore_client_at_ = now_();
 }
 
 int Rendezvous::tick_ms() const {
@@ -159,6 +202,20 @@ std::pair<int, bool> Rendezvous::await_close(int R, long long n, Clock::time_poi
       }
     }
     Clock::time_point next = deadline;
+    if (!tcpstore_client_.empty()) {
+      const auto ends = tcpstore_client_at_ + seconds(cfg_.tcpstore_client_grace_s);
+      if (now_() >= ends) {
+        const std::string why = "rendezvous at " + cfg_.endpoint + " (rdzv_id " + cfg_.run_id + "): " +
+                                tcpstore_client_ + " tried to join " + seconds_text(since(tcpstore_client_at_)) +
+                                " ago, and " + std::to_string(counter(rkey(R, "joined"))) + "/" +
+                                std::to_string(cfg_.min_nodes) + " nodes joined; ddp-launch and torchrun nodes "
+                                "cannot join one rendezvous: start every node with ddp-launch";
+        // Every node that joined ends with this reason (the job's abort key).
+        store_.compare_set(key("abort"), "", why);
+        throw RendezvousError(why);
+      }
+      next = std::min(next, ends);
+    }
     if (prev_over && n >= cfg_.max_nodes) {
       if (close_at(cfg_.max_nodes)) return {cfg_.max_nodes, true};
     } else if (prev_over && n >= cfg_.min_nodes) {
@@ -178,7 +235,7 @@ std::pair<int, bool> Rendezvous::await_close(int R, long long n, Clock::time_poi
     if (left.count() > 0 && store_.wait(what, std::min(left, kJoinSlice))) {
       if (what != closed) continue;
       const auto c = value(closed);
-      if (c) return {std::stoi(*c), false};
+      if (c) return {static_cast<int>(stored_int(closed, *c, 0, 1, cfg_.max_nodes)), false};
       continue;
     }
     if (!idle(static_cast<int>(to_ms(next - now_()).count())))
@@ -212,7 +269,13 @@ void Rendezvous::assign_ranks(int R, int K, Clock::time_point until, const std::
   // rendezvous store (the --rdzv_endpoint host) first, then in join order,
   // so a first round's node 0 does not depend on which launcher joined first.
   std::vector<Descriptor> d;
-  for (const auto& s : slots) d.push_back(parse_descriptor(s.value_or("")));
+  for (int i = 0; i < K; ++i) {
+    d.push_back(parse_descriptor(*slots[i]));
+    // The numbers that place ranks: read strictly (words 4 to 6).
+    d.back().nproc = static_cast<int>(stored_int(keys[i], *slots[i], 3, 1, kMaxInt));
+    d.back().last_rank = static_cast<int>(stored_int(keys[i], *slots[i], 4, -1, kMaxInt));
+    d.back().store_host = static_cast<int>(stored_int(keys[i], *slots[i], 5, 0, 1));
+  }
   std::vector<int> order(K);
   for (int i = 0; i < K; ++i) order[i] = i;
   auto rank_key = [&](int i) { return std::pair(d[i].last_rank < 0 ? 1 << 30 : d[i].last_rank, d[i].store_host ? 0 : 1); };
@@ -245,14 +308,15 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
   self_ = cfg_.hostname + " " + std::to_string(::getppid()) + " " + cfg_.local_addr + " " + std::to_string(cfg_.nproc) +
           " " + std::to_string(round_ >= 0 ? current_.group_rank : -1) + (cfg_.hosts_store ? " 1" : " 0");
   // The run's newest round, or the one after this node's last.
-  int R = std::stoi(store_.compare_set(key("round"), "", "0"));
+  auto round_of = [&](const std::string& v) { return static_cast<int>(stored_int(key("round"), v, 0, 0, kMaxRound)); };
+  int R = round_of(store_.compare_set(key("round"), "", "0"));
   int want = std::max(R, round_ + 1);
   long long slot = 0;  // this node's join position in the round it takes part in (1-based)
   int K = 0;
   bool closer = false;
   while (true) {
     // Make `want` the run's newest round (someone may be further on already).
-    while (R < want) R = std::stoi(store_.compare_set(key("round"), std::to_string(R), std::to_string(want)));
+    while (R < want) R = round_of(store_.compare_set(key("round"), std::to_string(R), std::to_string(want)));
     const long long n = store_.add(rkey(R, "joined"), 1);
     store_.set(rkey(R, "node/" + std::to_string(n - 1)), self_);
     std::tie(K, closer) = await_close(R, n, start, deadline, idle);
@@ -262,6 +326,8 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
     }
     want = R + 1;  // late: wait for the next round
   }
+  // The round closed: a torchrun node seen meanwhile was a stray.
+  tcpstore_client_.clear();
   const auto close_until = now_() + seconds(cfg_.close_timeout_s);
   if (closer) assign_ranks(R, K, close_until, idle);
   const std::string mine = rkey(R, "rank/" + std::to_string(slot - 1));
@@ -272,8 +338,11 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
   Round next;
   next.round = R;
   next.group_world_size = K;
-  std::istringstream ranks(value(mine).value_or(""));
-  ranks >> next.group_rank >> next.base_rank >> next.world_size >> next.restart_count;
+  const std::string ranks = value(mine).value_or("");
+  next.group_rank = static_cast<int>(stored_int(mine, ranks, 0, 0, K - 1));
+  next.base_rank = static_cast<int>(stored_int(mine, ranks, 1, 0, kMaxInt));
+  next.world_size = static_cast<int>(stored_int(mine, ranks, 2, 1, kMaxInt));
+  next.restart_count = static_cast<int>(stored_int(mine, ranks, 3, 0, kMaxInt));
   round_ = R;
   current_ = next;
   // Node rank 0 publishes the workers' store of the round: the port its
@@ -287,8 +356,9 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
     throw RendezvousError("rendezvous at " + cfg_.endpoint + " (rdzv_id " + cfg_.run_id + "): node n0 of round " +
                           std::to_string(R) + " did not publish its workers' store within " +
                           seconds_text(cfg_.close_timeout_s) + " (close_timeout)");
-  std::istringstream m(value(master).value_or(""));
-  m >> current_.master_addr >> current_.master_port;
+  const std::string m = value(master).value_or("");
+  current_.master_addr = words(m).empty() ? "" : words(m)[0];
+  current_.master_port = static_cast<int>(stored_int(master, m, 1, 1, 65535));
   // The keep-alive ring: this node watches the next node rank.
   watched_ = K > 1 ? (current_.group_rank + 1) % K : -1;
   watched_beats_ = -1;

@@ -43,8 +43,9 @@
 //
 // The store is ddp-launch's own (store_server.h), not LibTorch's TCPStore:
 // only ddp-launch nodes speak to it. A torchrun node at the same endpoint
-// fails its TCPStore handshake there, and a ddp-launch node fails its hello
-// at a torchrun node's store (store_client.h: ForeignStore).
+// fails its TCPStore handshake there (the host names it, and ends the
+// rendezvous: tcpstore_client), and a ddp-launch node fails its hello at a
+// torchrun node's store (store_client.h: ForeignStore).
 
 #include "ddp/rdzv/agent_lines.h"
 #include "store.h"
@@ -78,6 +79,9 @@ struct Config {
   double keep_alive_interval_s = 5;
   int keep_alive_max_attempt = 3;
   double exit_barrier_timeout_s = 300;
+  // A torchrun node's TCPStore client at this node's store: how long a
+  // join still waits for the round to close, then ends the rendezvous.
+  double tcpstore_client_grace_s = 30;
 };
 
 // A reason for this node to stop its workers: `counted` restarts (a failure)
@@ -128,6 +132,13 @@ class Rendezvous {
   // barrier). Returns "" when all finished, else what cut the wait short.
   std::string done(const std::function<bool(int)>& idle);
 
+  // The store this node hosts saw a torchrun node's TCPStore client (`who`:
+  // "a torchrun node (torch 2.x TCPStore client) at ADDR"): a join in
+  // progress or to come ends the rendezvous for every node
+  // tcpstore_client_grace_s after the first, unless its round closes first
+  // (the torchrun node was a stray: the job goes on without it).
+  void tcpstore_client(const std::string& who);
+
   // Milliseconds between ticks while workers run.
   int tick_ms() const;
 
@@ -143,6 +154,10 @@ class Rendezvous {
   std::string rkey(int round, const std::string& k) const;
   long long counter(const std::string& full_key);
   std::optional<std::string> value(const std::string& full_key);
+  // Word `word` (0-based) of key k's value as an integer in [lo, hi];
+  // RendezvousError naming the key and the value otherwise.
+  long long stored_int(const std::string& k, const std::string& value, std::size_t word, long long lo,
+                       long long hi) const;
   // Waits for key until `until` (now_), in store waits of at most slice;
   // between two, `between` may end the wait by throwing. False at until.
   bool await_key(const std::string& full_key, Clock::time_point until, std::chrono::milliseconds slice,
@@ -177,6 +192,8 @@ class Rendezvous {
   Clock::time_point watched_read_;  // when this node last read it
   Clock::time_point last_beat_sent_;
   long long abort_seen_count_ = 0; // what this node's add to abort_seen returned (0: not yet)
+  std::string tcpstore_client_;     // the first torchrun node seen ("" none)
+  Clock::time_point tcpstore_client_at_;
 };
 
 }  // namespace ddp::rdzv

@@ -23,6 +23,13 @@ struct StoreError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The store answered, and refused the request (an add to a value that is
+// not a number, a value over its caps): the store is up; what it holds or
+// was asked is wrong. what(): the store's reason (callers name the store).
+struct StoreRefused : StoreError {
+  using StoreError::StoreError;
+};
+
 class Store {
  public:
   virtual ~Store() = default;

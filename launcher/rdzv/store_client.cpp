@@ -2,6 +2,8 @@
 
 #include "store_protocol.h"
 
+#include <cstdio>
+
 #include <boost/asio/connect.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
@@ -67,6 +69,18 @@ StoreClient::StoreClient(const std::string& host, int port, std::chrono::millise
   }
 }
 
+void StoreClient::refused_unless_ok(const std::string& body) {
+  Reader in(body);
+  const auto status = static_cast<Status>(in.u8());
+  if (status == Status::Ok) return;
+  std::string why = "status " + std::to_string(static_cast<int>(status));
+  try {
+    if (status == Status::Error) why = in.str();
+  } catch (const ProtocolError&) {
+  }
+  throw StoreRefused(why);
+}
+
 void StoreClient::fail(const std::string& why) {
   boost::system::error_code ignored;
   socket_.close(ignored);
@@ -107,7 +121,8 @@ std::string StoreClient::read_frame(Clock::time_point deadline, const std::strin
 
 std::string StoreClient::transact(const std::string& frame, std::chrono::milliseconds wait, const std::string& what) {
   if (!socket_.is_open()) throw StoreError("the connection to " + endpoint_ + " was closed by an earlier error");
-  const auto deadline = Clock::now() + wait + io_timeout_;
+  const auto start = Clock::now();
+  const auto deadline = start + wait + io_timeout_;
   try {
     boost::system::error_code ec = asio::error::would_block;
     asio::async_write(socket_, asio::buffer(frame), [&](auto e, std::size_t) { ec = e; });
@@ -115,15 +130,18 @@ std::string StoreClient::transact(const std::string& frame, std::chrono::millise
     if (ec) fail(what + ": " + ec.message());
     return read_frame(deadline, "the answer to " + what);
   } catch (const StoreError& e) {
-    throw StoreError("the rendezvous store at " + endpoint_ + ": " + e.what() + " (" + seconds_of(wait + io_timeout_) +
-                     ")");
+    // The time it took to notice, not the most it could have taken: a
+    // closed connection is seen at once (issue 51 item 11).
+    char took[32];
+    const double s = std::chrono::duration<double>(Clock::now() - start).count();
+    std::snprintf(took, sizeof(took), s < 10 ? "%.2f s" : "%.0f s", s);
+    throw StoreLost(endpoint_, std::string(e.what()) + " (after " + took + ")");
   }
 }
 
 void StoreClient::set(const std::string& key, const std::string& value) {
   const std::string body = transact(request(Op::Set).str(key).str(value).frame(), {}, "setting " + key);
-  Reader in(body);
-  if (static_cast<Status>(in.u8()) != Status::Ok) throw StoreError("the store refused to set " + key);
+  refused_unless_ok(body);
 }
 
 std::string StoreClient::get(const std::string& key) {
@@ -146,7 +164,7 @@ std::optional<std::string> StoreClient::try_get(const std::string& key) {
 long long StoreClient::add(const std::string& key, long long delta) {
   const std::string body = transact(request(Op::Add).str(key).i64(delta).frame(), {}, "adding to " + key);
   Reader in(body);
-  if (static_cast<Status>(in.u8()) != Status::Ok) throw StoreError("the rendezvous store at " + endpoint_ + ": " + in.str());
+  if (static_cast<Status>(in.u8()) != Status::Ok) throw StoreRefused(in.str());
   return in.i64();
 }
 
@@ -160,7 +178,7 @@ bool StoreClient::check(const std::string& key) {
 std::string StoreClient::compare_set(const std::string& key, const std::string& expected, const std::string& desired) {
   const std::string body = transact(request(Op::CompareSet).str(key).str(expected).str(desired).frame(), {}, "setting " + key);
   Reader in(body);
-  in.u8();
+  if (static_cast<Status>(in.u8()) != Status::Ok) refused_unless_ok(body);
   return in.str();
 }
 
@@ -189,10 +207,7 @@ void StoreClient::multi_set(const std::vector<std::pair<std::string, std::string
   Writer w = request(Op::MultiSet);
   w.u32(static_cast<std::uint32_t>(entries.size()));
   for (const auto& [k, v] : entries) w.str(k).str(v);
-  const std::string body = transact(w.frame(), {}, "setting " + std::to_string(entries.size()) + " keys");
-  Reader in(body);
-  if (static_cast<Status>(in.u8()) != Status::Ok)
-    throw StoreError("the rendezvous store at " + endpoint_ + " refused to set " + std::to_string(entries.size()) + " keys");
+  refused_unless_ok(transact(w.frame(), {}, "setting " + std::to_string(entries.size()) + " keys"));
 }
 
 }  // namespace ddp::rdzv

@@ -27,6 +27,15 @@ struct OtherVersionStore : ForeignStore {
   using ForeignStore::ForeignStore;
 };
 
+// A request that got no answer: the connection broke or the store was
+// silent past the request's deadline. what() names the endpoint; detail
+// is the rest, for messages that name the endpoint themselves.
+struct StoreLost : StoreError {
+  StoreLost(const std::string& endpoint, const std::string& d)
+      : StoreError("the rendezvous store at " + endpoint + ": " + d), detail(d) {}
+  std::string detail;
+};
+
 class StoreClient final : public Store {
  public:
   // Connects to host:port and says hello, both within connect_timeout.
@@ -58,6 +67,8 @@ class StoreClient final : public Store {
   void run_until(std::chrono::steady_clock::time_point deadline, const std::string& what);
   std::string read_frame(std::chrono::steady_clock::time_point deadline, const std::string& what);
   [[noreturn]] void fail(const std::string& why);
+  // StoreRefused with the store's message unless the answer is ok.
+  void refused_unless_ok(const std::string& body);
 
   std::string endpoint_;
   std::chrono::milliseconds io_timeout_;

@@ -27,11 +27,15 @@
 //             for an absent one)
 //   multi_set count (key value)...         -> ok   (version 2)
 // and `error message` for a request the store refuses (add to a value that
-// is not a number).
+// is not a number; a write beyond the store's caps, store_server.h: it
+// changes nothing). Version 2 clients before the caps read `error` for
+// set, add and multi_set, but take a refused compare_set's message for the
+// value: only a compare_set that ddp-launch never sends (a value over the
+// cap) is refused, so the caps stay within version 2.
 //
 // The first frame of a connection must be hello with kMagic; the store
-// closes a connection that starts otherwise (a TCPStore client, a port
-// scanner). Versions: a store answers `ok` when it speaks the client's
+// closes a connection that starts otherwise (a TCPStore client, which it
+// names first, or a port scanner). Versions: a store answers `ok` when it speaks the client's
 // version, else `version` with the newest it speaks, and the client says
 // which ddp-launch each side is. Version 1 is the first. Version 2 adds
 // multi_get and multi_set, and its rendezvous keys (rendezvous.h) are not

@@ -3,6 +3,7 @@
 #include "store_protocol.h"
 
 #include "ddp/common/listen_any.h"
+#include "ddp/common/tcpstore_wire.h"
 
 #include <boost/asio.hpp>
 
@@ -35,8 +36,38 @@ struct Table {
   Waiters waiters;
   std::atomic<std::uint32_t> version{kVersion};
   std::string launcher_version;
+  Caps caps;
+  std::size_t bytes = 0;  // of every key and value held
+  StoreServer::TcpStoreClient on_tcpstore_client;
 
   void changed(const std::string& key);
+
+  // Why these writes would break a cap ("" when they fit): the table's
+  // memory stays bounded whatever a client sends (issue 51 item 11).
+  std::string refusal(const std::vector<std::pair<std::string, std::string>>& writes) const {
+    std::size_t after = bytes;
+    for (const auto& [key, value] : writes) {
+      if (key.size() > caps.max_key)
+        return "a key of " + std::to_string(key.size()) + " bytes, over the store's cap of " +
+               std::to_string(caps.max_key) + " bytes a key";
+      if (value.size() > caps.max_value)
+        return "a value of " + std::to_string(value.size()) + " bytes for key '" + key.substr(0, 64) +
+               "', over the store's cap of " + std::to_string(caps.max_value) + " bytes a value";
+      const auto it = values.find(key);
+      after += value.size() + (it == values.end() ? key.size() : 0) - (it == values.end() ? 0 : it->second.size());
+    }
+    if (after > caps.max_total)
+      return "setting key '" + writes.front().first.substr(0, 64) + "' would make the store hold " +
+             std::to_string(after) + " bytes, over its cap of " + std::to_string(caps.max_total) + " bytes";
+    return "";
+  }
+  // Sets a key (its size already checked by refusal()), answering its waiters.
+  void put(const std::string& key, std::string value) {
+    auto [it, added] = values.try_emplace(key);
+    bytes += value.size() + (added ? key.size() : 0) - it->second.size();
+    it->second = std::move(value);
+    changed(key);
+  }
 };
 
 std::optional<long long> integer(const std::string& s) {
@@ -89,15 +120,50 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void read_header() {
     asio::async_read(socket_, asio::buffer(header_), [self = shared_from_this()](auto ec, std::size_t) {
       if (ec) return self->close();
+      // Before hello, nothing longer than a hello: a stranger's bytes, maybe
+      // a torchrun node's TCPStore client (its first request).
+      if (!self->greeted_ && (self->header_[0] || self->header_[1] || self->header_[2]))
+        return self->read_stranger(std::string(reinterpret_cast<const char*>(self->header_), 4));
       std::uint32_t n = 0;
       try {
         n = frame_length(self->header_);
       } catch (const ProtocolError&) {
         return self->close();
       }
-      // Before hello, nothing longer than a hello: a stranger's bytes.
-      if (!self->greeted_ && n > 256) return self->close();
       self->read_body(n);
+    });
+  }
+
+  // Reads a stranger's first bytes until they are a TCPStore client's
+  // opening (tcpstore_wire.h: torch 2.x's VALIDATE, torch 1.13's first
+  // request), or cannot be, or 2 s pass; then closes the connection, after
+  // naming a TCPStore client to on_tcpstore_client.
+  void read_stranger(std::string first) {
+    bool need_more = false;
+    const auto torch = tcpstore::client_of(first, need_more);
+    if (torch != tcpstore::Dialect::Unknown) {
+      boost::system::error_code ec;
+      const auto peer = socket_.remote_endpoint(ec);
+      // An IPv4 client of the dual-stack socket as users write it (not ::ffff:a.b.c.d).
+      auto address = peer.address();
+      if (address.is_v6() && address.to_v6().is_v4_mapped())
+        address = asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6());
+      if (!ec && table_.on_tcpstore_client)
+        table_.on_tcpstore_client(address.to_string(), torch == tcpstore::Dialect::Torch2 ? "2.x" : "1.x");
+      return close();
+    }
+    if (!need_more || first.size() >= 4096) return close();
+    if (first.size() == 4) {  // the first wait: bounded
+      timer_.expires_after(std::chrono::seconds(2));
+      timer_.async_wait([self = shared_from_this()](auto ec) {
+        if (!ec) self->close();
+      });
+    }
+    stranger_ = std::move(first);
+    socket_.async_read_some(asio::buffer(chunk_), [self = shared_from_this()](auto ec, std::size_t n) {
+      if (ec) return self->close();
+      self->stranger_.append(self->chunk_, n);
+      self->read_stranger(std::move(self->stranger_));
     });
   }
 
@@ -134,8 +200,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
         std::string key = in.str();
         std::string value = in.str();
         in.end();
-        values[key] = std::move(value);
-        table_.changed(key);
+        if (auto why = table_.refusal({{key, value}}); !why.empty()) return send(status(Status::Error).str(why));
+        table_.put(key, std::move(value));
         return send(ok());
       }
       case Op::Get:
@@ -170,9 +236,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
         auto it = values.find(key);
         const auto before = it == values.end() ? std::optional<long long>(0) : integer(it->second);
         if (!before)
-          return send(status(Status::Error).str("add to key '" + key + "', whose value is not a number"));
-        values[key] = std::to_string(*before + delta);
-        table_.changed(key);
+          return send(status(Status::Error).str("add to key '" + key + "', whose value is not a number: '" +
+                                                (it->second.size() > 64 ? it->second.substr(0, 64) + "..." : it->second) +
+                                                "'"));
+        std::string sum = std::to_string(*before + delta);
+        if (auto why = table_.refusal({{key, sum}}); !why.empty()) return send(status(Status::Error).str(why));
+        table_.put(key, std::move(sum));
         return send(ok().i64(*before + delta));
       }
       case Op::Check: {
@@ -188,8 +257,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
         auto it = values.find(key);
         const bool swap = it == values.end() ? expected.empty() : it->second == expected;
         if (swap) {
-          values[key] = std::move(desired);
-          table_.changed(key);
+          if (auto why = table_.refusal({{key, desired}}); !why.empty()) return send(status(Status::Error).str(why));
+          table_.put(key, std::move(desired));
         }
         it = values.find(key);
         return send(ok().str(it == values.end() ? std::string() : it->second));
@@ -214,10 +283,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
           entries.emplace_back(std::move(key), in.str());
         }
         in.end();
-        for (auto& [key, value] : entries) {
-          values[key] = std::move(value);
-          table_.changed(key);
-        }
+        // All or nothing: a refused request changes nothing.
+        if (!entries.empty())
+          if (auto why = table_.refusal(entries); !why.empty()) return send(status(Status::Error).str(why));
+        for (auto& [key, value] : entries) table_.put(key, std::move(value));
         return send(ok());
       }
       case Op::Hello:
@@ -245,6 +314,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::steady_timer timer_;
   Table& table_;
   unsigned char header_[4] = {};
+  std::string stranger_;  // a connection's first bytes that are no hello
+  char chunk_[512];
   std::string body_;
   std::string out_;
   bool greeted_ = false;
@@ -284,8 +355,11 @@ struct StoreServer::Impl {
 
 };
 
-StoreServer::StoreServer(int port, std::string launcher_version) : impl_(std::make_unique<Impl>()) {
+StoreServer::StoreServer(int port, std::string launcher_version, Caps caps, TcpStoreClient on_tcpstore_client)
+    : impl_(std::make_unique<Impl>()) {
   impl_->table.launcher_version = std::move(launcher_version);
+  impl_->table.caps = caps;
+  impl_->table.on_tcpstore_client = std::move(on_tcpstore_client);
   ddp::listen_on_every_address(impl_->acceptor, static_cast<unsigned short>(port));
   impl_->port = impl_->acceptor.local_endpoint().port();
   impl_->accept();

@@ -324,6 +324,27 @@ TEST_CASE("the run summary says which workers were never started, and points at 
   CHECK_THAT(format_run_summary({big}, t), Catch::EndsWith("  ... and 10 more ranks (every rank is in --summary_json)\n"));
 }
 
+TEST_CASE("the run summary labels a multi-node job's score as this node's (issue 51 item 11)") {
+  // A 2-node job: this launcher's rank 2 scored 1.00 against its own node,
+  // while the straggler line, over every node's windows, named it at 0.58.
+  AttemptResult a;
+  WorkerExit w;
+  w.rank = 2;
+  w.pid = 100;
+  RankStepStats st;
+  st.steps = 10;
+  st.relative_score = 1;
+  w.steps = st;
+  a.exits.push_back(w);
+  RunTotals t;
+  CHECK_THAT(format_run_summary({a}, t), Catch::Contains(" score\n") && !Catch::Contains("node_score"));
+  t.several_nodes = true;
+  CHECK_THAT(format_run_summary({a}, t),
+             Catch::Contains(" node_score\n") && Catch::Contains(" 1.00\n") &&
+                 Catch::Contains("  node_score: against the fastest rank of this node; the straggler line compares the "
+                                 "ranks of every node\n"));
+}
+
 TEST_CASE("the torchrun name") {
   CHECK(invoked_as_torchrun("torchrun"));
   CHECK(invoked_as_torchrun("/opt/ddp/bin/torchrun"));

@@ -241,6 +241,60 @@ TEST_CASE("rendezvous: a round that never fills ends at join_timeout on the cloc
                     Catch::StartsWith("rendezvous at store:29400 (rdzv_id unit): 1/2 nodes joined after 20 s"));
 }
 
+TEST_CASE("rendezvous: a torchrun node at the store's host ends a join that does not complete within 30 s, for "
+          "every node, naming it (issue 51 item 10)") {
+  MemoryStore store;
+  FakeClock clock;
+  Config c = node("host", 1, true);
+  c.join_timeout_s = 600;
+  Rendezvous host(store, c, [] { return 1111; }, clock.now());
+  const auto start = clock.now()();
+  host.tcpstore_client("a torchrun node (torch 2.x TCPStore client) at 10.0.0.9");
+  CHECK_THROWS_WITH(host.join(time_passes(clock)),
+                    Catch::StartsWith("rendezvous at store:29400 (rdzv_id unit): a torchrun node (torch 2.x TCPStore "
+                                      "client) at 10.0.0.9 tried to join 30 s ago, and 1/2 nodes joined; ddp-launch "
+                                      "and torchrun nodes cannot join one rendezvous"));
+  CHECK(clock.now()() - start < std::chrono::seconds(31));  // not join_timeout's 600 s
+  // The other nodes end with the same reason.
+  CHECK_THAT(store.try_get("/ddp-rdzv/unit/abort").value_or(""), Catch::Contains("a torchrun node"));
+}
+
+TEST_CASE("rendezvous: a torchrun node seen while the round fills anyway is a stray: the job goes on") {
+  MemoryStore store;
+  FakeClock clock;
+  Rendezvous host(store, node("host", 2, true), [] { return 2222; }, clock.now());
+  Rendezvous guest(store, node("guest", 3, false), [] { return 1111; }, clock.now());
+  host.tcpstore_client("a torchrun node (torch 2.x TCPStore client) at 10.0.0.9");
+  const auto [g, h] = join_in_order(store, guest, on_change(store), host, on_change(store), 0);
+  check_host_is_node_0(g, h);
+}
+
+TEST_CASE("rendezvous: a malformed number in the store names its key and value, and is no lost store "
+          "(issue 51 item 8)") {
+  MemoryStore store;
+  FakeClock clock;
+  Config c = node("alone", 1, false);
+  c.min_nodes = c.max_nodes = 1;
+  SECTION("the run's round") {
+    store.set("/ddp-rdzv/unit/round", "x");
+    Rendezvous alone(store, c, [] { return 1111; }, clock.now());
+    CHECK_THROWS_WITH(alone.join(time_passes(clock)),
+                      Catch::StartsWith("rendezvous at store:29400 (rdzv_id unit): the store's key /ddp-rdzv/unit/round "
+                                        "holds 'x', which no ddp-launch node writes") &&
+                          Catch::Contains("start the job with another --rdzv_id"));
+  }
+  SECTION("a round's close") {
+    store.set(round_key(0, "closed"), "x 1");
+    Rendezvous alone(store, c, [] { return 1111; }, clock.now());
+    CHECK_THROWS_WITH(alone.join(time_passes(clock)), Catch::Contains("/ddp-rdzv/unit/r0/closed holds 'x 1'"));
+  }
+  SECTION("a counter: the store refuses the add, naming the value") {
+    store.set(round_key(0, "joined"), "many");
+    Rendezvous alone(store, c, [] { return 1111; }, clock.now());
+    CHECK_THROWS_AS(alone.join(time_passes(clock)), ddp::rdzv::StoreRefused);
+  }
+}
+
 TEST_CASE("rendezvous: of three nodes, the one whose heartbeat stops is named by its watcher (the node rank before "
           "it) and every node stops for that reason") {
   MemoryStore store;

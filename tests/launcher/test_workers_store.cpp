@@ -1,5 +1,5 @@
 // The workers' store (process/workers_store.h) and its wire format
-// (process/tcpstore_wire.h), in process: a tiny hand-written TCPStore client
+// (ddp/common/tcpstore_wire.h), in process: a tiny hand-written TCPStore client
 // speaks torch 2.x's and 1.13's dialects byte by byte, as TCPStore.cpp
 // sends them, and plays the bad clients. Real torch clients are the
 // scenarios' (test_workers_store_scenarios.cpp).

@@ -82,8 +82,12 @@ std::string format_run_summary(const std::vector<AttemptResult>& attempts, const
   // Ranks that marked steps on their heartbeat page (step_stats.cpp): where each step went.
   const bool steps = std::any_of(last.exits.begin(), last.exits.end(), [](const WorkerExit& w) { return w.steps.has_value(); });
   if (steps) {
-    for (const char* h : {"steps", "step_ms", "p90_ms", "work_ms", "wait", "score"}) head.push_back(h);
-    for (size_t w : {7, 8, 8, 8, 5, 6}) width.push_back(w);
+    // Several nodes: the score is against this node's fastest rank (the
+    // launcher has only its own ranks' whole-attempt numbers), labelled so;
+    // the straggler line compares every node's windows (issue 51 item 11).
+    for (const char* h : {"steps", "step_ms", "p90_ms", "work_ms", "wait", totals.several_nodes ? "node_score" : "score"})
+      head.push_back(h);
+    for (size_t w : {7, 8, 8, 8, 5, totals.several_nodes ? 10 : 6}) width.push_back(w);
     for (int i = 0; i < 6; ++i) right.push_back(true);
   }
   auto row = [&](const std::vector<std::string>& cells) {
@@ -118,6 +122,8 @@ std::string format_run_summary(const std::vector<AttemptResult>& attempts, const
   if (static_cast<int>(workers.size()) > kSummaryRows)
     s << "  ... and " << workers.size() - kSummaryRows << " more ranks ("
       << (totals.summary_json ? "every rank is in --summary_json" : "--summary_json FILE lists every rank") << ")\n";
+  if (steps && totals.several_nodes)
+    s << "  node_score: against the fastest rank of this node; the straggler line compares the ranks of every node\n";
   const size_t never = last.never_started.size();
   if (never > 0)
     s << "  " << ranks_text(last.never_started) << " (" << never << (never == 1 ? " worker) was" : " workers) were")

@@ -55,6 +55,7 @@ int end_run(const LaunchPlan& plan, std::vector<AttemptResult>& attempts, const 
   totals.host = end.host;
   totals.log_dir = plan.run_log_dir;
   totals.summary_json = !plan.opts.summary_json.empty();
+  totals.several_nodes = plan.opts.nnodes > 1 || plan.opts.rdzv.max_nodes > 1;
   if (plan.opts.event_log_handler == EventLogHandler::Console)
     log << final_events(plan, attempts, rdzv_error, rdzv_signal, totals.wall_s);
   if (!attempts.empty()) log << format_run_summary(attempts, totals);

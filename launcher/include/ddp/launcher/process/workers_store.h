@@ -18,7 +18,7 @@
 //    closes that connection with a log line (at most kMaxLogLines a run),
 //    never the store; other clients are not affected.
 // It never links LibTorch, never knows a worker, never blocks its caller.
-#include "ddp/launcher/process/tcpstore_wire.h"
+#include "ddp/common/tcpstore_wire.h"
 
 #include <chrono>
 #include <cstddef>
@@ -27,6 +27,9 @@
 #include <string>
 
 namespace ddp::launcher {
+
+// The wire format lives in ddp/common: ddp-rdzv reads it too.
+namespace tcpstore = ddp::tcpstore;
 
 struct WorkersStoreOptions {
   int port = 0;  // 0: a free one the kernel picks

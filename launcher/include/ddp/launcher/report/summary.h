@@ -24,6 +24,9 @@ struct RunTotals {
   std::string host;
   std::string log_dir;    // the run's log directory, "" when none
   bool summary_json = false;  // --summary_json was given
+  // The job may span nodes (--nnodes above 1): each launcher's scores
+  // compare its own node's ranks only, so the column says so.
+  bool several_nodes = false;
 };
 
 // Rows beyond this many are counted in one line (the JSON has them all).

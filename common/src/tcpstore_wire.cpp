@@ -1,9 +1,9 @@
-#include "ddp/launcher/process/tcpstore_wire.h"
+#include "ddp/common/tcpstore_wire.h"
 
 #include <cstring>
 #include <optional>
 
-namespace ddp::launcher::tcpstore {
+namespace ddp::tcpstore {
 
 namespace {
 
@@ -181,6 +181,16 @@ std::string reply_i64(std::int64_t v) { return std::string(reinterpret_cast<cons
 std::string reply_u8(std::uint8_t v) { return std::string(1, static_cast<char>(v)); }
 std::string reply_u32(std::uint32_t v) { return std::string(reinterpret_cast<const char*>(&v), sizeof v); }
 
+Dialect client_of(std::string_view first, bool& need_more) {
+  Dialect d = Dialect::Unknown;
+  Request r;
+  std::size_t used = 0;
+  std::string why;
+  const Parsed p = parse(first, d, Limits{}, r, used, why);
+  need_more = p == Parsed::NeedMore;
+  return p == Parsed::Done ? d : Dialect::Unknown;
+}
+
 const char* op_name(Op op) {
   switch (op) {
     case Op::Validate: return "VALIDATE";
@@ -201,4 +211,4 @@ const char* op_name(Op op) {
   return "?";
 }
 
-}  // namespace ddp::launcher::tcpstore
+}  // namespace ddp::tcpstore

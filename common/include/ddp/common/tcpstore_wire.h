@@ -1,7 +1,9 @@
 #pragma once
 // The c10d TCPStore wire format, as its clients in LibTorch/torch 1.13 and
 // 2.x speak it, for the workers' store the launcher hosts
-// (workers_store.h). Pure: bytes in, requests out; replies as bytes. The
+// (launcher/process/workers_store.h), and for the rendezvous store of
+// ddp-rdzv, which recognises a torchrun node's TCPStore client by its first
+// bytes (client_of). Pure: bytes in, requests out; replies as bytes. The
 // launcher never links LibTorch, so the format is written down here, from
 // torch/csrc/distributed/c10d/TCPStore.cpp (v1.13) and TCPStoreBackend.hpp,
 // TCPStoreLibUvBackend.cpp (2.x):
@@ -29,7 +31,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ddp::launcher::tcpstore {
+namespace ddp::tcpstore {
 
 inline constexpr std::uint32_t kValidateMagic = 0x3C85F7CE;
 
@@ -75,4 +77,10 @@ std::string reply_u32(std::uint32_t v);
 // A request's op as torch names it, for messages.
 const char* op_name(Op op);
 
-}  // namespace ddp::launcher::tcpstore
+// What the first bytes of a connection say of its client: Torch2 (VALIDATE
+// and the magic), Torch1 (a whole first request of torch 1.13, e.g. its
+// ADD of "init/"), Unknown (neither: another program), with need_more set
+// while the bytes so far could still be either.
+Dialect client_of(std::string_view first, bool& need_more);
+
+}  // namespace ddp::tcpstore
