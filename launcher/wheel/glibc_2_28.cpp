@@ -41,6 +41,12 @@ DDP_FORWARD(int, pthread_detach, "GLIBC_2.2.5", (pthread_t thread), (thread))
 DDP_FORWARD(int, pthread_once, "GLIBC_2.2.5", (pthread_once_t * once, void (*init)()), (once, init))
 DDP_FORWARD(int, pthread_condattr_setclock, "GLIBC_2.3.3", (pthread_condattr_t * attr, clockid_t clock),
             (attr, clock))
+// Thread-specific data (Boost.Asio's call stack of the threads that run it).
+DDP_FORWARD(int, pthread_key_create, "GLIBC_2.2.5", (pthread_key_t * key, void (*destructor)(void*)),
+            (key, destructor))
+DDP_FORWARD(int, pthread_key_delete, "GLIBC_2.2.5", (pthread_key_t key), (key))
+DDP_FORWARD(void*, pthread_getspecific, "GLIBC_2.2.5", (pthread_key_t key), (key))
+DDP_FORWARD(int, pthread_setspecific, "GLIBC_2.2.5", (pthread_key_t key, const void* value), (key, value))
 DDP_FORWARD(int, pthread_sigmask, "GLIBC_2.2.5", (int how, const sigset_t* set, sigset_t* old), (how, set, old))
 // dlopen finds the caller by its return address: a forwarder that tail-calls
 // keeps the caller's, and the only callers are in the program itself anyway.
