@@ -12,6 +12,7 @@
 #include "usage_message.h"
 
 #include <csignal>
+#include <cstdlib>
 #include <set>
 #include <fcntl.h>
 #include <string>
@@ -215,6 +216,65 @@ TEST_CASE("the tee: a progress bar redrawn in place (carriage returns) moves on 
   ::close(w0);
   tee.finish();
   CHECK(read_all(file.r) == "\r 10%|#\r 20%|##\r 30%|###\r100%|####|\nnext\n");  // the file: the bytes as written
+}
+
+// Issue 51 item 12: a line left open by a pause (a prompt, a bar drawn
+// without '\r', a bar's latest redraw) showed nothing under --tee until more
+// came; on a terminal it is shown once its stream has been quiet for kPause.
+TEST_CASE("the tee: on a terminal, a line left open by a pause is shown, and its whole line overwrites it", "[tsan]") {
+  using namespace std::chrono_literals;
+  Pipe console, file;
+  OutputTee tee;
+  const int w0 = tee.add(::dup(file.w), "/f0", console.w, "[r0]:");
+  write_all(w0, "loss 0.5 | epoch 1: 50%");
+  tee.pump();
+  // A pipe or a file as the console (Slurm's output, `| tee`): whole lines only.
+  CHECK_FALSE(tee.pause_due());
+  tee.show_paused(OutputTee::Clock::now() + 1h);
+  CHECK(read_all(console.r).empty());
+
+  tee.show_pauses_on(console.w);  // as add() does for a terminal (isatty)
+  const auto due = tee.pause_due();
+  REQUIRE(due);
+  tee.show_paused(*due - 1ms);
+  CHECK(read_all(console.r).empty());  // not quiet long enough
+  tee.show_paused(*due);
+  CHECK(read_all(console.r) == "[r0]:loss 0.5 | epoch 1: 50%\r");
+  CHECK_FALSE(tee.pause_due());  // shown once, until more comes
+  tee.show_paused(*due + 1h);
+  CHECK(read_all(console.r).empty());
+
+  write_all(w0, " 60%");
+  tee.pump();
+  REQUIRE(tee.pause_due());
+  tee.show_paused(*tee.pause_due());
+  CHECK(read_all(console.r) == "[r0]:loss 0.5 | epoch 1: 50% 60%\r");
+  write_all(w0, " done\n");
+  tee.pump();
+  CHECK(read_all(console.r) == "[r0]:loss 0.5 | epoch 1: 50% 60% done\n");
+  CHECK_FALSE(tee.pause_due());
+  ::close(w0);
+  tee.finish();
+  CHECK(read_all(file.r) == "loss 0.5 | epoch 1: 50% 60% done\n");  // the file: the bytes as written
+}
+
+TEST_CASE("the tee: a terminal as the console is found by itself (isatty)") {
+  const int master = ::posix_openpt(O_RDWR | O_NOCTTY);
+  REQUIRE(master >= 0);
+  REQUIRE(::grantpt(master) == 0);
+  REQUIRE(::unlockpt(master) == 0);
+  const int slave = ::open(::ptsname(master), O_RDWR | O_NOCTTY);
+  REQUIRE(slave >= 0);
+  Pipe file;
+  OutputTee tee;
+  const int w0 = tee.add(::dup(file.w), "/f0", slave, "[r0]:");
+  write_all(w0, "Password: ");
+  tee.pump();
+  CHECK(tee.pause_due());
+  ::close(w0);
+  tee.finish();
+  ::close(slave);
+  ::close(master);
 }
 
 TEST_CASE("the tee: a console that went away stops the copy, not the files or the launcher", "[tsan]") {

@@ -66,6 +66,7 @@ int OutputTee::add(int file_fd, const std::string& path, int console_fd, const s
   s.path = path;
   s.prefix = prefix;
   s.on_bytes = std::move(on_bytes);
+  s.live = console_fd >= 0 && ::isatty(console_fd) == 1;
   streams_.push_back(std::move(s));
   return p[1];
 }
@@ -75,6 +76,28 @@ std::vector<int> OutputTee::fds() const {
   for (const Stream& s : streams_)
     if (s.read_fd >= 0) out.push_back(s.read_fd);
   return out;
+}
+
+void OutputTee::show_pauses_on(int console_fd) {
+  for (Stream& s : streams_)
+    if (s.console_fd == console_fd) s.live = true;
+}
+
+std::optional<OutputTee::Clock::time_point> OutputTee::pause_due() const {
+  std::optional<Clock::time_point> due;
+  for (const Stream& s : streams_)
+    if (s.open_line_unshown() && (!due || s.last_read + kPause < *due)) due = s.last_read + kPause;
+  return due;
+}
+
+void OutputTee::show_paused(Clock::time_point now) {
+  for (Stream& s : streams_) {
+    if (!s.open_line_unshown() || now < s.last_read + kPause) continue;
+    // Not whole yet: ends in '\r', so the line that completes it, or the
+    // next piece of any rank, starts over it. Never to the filters' file.
+    to_console(s.console_fd, s.prefix + s.partial + "\r");
+    s.shown = s.partial.size();
+  }
 }
 
 void OutputTee::pump() {
@@ -132,6 +155,7 @@ void OutputTee::read_stream(Stream& s, bool at_end) {
       return;
     }
     to_file(s, buf.data(), static_cast<size_t>(n));
+    s.last_read = Clock::now();
     if (s.on_bytes) s.on_bytes(buf.data(), static_cast<size_t>(n));
     if (s.console_fd < 0) continue;
     // Whole lines go out together, each with the prefix, in one write.
@@ -159,6 +183,7 @@ void OutputTee::read_stream(Stream& s, bool at_end) {
         out += redrawn(s.prefix, s.partial + std::string(p, nl + 1), true);
       }
       s.partial.clear();
+      s.shown = 0;
       p = nl + 1;
     }
     // A redraw (a progress bar's "\r"): what is up to its last '\r' goes out
@@ -174,6 +199,7 @@ void OutputTee::read_stream(Stream& s, bool at_end) {
       body_starts.clear();
       const std::string redraw = redrawn(s.prefix, s.partial.substr(0, cr + 1), false);
       s.partial.erase(0, cr + 1);
+      s.shown = 0;
       if (!redraw.empty()) to_console(s.console_fd, redraw);
     }
     while (s.partial.size() >= kMaxLine) {  // no newline in sight: pieces of kMaxLine
@@ -181,6 +207,7 @@ void OutputTee::read_stream(Stream& s, bool at_end) {
       out.append(s.partial, 0, kMaxLine);
       out += '\n';
       s.partial.erase(0, kMaxLine);
+      s.shown = 0;
     }
     if (!out.empty()) to_console(s.console_fd, out);
     if (dup && !out.empty()) to_duplicate(dup, out, line_starts, body_starts);
@@ -193,6 +220,7 @@ void OutputTee::flush_partial(Stream& s) {
   to_console(s.console_fd, line);
   if (Duplicate* dup = duplicate_for(s.console_fd)) to_duplicate(dup, line, {0}, {s.prefix.size()});
   s.partial.clear();
+  s.shown = 0;
 }
 
 void OutputTee::duplicate(int console_fd, int file_fd, const std::string& path, std::vector<std::string> filters) {

@@ -77,6 +77,14 @@ class WorkerOutput final : public Feature {
       o_.tee_->pump();
       o_.warn(o_.tee_->take_warning());
     }
+    // An open line on a terminal whose stream paused (a prompt, a bar).
+    std::optional<EventLoop::Clock::time_point> deadline() override {
+      return o_.tee_ ? o_.tee_->pause_due() : std::nullopt;
+    }
+    void due() override {
+      o_.tee_->show_paused(OutputTee::Clock::now());
+      o_.warn(o_.tee_->take_warning());
+    }
 
    private:
     WorkerOutput& o_;

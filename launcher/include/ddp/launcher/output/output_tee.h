@@ -14,6 +14,12 @@
 //    place) is forwarded up to its last '\r', each piece prefixed and ending
 //    in '\r', so a bar moves live, one redraw behind (a pause without a
 //    '\r' still waits for the newline);
+//  - on a console that is a terminal, a line still open when its stream
+//    pauses (kPause without a byte: a prompt, a bar without '\r', the
+//    latest redraw) is shown too, prefixed and ending in '\r': the next
+//    piece on that console starts where it started, and the whole line
+//    overwrites it when its newline comes. A file or a pipe (a Slurm
+//    output, `| tee`) keeps whole lines, without the extra pieces;
 //  - bytes are never interpreted (binary junk passes through): only '\n'
 //    splits lines, and '\r' starts a piece that gets the prefix again.
 // --duplicate_stdout_filters/--duplicate_stderr_filters (torchrun 2.x): the
@@ -27,7 +33,9 @@
 // original mask and SIGPIPE's default action back at exec).
 // Exists only when some stream is tee'd: a plain launch has no pipes.
 
+#include <chrono>
 #include <cstddef>
+#include <optional>
 #include <csignal>
 #include <functional>
 #include <string>
@@ -38,6 +46,9 @@ namespace ddp::launcher {
 class OutputTee {
  public:
   static constexpr size_t kMaxLine = 1 << 20;
+  using Clock = std::chrono::steady_clock;
+  // How long a stream is quiet before its open line is shown on a terminal.
+  static constexpr std::chrono::milliseconds kPause{200};
   // Sees every byte a stream's worker wrote, as read (the stderr tail of the
   // failure report: output_tail.h).
   using Observer = std::function<void(const char* data, size_t n)>;
@@ -53,6 +64,14 @@ class OutputTee {
   // closes it once the worker runs). Throws std::runtime_error when a pipe
   // cannot be made. on_bytes, when given, sees the raw bytes too.
   int add(int file_fd, const std::string& path, int console_fd, const std::string& prefix, Observer on_bytes = {});
+
+  // Open lines are shown after a pause on console_fd even when it is not a
+  // terminal (tests; add() asks isatty).
+  void show_pauses_on(int console_fd);
+  // When the next open line's pause ends (nullopt: none to show).
+  std::optional<Clock::time_point> pause_due() const;
+  // Shows the open lines whose streams have been quiet for kPause at `now`.
+  void show_paused(Clock::time_point now);
 
   // Lines for console_fd (1 or 2) that contain any of `filters` also go to
   // file_fd (taken over; its path for messages).
@@ -77,6 +96,10 @@ class OutputTee {
     std::string path;
     std::string prefix;
     std::string partial;  // bytes after the last newline
+    bool live = false;     // console_fd is a terminal: show open lines after a pause
+    size_t shown = 0;      // bytes of partial already shown after a pause
+    Clock::time_point last_read{};
+    bool open_line_unshown() const { return live && read_fd >= 0 && console_fd >= 0 && partial.size() > shown; }
     bool file_failed = false;
     Observer on_bytes;
   };
