@@ -320,6 +320,14 @@ TEST_CASE("workers store: bad clients are closed with a line, the others are ser
     CHECK_THAT(lines.all(), Catch::Contains("GET of key '/nope', which is not set"));
     CHECK_THAT(lines.all(), Catch::Contains("ADD to key '/t', whose value is not a number"));
   }
+  SECTION("a key with terminal escapes is logged with them quoted, never raw") {
+    Client bad(store.port());
+    bad.validate();
+    bad.send(Bytes().u8(GET).str("/\x1b]0;pwned\x07\x1b[2J"));
+    CHECK(bad.closed());
+    CHECK_THAT(lines.all(), Catch::Contains("GET of key '/\\x1b]0;pwned\\x07\\x1b[2J', which is not set"));
+    CHECK(lines.all().find('\x1b') == std::string::npos);
+  }
   SECTION("a client gone in the middle of a wait") {
     {
       Client gone(store.port());

@@ -1,6 +1,7 @@
 #include "ddp/launcher/process/workers_store.h"
 
 #include "ddp/common/listen_any.h"
+#include "ddp/common/untrusted_text.h"
 
 #include <boost/asio.hpp>
 
@@ -42,7 +43,10 @@ struct Table {
   void log(const std::string& line) {
     if (!opts.log || logged > WorkersStore::kMaxLogLines) return;
     ++logged;
-    opts.log(logged > WorkersStore::kMaxLogLines ? "the workers' store: more refused clients, not shown" : line);
+    // Lines quote what clients sent (keys): control bytes escaped, never raw
+    // on the terminal.
+    opts.log(logged > WorkersStore::kMaxLogLines ? "the workers' store: more refused clients, not shown"
+                                                 : ddp::visible_text(line));
   }
   // False when the table would pass its cap.
   bool set(const std::string& key, std::string value);
