@@ -56,11 +56,30 @@ class FakeTask : public TrainingTask {
   // FusedAdam or LibTorch's Adam.
   enum class WeightOnly { No, FusedAdam, Adam };
   void step_weight_only(WeightOnly which) { weight_only_ = which; }
+  // Plain SGD (lr * gradient: a step shows the gradient it used).
+  void use_sgd() { sgd_ = true; }
+  // Keeps state of its own in the checkpoints (save_state / load_state):
+  // the forwards it ran, a text and bytes; what a resume gave it back.
+  void keep_state() { keep_state_ = true; }
+  const TaskState& loaded_state() const { return loaded_; }
+  bool state_loaded() const { return state_loaded_; }
+  void save_state(TaskState& s) const override {
+    if (!keep_state_) return;
+    s.numbers["forwards"] = static_cast<double>(steps_);
+    s.strings["vocab"] = "a b c";
+    s.bytes["blob"] = std::string("\0\1\xff", 3);
+  }
+  void load_state(const TaskState& s) override {
+    state_loaded_ = true;
+    loaded_ = s;
+  }
+  std::int64_t largest_batch() const { return largest_batch_; }
   at::Tensor bias_grad() const { return model_->bias.grad().defined() ? model_->bias.grad().clone() : at::Tensor(); }
   std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<at::Tensor>& parameters,
                                                           double lr) override {
     if (weight_only_ == WeightOnly::FusedAdam)
       return std::make_unique<ddp::worker::FusedAdam>(std::vector<at::Tensor>{model_->weight}, torch::optim::AdamOptions(lr));
+    if (sgd_) return std::make_unique<torch::optim::SGD>(parameters, torch::optim::SGDOptions(lr));
     if (weight_only_ == WeightOnly::Adam)
       return std::make_unique<torch::optim::Adam>(std::vector<at::Tensor>{model_->weight}, torch::optim::AdamOptions(lr));
     return TrainingTask::make_optimizer(parameters, lr);
@@ -89,6 +108,7 @@ class FakeTask : public TrainingTask {
   int num_classes() const override { return regression_ ? 0 : 3; }
   TaskOutput forward_train(const at::Tensor& index, c10::Device) override {
     ++steps_;
+    largest_batch_ = std::max(largest_batch_, index.numel());
     if (steps_ == nan_step_) weights_at_nan_step_ = flat_weights();
     at::Tensor x = x_.index_select(0, index);
     if (noise_) x = x + 0.3 * torch::randn_like(x);
@@ -141,7 +161,10 @@ class FakeTask : public TrainingTask {
   std::int64_t nan_step_;
   int rank_ = 0;
   std::int64_t steps_ = 0;
-  bool replica_offered_ = false, buffer_ = false, noise_ = false;
+  bool replica_offered_ = false, buffer_ = false, noise_ = false, sgd_ = false, keep_state_ = false;
+  bool state_loaded_ = false;
+  TaskState loaded_;
+  std::int64_t largest_batch_ = 0;
   WeightOnly weight_only_ = WeightOnly::No;
   std::int64_t replica_outputs_ = 0;
   std::atomic<int> replica_forwards_{0};

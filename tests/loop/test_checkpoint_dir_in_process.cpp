@@ -302,11 +302,13 @@ TEST_CASE("best-F1 paths of older checkpoints (as given, e.g. absolute) read bac
   s.best["micro_f1"] = {0.7, 2, "runs/a/epoch_2.pt"};
   s.best["test_loss"] = {0.25, 4, "epoch_4.pt"};
   ddp::worker::Checkpoint c;
-  ddp::loop::store_train_state(s, c);
-  // The F1 keys stay those of older checkpoints (and their Python readers).
+  // The classifier's defaults keep the F1 keys of older checkpoints (and
+  // their Python readers).
+  const ddp::loop::LegacyBestKeys classifier_keys = FakeTask(false).best_keys();
+  ddp::loop::store_train_state(s, c, classifier_keys);
   CHECK(c.metrics.at("train.best_macro_f1") == 0.8);
   CHECK(c.strings.at("train.best_micro_checkpoint") == "runs/a/epoch_2.pt");
-  const auto back = ddp::loop::load_train_state(c, "x.pt");
+  const auto back = ddp::loop::load_train_state(c, "x.pt", classifier_keys);
   REQUIRE(back.best.size() == 3);
   CHECK(back.best.at("macro_f1").checkpoint == "epoch_3.pt");
   CHECK(back.best.at("micro_f1").checkpoint == "epoch_2.pt");

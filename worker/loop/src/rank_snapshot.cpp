@@ -48,15 +48,16 @@ void capture_rng(ddp::worker::ProcessGroup& pg, TrainState& s) {
 }
 
 ddp::worker::Checkpoint make_snapshot(const TrainState& s, const torch::nn::Module& model,
-                                      torch::optim::Optimizer& optimizer) {
+                                      torch::optim::Optimizer& optimizer, const LegacyBestKeys& legacy) {
   auto c = ddp::worker::make_checkpoint(model, &optimizer, s.epochs_done, s.global_step);
-  store_train_state(s, c);
+  store_train_state(s, c, legacy);
   return c;
 }
 
 TrainState restore_snapshot(const ddp::worker::Checkpoint& c, const std::string& what, torch::nn::Module& model,
-                            torch::optim::Optimizer& optimizer, int rank, int world_size, c10::Device device) {
-  TrainState s = load_train_state(c, what);
+                            torch::optim::Optimizer& optimizer, int rank, int world_size, c10::Device device,
+                            const LegacyBestKeys& legacy) {
+  TrainState s = load_train_state(c, what, legacy);
   const auto r = static_cast<std::size_t>(rank);
   const bool own = s.cpu_rng.size() == static_cast<std::size_t>(world_size) && r < s.cpu_rng.size();
   ddp::worker::apply_checkpoint(c, model, &optimizer, /*restore_rng=*/!own);
@@ -67,14 +68,15 @@ TrainState restore_snapshot(const ddp::worker::Checkpoint& c, const std::string&
 }
 
 std::string snapshot_to_bytes(const TrainState& s, const torch::nn::Module& model,
-                              torch::optim::Optimizer& optimizer) {
-  return ddp::worker::checkpoint_to_bytes(make_snapshot(s, model, optimizer));
+                              torch::optim::Optimizer& optimizer, const LegacyBestKeys& legacy) {
+  return ddp::worker::checkpoint_to_bytes(make_snapshot(s, model, optimizer, legacy));
 }
 
 TrainState restore_snapshot_bytes(const std::string& bytes, const std::string& what, torch::nn::Module& model,
-                                  torch::optim::Optimizer& optimizer, int rank, int world_size, c10::Device device) {
+                                  torch::optim::Optimizer& optimizer, int rank, int world_size, c10::Device device,
+                                  const LegacyBestKeys& legacy) {
   return restore_snapshot(ddp::worker::checkpoint_from_bytes(bytes, what, device), what, model, optimizer, rank,
-                          world_size, device);
+                          world_size, device, legacy);
 }
 
 }  // namespace ddp::loop

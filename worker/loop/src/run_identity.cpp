@@ -27,6 +27,13 @@ RunIdentity run_identity(const TrainOptions& o) {
           {"max_steps", std::to_string(o.max_steps)},
           {"lr_factor", exact(o.lr_factor)},
           {"lr_patience", std::to_string(o.lr_patience)}};
+  // Options added since: only when not at their defaults, so a run on the
+  // defaults has the identity its checkpoints always recorded.
+  if (o.lr_schedule != "plateau") id["lr_schedule"] = o.lr_schedule;
+  if (o.warmup_steps > 0) id["warmup_steps"] = std::to_string(o.warmup_steps);
+  if (o.total_steps > 0) id["total_steps"] = std::to_string(o.total_steps);
+  if (o.accumulate_batches > 1) id["accumulate_batches"] = std::to_string(o.accumulate_batches);
+  if (o.grad_clip_norm > 0) id["grad_clip_norm"] = exact(o.grad_clip_norm);
   id.insert(o.program_identity.begin(), o.program_identity.end());
   return id;
 }
@@ -54,6 +61,10 @@ std::vector<IdentityChange> identity_changes(const RunIdentity& saved, const Run
     const std::string was = it == saved.end() ? "(none)" : it->second;
     if (was != v) out.push_back({k, was, v});
   }
+  // A key only the checkpoint has: an option at its default now that the
+  // identity leaves out when it is (run_identity).
+  for (const auto& [k, v] : saved)
+    if (!current.count(k)) out.push_back({k, v, "(default)"});
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <unordered_set>
@@ -87,7 +88,68 @@ class AdamOnHalves {
   ddp::worker::FusedAdam* adam_;
 };
 
+// One step's forward and backward on this rank's `n` samples from `first`:
+// the whole batch, its two halves at once, or (--accumulate_batches) its
+// batches of ctx.batch_size, all but the last under DDP's no_sync so their
+// gradients add up locally and the last backward averages the sum. Each
+// batch's mean loss is weighted by its share of the n samples, so the
+// gradients are those of one batch of n, up to float rounding. Returns the
+// step's mean loss.
+double forward_backward(EpochContext& ctx, const std::int64_t* first, std::int64_t n, c10::Device device) {
+  const auto batch_index = [&](std::int64_t begin, std::int64_t count) {
+    return torch::from_blob(const_cast<std::int64_t*>(first + begin), {count}, torch::kLong);
+  };
+  if (n <= ctx.batch_size) {
+    const at::Tensor index = batch_index(0, n);
+    ctx.ddp.prepare_forward();
+    if (ctx.halves) {
+      const double step_loss = ctx.halves->forward(index, device);
+      ctx.halves->backward();
+      return step_loss;
+    }
+    const at::Tensor loss = ctx.task.loss(ctx.task.forward_train(index, device), LossReduction::Mean);
+    const double step_loss = loss.item<double>();
+    loss.backward();  // DDP averages the gradients across ranks here
+    return step_loss;
+  }
+  double step_loss = 0;
+  for (std::int64_t begin = 0; begin < n; begin += ctx.batch_size) {
+    const std::int64_t count = std::min<std::int64_t>(ctx.batch_size, n - begin);
+    const bool last = begin + count >= n;
+    const double share = static_cast<double>(count) / static_cast<double>(n);
+    std::optional<ddp::worker::DistributedDataParallel::NoSyncGuard> local;
+    if (!last) local.emplace(ctx.ddp);  // decided at the forward: only recorded
+    ctx.ddp.prepare_forward();
+    const at::Tensor loss =
+        ctx.task.loss(ctx.task.forward_train(batch_index(begin, count), device), LossReduction::Mean) * share;
+    step_loss += loss.item<double>();
+    loss.backward();
+  }
+  return step_loss;
+}
+
+// The averaged gradients' global L2 norm, clipped to ctx.grad_clip_norm
+// (every rank holds the same averages, so each computes the same norm
+// without a collective); -1 when clipping is off.
+double clip_gradients(const EpochContext& ctx) {
+  if (ctx.grad_clip_norm <= 0) return -1;
+  return torch::nn::utils::clip_grad_norm_(ctx.params, ctx.grad_clip_norm);
+}
+
+// The schedule's rate for the step about to run, into the optimizer.
+void schedule_step(EpochContext& ctx, TrainState& state) {
+  if (!ctx.schedule) return;
+  const double lr = ctx.schedule->at_step(state.global_step, state.learning_rate);
+  if (lr == state.learning_rate) return;
+  set_learning_rate(ctx.optimizer, lr);
+  state.learning_rate = lr;
+}
+
 }  // namespace
+
+void set_learning_rate(torch::optim::Optimizer& optimizer, double lr) {
+  for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
+}
 
 EpochSteps train_epoch(EpochContext& ctx, int epoch, const std::vector<std::int64_t>& indices, TrainState& state) {
   ddp::worker::ProcessGroup& pg = ctx.pg;
@@ -107,12 +169,16 @@ EpochSteps train_epoch(EpochContext& ctx, int epoch, const std::vector<std::int6
   // next step has nothing to zero.
   auto* const fused = fused_adam_over(ctx.optimizer, ctx.params);
   bool grads_zero = false;
-  for (std::int64_t step = state.epoch_steps_done; step < ctx.steps_per_epoch; ++step) {
+  // A step takes accumulate_batches batches; with drop_last only whole ones.
+  const std::int64_t per_step = static_cast<std::int64_t>(ctx.batch_size) * ctx.accumulate_batches;
+  const auto size = static_cast<std::int64_t>(indices.size());
+  const std::int64_t usable = ctx.drop_last ? size / ctx.batch_size * ctx.batch_size : size;
+  for (std::int64_t step = state.epoch_steps_done; step < ctx.epoch_end_step; ++step) {
     ddp::worker::training_step(pg, static_cast<std::uint64_t>(state.global_step + 1));  // the heartbeat's step
     if (ctx.hooks.before_step) ctx.hooks.before_step(rank, state.global_step, ctx.restart_count);
-    const std::int64_t begin = step * ctx.batch_size;
-    const std::int64_t n = std::min<std::int64_t>(ctx.batch_size, static_cast<std::int64_t>(indices.size()) - begin);
-    auto index = torch::from_blob(const_cast<std::int64_t*>(indices.data() + begin), {n}, torch::kLong);
+    schedule_step(ctx, state);
+    const std::int64_t begin = step * per_step;
+    const std::int64_t n = std::min<std::int64_t>(per_step, usable - begin);
 
     // Zeroed in place, not set to none (LibTorch 2.x's zero_grad default):
     // the gradients stay DDP's bucket views, so backward accumulates into
@@ -123,17 +189,7 @@ EpochSteps train_epoch(EpochContext& ctx, int epoch, const std::vector<std::int6
           p.mutable_grad().detach_();
           p.mutable_grad().zero_();
         }
-    ctx.ddp.prepare_forward();
-    at::Tensor loss;
-    double step_loss = 0;
-    if (ctx.halves) {
-      step_loss = ctx.halves->forward(index, device);
-    } else {
-      loss = ctx.task.loss(ctx.task.forward_train(index, device), LossReduction::Mean);
-      step_loss = loss.item<double>();
-    }
-    if (ctx.halves) ctx.halves->backward();
-    else loss.backward();  // DDP averages the gradients across ranks here
+    const double step_loss = forward_backward(ctx, indices.data() + begin, n, device);
     // Before the optimizer's step, so a diverged step changes no weights;
     // after backward, so its all-reduce comes right after DDP's, where the
     // ranks have just met: before backward it held the faster rank between
@@ -141,6 +197,7 @@ EpochSteps train_epoch(EpochContext& ctx, int epoch, const std::vector<std::int6
     // slower one; 0.7 ms a step in a 2-process ddp-train run).
     stop_on_non_finite_loss(pg, step_loss, epoch, step + 1, ctx.steps_per_epoch, state.global_step + 1,
                             state.learning_rate);
+    const double grad_norm = clip_gradients(ctx);
     if (fused) fused->step_and_zero_grad();
     else ctx.optimizer.step();
     grads_zero = fused != nullptr;
@@ -158,7 +215,10 @@ EpochSteps train_epoch(EpochContext& ctx, int epoch, const std::vector<std::int6
     snap.samples = r.local_samples * world + r.resumed_samples;
     snap.elapsed_s = seconds_before + std::chrono::duration<double>(Clock::now() - t0).count();
     ctx.progress.update(snap);
-    if (ctx.after_step && step + 1 < ctx.steps_per_epoch) {
+    if (ctx.on_step_end)
+      ctx.on_step_end({rank, epoch, step + 1, ctx.steps_per_epoch, state.global_step, step_loss, state.learning_rate,
+                       grad_norm});
+    if (ctx.after_step && step + 1 < ctx.epoch_end_step) {
       r.seconds = snap.elapsed_s;
       ctx.after_step(epoch, step + 1, r);
     }

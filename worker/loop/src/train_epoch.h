@@ -1,10 +1,12 @@
 #pragma once
 // The training steps of one epoch (trainer.h): per step the heartbeat's step,
-// the hooks, the gradients zeroed in place, DDP's prepare_forward, the
-// task's forward and loss (on the whole batch, or on two halves at once:
-// batch_halves.h), the non-finite-loss stop (every rank together), backward
-// (DDP averages the gradients) and the optimizer's step, then the progress
-// line; after each step but the epoch's last, the step checkpoint's hook. A
+// the hooks, the schedule's rate, the gradients zeroed in place, DDP's
+// prepare_forward, the task's forward and loss (on the whole batch, on two
+// halves at once: batch_halves.h, or on several batches accumulated), the
+// non-finite-loss stop (every rank together), backward (DDP averages the
+// gradients), clipping and the optimizer's step, then the progress line and
+// the step's end hook; after each step but the epoch's last, the step
+// checkpoint's hook. A
 // resumed epoch starts at its first step not run. Internal to the loop
 // library.
 
@@ -15,6 +17,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "ddp/loop/callbacks.h"
+#include "ddp/loop/lr_schedule.h"
 #include "ddp/loop/progress.h"
 #include "ddp/loop/train_state.h"
 #include "ddp/loop/trainer.h"
@@ -58,9 +62,26 @@ struct EpochContext {
   // checkpoint follows that one), with the steps done in the epoch and
   // the sums so far; may be collective. Empty: nothing.
   std::function<void(int epoch, std::int64_t steps_done, const EpochSteps& so_far)> after_step;
+  // The options of a step (trainer.h, TrainOptions): batches per optimizer
+  // step (the first ones under DDP's no_sync), the clipping norm (0: off),
+  // and whether a last partial batch is dropped.
+  int accumulate_batches = 1;
+  double grad_clip_norm = 0;
+  bool drop_last = false;
+  // This epoch's steps end here (<= steps_per_epoch: --total_steps may end
+  // the run within it). Set by the caller before each epoch.
+  std::int64_t epoch_end_step = 0;
+  // Asked for the rate before every step (lr_schedule.h); null: unchanged.
+  LrSchedule* schedule = nullptr;
+  // On every rank after every step, before after_step (callbacks, a
+  // mid-epoch evaluation; may be collective). Empty: nothing.
+  std::function<void(const StepEnd& end)> on_step_end;
 };
 
-// Runs steps state.epoch_steps_done .. ctx.steps_per_epoch - 1 of `epoch`
+// Sets every parameter group's learning rate.
+void set_learning_rate(torch::optim::Optimizer& optimizer, double lr);
+
+// Runs steps state.epoch_steps_done .. ctx.epoch_end_step - 1 of `epoch`
 // over this rank's `indices` (the sampler's, in order), starting from the
 // sums state.epoch_* of the steps before them (a step checkpoint's) and
 // advancing state.global_step. Leaves state.epoch_* as it found them.

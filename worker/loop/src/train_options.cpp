@@ -57,6 +57,9 @@ TrainOptions parse_train_options(const std::vector<std::string>& args, const Env
       {"lr_factor", Kind::Value},     {"lr_patience", Kind::Value}, {"num_threads", Kind::Value},
       {"local_rank", Kind::Value},    {"help", Kind::Flag},         {"device", Kind::Value},
       {"no_split_batch", Kind::Flag}, {"checkpoint_every_steps", Kind::Value},
+      {"max_steps_per_epoch", Kind::Value}, {"total_steps", Kind::Value}, {"accumulate_batches", Kind::Value},
+      {"grad_clip_norm", Kind::Value}, {"eval_every_steps", Kind::Value}, {"lr_schedule", Kind::Value},
+      {"warmup_steps", Kind::Value},
   };
   for (const auto& [name, takes_value] : program.extra) known[name] = takes_value ? Kind::Value : Kind::Flag;
 
@@ -98,7 +101,18 @@ TrainOptions parse_train_options(const std::vector<std::string>& args, const Env
     else if (name == "checkpoint_dir") o.checkpoint_dir = value;
     else if (name == "resume") o.resume = true;
     else if (name == "checkpoint_every_steps") o.checkpoint_every_steps = parse_int_option(value, what, 0, 1LL << 40);
-    else if (name == "max_steps") o.max_steps = parse_int_option(value, what, 0, 1LL << 40);
+    else if (name == "max_steps" || name == "max_steps_per_epoch") o.max_steps = parse_int_option(value, what, 0, 1LL << 40);
+    else if (name == "total_steps") o.total_steps = parse_int_option(value, what, 0, 1LL << 40);
+    else if (name == "accumulate_batches")
+      o.accumulate_batches = static_cast<int>(parse_int_option(value, what, 1, 1 << 20));
+    else if (name == "grad_clip_norm") o.grad_clip_norm = parse_positive_double(value, what, false);
+    else if (name == "eval_every_steps") o.eval_every_steps = parse_int_option(value, what, 0, 1LL << 40);
+    else if (name == "warmup_steps") o.warmup_steps = parse_int_option(value, what, 0, 1LL << 40);
+    else if (name == "lr_schedule") {
+      if (value != "plateau" && value != "cosine")
+        throw UsageError(what + ": '" + value + "' is not a schedule, use plateau or cosine");
+      o.lr_schedule = value;
+    }
     else if (name == "no_shuffle") o.no_shuffle = true;
     else if (name == "no_split_batch") o.split_batch = false;
     else if (name == "save_final") o.save_final = value;
@@ -114,6 +128,9 @@ TrainOptions parse_train_options(const std::vector<std::string>& args, const Env
     } else if (name == "help") o.help = true;
   }
   if (o.checkpoint_dir.empty()) throw UsageError("--checkpoint_dir: empty path");
+  if (o.warmup_steps > 0 && o.lr_schedule != "cosine")
+    throw UsageError("--warmup_steps " + std::to_string(o.warmup_steps) +
+                     " needs --lr_schedule cosine (the plateau schedule has no warm-up)");
 
   if (auto rc = env("TORCHELASTIC_RESTART_COUNT"); rc && !rc->empty())
     o.restart_count = static_cast<int>(parse_int_option(*rc, "TORCHELASTIC_RESTART_COUNT", 0, 1 << 20));
@@ -143,11 +160,30 @@ std::string loop_options_usage(const TrainOptions& d) {
                         (epoch_<E>_step_<S>.pt; only the newest is kept), so a
                         resume or a restart loses at most N steps; 0 = only
                         at each epoch's end (default)
-  --max_steps N         at most N optimizer steps per epoch, for short runs (0 = all)
+  --max_steps_per_epoch N
+                        at most N optimizer steps per epoch, for short runs
+                        (0 = all; alias --max_steps, its older name)
+  --total_steps N       stop after N optimizer steps in all, counted over the
+                        epochs (the epoch it ends in is evaluated and
+                        checkpointed there); 0 = no limit (default)
+  --accumulate_batches N
+                        one optimizer step per N batches of --batch_size: the
+                        gradients of the first N-1 are kept locally (DDP's
+                        no_sync) and averaged with the last's, as one batch N
+                        times larger (default 1)
+  --grad_clip_norm X    scale the averaged gradients down to a global L2 norm
+                        of at most X before each step (default: off)
+  --eval_every_steps N  also evaluate every N global steps, mid-epoch (printed
+                        and given to the callbacks); 0 = at each epoch's end
+                        only (default)
   --no_shuffle          keep the dataset order (deterministic runs)
   --save_final PATH     write the final weights as a dict of tensors that
                         Python reads with torch.load(PATH)
   --log_interval N      steps between progress lines when stdout is not a terminal (default 50)
+  --lr_schedule S       plateau (ReduceLROnPlateau on the monitored metric, per
+                        epoch; default) or cosine (linear warm-up, then cosine
+                        decay to 0 at the last step, per step)
+  --warmup_steps N      cosine: steps of linear warm-up from 0 (default 0)
   --lr_factor X         ReduceLROnPlateau factor on the monitored metric (default 0.1)
   --lr_patience N       ReduceLROnPlateau patience in epochs (default 10)
   --num_threads N       intra-op threads per process (default: cores / local world size)

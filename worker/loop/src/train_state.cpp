@@ -1,5 +1,6 @@
 #include "ddp/loop/train_state.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <utility>
@@ -12,24 +13,10 @@
 namespace ddp::loop {
 namespace {
 
-// Checkpoint keys of a metric's best epoch. macro_f1 and micro_f1 keep the
-// keys they always had, so older checkpoints and their Python readers stay
-// right.
-struct BestKeys {
-  std::string value, epoch, checkpoint;
-};
-BestKeys best_keys(const std::string& metric) {
-  if (metric == "macro_f1" || metric == "micro_f1") {
-    const std::string which = metric.substr(0, 5);  // "macro" / "micro"
-    return {"train.best_" + metric, "train.best_" + which + "_epoch", "train.best_" + which + "_checkpoint"};
-  }
-  return {"train.best." + metric, "train.best." + metric + ".epoch", "train.best." + metric + ".checkpoint"};
-}
-
-// The metric whose value key this is, or "".
-std::string metric_of_value_key(const std::string& key) {
-  if (key == "train.best_macro_f1") return "macro_f1";
-  if (key == "train.best_micro_f1") return "micro_f1";
+// The metric whose value key this is under `legacy` or the default keys, or "".
+std::string metric_of_value_key(const std::string& key, const LegacyBestKeys& legacy) {
+  for (const auto& [metric, k] : legacy)
+    if (k.value == key) return metric;
   const std::string prefix = "train.best.";
   if (key.compare(0, prefix.size(), prefix) != 0) return "";
   const std::string rest = key.substr(prefix.size());
@@ -52,9 +39,16 @@ std::string tensor_bytes(const at::Tensor& t) {
   return std::string(static_cast<const char*>(c.data_ptr()), static_cast<std::size_t>(c.numel()));
 }
 
+const std::string kTask = "task.";
+
 }  // namespace
 
-void store_train_state(const TrainState& s, ddp::worker::Checkpoint& c) {
+BestKeys best_keys_of(const std::string& metric, const LegacyBestKeys& legacy) {
+  if (const auto it = legacy.find(metric); it != legacy.end()) return it->second;
+  return {"train.best." + metric, "train.best." + metric + ".epoch", "train.best." + metric + ".checkpoint"};
+}
+
+void store_train_state(const TrainState& s, ddp::worker::Checkpoint& c, const LegacyBestKeys& legacy) {
   c.epoch = s.epochs_done;
   c.step = s.global_step;
   auto& m = c.metrics;
@@ -64,13 +58,20 @@ void store_train_state(const TrainState& s, ddp::worker::Checkpoint& c) {
   m["train.plateau.cooldown_counter"] = s.plateau.cooldown_counter;
   m["train.plateau.last_epoch"] = s.plateau.last_epoch;
   for (const auto& [metric, best] : s.best) {
-    const BestKeys k = best_keys(metric);
+    const BestKeys k = best_keys_of(metric, legacy);
     m[k.value] = best.value;
     m[k.epoch] = best.epoch;
     c.strings[k.checkpoint] = best.checkpoint;
   }
   m["train.world_size"] = s.world_size;
   m["train.batch_size"] = s.batch_size;
+  // Only when in use: a default run's checkpoint keeps the keys it always had.
+  if (s.accumulate_batches > 1) m["train.accumulate_batches"] = s.accumulate_batches;
+  if (!s.schedule_name.empty()) c.strings["train.schedule"] = s.schedule_name;
+  for (const auto& [k, v] : s.schedule) m["train.schedule." + k] = v;
+  for (const auto& [k, v] : s.task.numbers) m[kTask + k] = v;
+  for (const auto& [k, v] : s.task.strings) c.strings[kTask + k] = v;
+  for (const auto& [k, v] : s.task.bytes) c.tensors[kTask + k] = bytes_tensor(v);
   c.strings["train.run"] = s.run_identity;
   c.strings["train.launches"] = s.launches;
   c.strings["train.metrics_line"] = s.metrics_line;
@@ -85,7 +86,7 @@ void store_train_state(const TrainState& s, ddp::worker::Checkpoint& c) {
   for (std::size_t r = 0; r < s.device_rng.size(); ++r) c.tensors[rng_key("device", r)] = bytes_tensor(s.device_rng[r]);
 }
 
-TrainState load_train_state(const ddp::worker::Checkpoint& c, const std::string& path) {
+TrainState load_train_state(const ddp::worker::Checkpoint& c, const std::string& path, const LegacyBestKeys& legacy) {
   auto num = [&](const char* key) {
     auto it = c.metrics.find(key);
     if (it == c.metrics.end())
@@ -109,9 +110,9 @@ TrainState load_train_state(const ddp::worker::Checkpoint& c, const std::string&
   // stays true after the directory moved.
   auto name = [&](const char* key) { return std::filesystem::path(str(key)).filename().string(); };
   for (const auto& [key, value] : c.metrics) {
-    const std::string metric = metric_of_value_key(key);
+    const std::string metric = metric_of_value_key(key, legacy);
     if (metric.empty()) continue;
-    const BestKeys k = best_keys(metric);
+    const BestKeys k = best_keys_of(metric, legacy);
     s.best[metric] = {value, static_cast<int>(num(k.epoch.c_str())), name(k.checkpoint.c_str())};
   }
   s.world_size = static_cast<int>(num("train.world_size"));
@@ -127,6 +128,17 @@ TrainState load_train_state(const ddp::worker::Checkpoint& c, const std::string&
   s.epoch_loss_sum = optional_num("train.epoch_loss_sum");
   s.epoch_samples = static_cast<std::int64_t>(optional_num("train.epoch_samples"));
   s.epoch_seconds = optional_num("train.epoch_seconds");
+  s.accumulate_batches = std::max(1, static_cast<int>(optional_num("train.accumulate_batches")));
+  s.schedule_name = str("train.schedule");
+  // By prefix: the maps are sorted, so each prefix's keys are one run.
+  const auto with_prefix = [](const auto& map, const std::string& prefix, auto&& take) {
+    for (auto it = map.lower_bound(prefix); it != map.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it)
+      take(it->first.substr(prefix.size()), it->second);
+  };
+  with_prefix(c.metrics, "train.schedule.", [&](const std::string& k, double v) { s.schedule[k] = v; });
+  with_prefix(c.metrics, kTask, [&](const std::string& k, double v) { s.task.numbers[k] = v; });
+  with_prefix(c.strings, kTask, [&](const std::string& k, const std::string& v) { s.task.strings[k] = v; });
+  with_prefix(c.tensors, kTask, [&](const std::string& k, const at::Tensor& v) { s.task.bytes[k] = tensor_bytes(v); });
   for (const auto& [which, into] : {std::pair{"cpu", &s.cpu_rng}, std::pair{"device", &s.device_rng}})
     for (std::size_t r = 0;; ++r) {
       auto it = c.tensors.find(rng_key(which, r));

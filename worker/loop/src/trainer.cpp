@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <limits>
 #include <sstream>
+#include <utility>
 
 #include "format.h"
 #include "checkpoint_run.h"
@@ -14,7 +15,7 @@
 #include "batch_halves.h"
 #include "train_epoch.h"
 #include "ddp/loop/checkpoint_files.h"
-#include "ddp/loop/plateau_scheduler.h"
+#include "ddp/loop/lr_schedule.h"
 #include "ddp/loop/progress.h"
 #include "ddp/loop/rank_snapshot.h"
 #include "ddp/loop/run_identity.h"
@@ -29,10 +30,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void set_learning_rate(torch::optim::Optimizer& opt, double lr) {
-  for (auto& group : opt.param_groups()) group.options().set_lr(lr);
-}
-
 // "macro_f1" -> "macro f1", as the seeds print it.
 std::string spoken(std::string metric) {
   for (auto& c : metric)
@@ -43,12 +40,15 @@ std::string spoken(std::string metric) {
 // The run's state before its first epoch, or loaded from the checkpoint it
 // resumes, an epoch's or a step's (then the optimizer, model, RNG and
 // schedule are restored too, and a step's run continues mid-epoch).
-TrainState initial_state(const TrainOptions& o, ddp::worker::ProcessGroup& pg, torch::nn::Module& model,
-                         torch::optim::Optimizer& optimizer, PlateauScheduler& scheduler, std::ostream& log) {
+TrainState initial_state(const TrainOptions& o, ddp::worker::ProcessGroup& pg, TrainingTask& task,
+                         torch::nn::Module& model, torch::optim::Optimizer& optimizer, LrSchedule& schedule,
+                         std::ostream& log) {
   TrainState state;
   state.learning_rate = o.learning_rate;
   state.world_size = pg.world_size();
   state.batch_size = o.batch_size;
+  state.accumulate_batches = o.accumulate_batches;
+  schedule.save(state);
   // Every checkpoint of this run records the options it runs with and the
   // launches of its ranks.
   state.run_identity = format_identity(run_identity(o));
@@ -60,27 +60,37 @@ TrainState initial_state(const TrainOptions& o, ddp::worker::ProcessGroup& pg, t
     return state;
   }
   TrainState saved = restore_snapshot(ddp::worker::load_checkpoint(path, pg.device()), path, model, optimizer,
-                                      pg.rank(), pg.world_size(), pg.device());
+                                      pg.rank(), pg.world_size(), pg.device(), task.best_keys());
   if (saved.world_size != pg.world_size())
     log << "note: checkpoint was written with world size " << saved.world_size << "; continuing with world size "
         << pg.world_size() << " (the sample order of the remaining epochs differs)" << std::endl;
-  if (saved.epoch_steps_done > 0 && (saved.world_size != pg.world_size() || saved.batch_size != o.batch_size)) {
+  if (saved.epoch_steps_done > 0 && (saved.world_size != pg.world_size() || saved.batch_size != o.batch_size ||
+                                     saved.accumulate_batches != o.accumulate_batches)) {
     // Another shape of step: skip as many samples as were done, rounded up
     // to whole steps of the new shape.
-    const std::int64_t samples_done = saved.epoch_steps_done * saved.batch_size * saved.world_size;
-    const std::int64_t per_step = static_cast<std::int64_t>(o.batch_size) * pg.world_size();
+    const auto shape = [](int world, int batch, int accumulate) {
+      return std::to_string(world) + " x " + std::to_string(batch) +
+             (accumulate > 1 ? " x " + std::to_string(accumulate) + " batches" : std::string());
+    };
+    const std::int64_t samples_done =
+        saved.epoch_steps_done * saved.batch_size * saved.accumulate_batches * saved.world_size;
+    const std::int64_t per_step = static_cast<std::int64_t>(o.batch_size) * o.accumulate_batches * pg.world_size();
     const std::int64_t steps = (samples_done + per_step - 1) / per_step;
-    log << "note: the checkpoint is " << saved.epoch_steps_done << " steps of " << saved.world_size << " x "
-        << saved.batch_size << " samples into epoch " << saved.epochs_done + 1 << "; continuing after " << steps
-        << " steps of " << pg.world_size() << " x " << o.batch_size << std::endl;
+    log << "note: the checkpoint is " << saved.epoch_steps_done << " steps of "
+        << shape(saved.world_size, saved.batch_size, saved.accumulate_batches) << " samples into epoch "
+        << saved.epochs_done + 1 << "; continuing after " << steps << " steps of "
+        << shape(pg.world_size(), o.batch_size, o.accumulate_batches) << std::endl;
     saved.epoch_steps_done = steps;
   }
   saved.world_size = state.world_size;
   saved.batch_size = state.batch_size;
+  saved.accumulate_batches = state.accumulate_batches;
   saved.run_identity = state.run_identity;
   saved.launches = state.launches;
   set_learning_rate(optimizer, saved.learning_rate);
-  scheduler.set_state(saved.plateau);
+  schedule.load(saved);
+  schedule.save(saved);  // in its own terms (another schedule's checkpoint)
+  task.load_state(saved.task);
   log << "resumed from " << path << " (epoch " << saved.epochs_done << ", step " << saved.global_step
       << ", restart " << o.restart_count << ")";
   if (saved.epoch_steps_done > 0)
@@ -119,9 +129,11 @@ std::string epoch_line(const EpochRecord& rec, int epochs) {
 // once the new one is safely on disk (atomic, fsync'ed), so a kill at any
 // moment leaves one to resume.
 void save_step_checkpoint(ddp::worker::ProcessGroup& pg, const TrainOptions& o, const TrainState& state, int epoch,
-                          std::int64_t steps_done, const EpochSteps& so_far, torch::nn::Module& model,
-                          torch::optim::Optimizer& optimizer) {
+                          std::int64_t steps_done, const EpochSteps& so_far, TrainingTask& task,
+                          torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
   TrainState s = state;
+  s.task = {};
+  task.save_state(s.task);
   s.epoch_steps_done = steps_done;
   s.epoch_loss_sum = ddp::worker::reduce_sum(pg, so_far.loss_sum);
   s.epoch_samples = static_cast<std::int64_t>(ddp::worker::reduce_sum(pg, static_cast<double>(so_far.local_samples))) +
@@ -129,8 +141,57 @@ void save_step_checkpoint(ddp::worker::ProcessGroup& pg, const TrainOptions& o, 
   s.epoch_seconds = so_far.seconds;
   capture_rng(pg, s);
   const std::string path = step_checkpoint_path(o.checkpoint_dir, epoch, steps_done);
-  ddp::worker::save_checkpoint(pg, path, make_snapshot(s, model, optimizer));
+  ddp::worker::save_checkpoint(pg, path, make_snapshot(s, model, optimizer, task.best_keys()));
   if (pg.rank() == 0) remove_step_checkpoints(o.checkpoint_dir, fs::path(path).filename().string());
+}
+
+// The default callback: each epoch's line appended to metrics.jsonl by rank
+// 0, after its checkpoint (a failure to write it stops every rank).
+class MetricsFile : public Callback {
+ public:
+  MetricsFile(ddp::worker::ProcessGroup& pg, std::string path) : pg_(pg), path_(std::move(path)) {}
+  void on_epoch_end(int, const EpochRecord& r) override {
+    ddp::worker::rank0_decides(pg_, [&] {
+      append_metrics(path_, r);
+      return std::string();
+    });
+  }
+
+ private:
+  ddp::worker::ProcessGroup& pg_;
+  std::string path_;
+};
+
+std::shared_ptr<Callback> metrics_file_callback(ddp::worker::ProcessGroup& pg, const std::string& path) {
+  return std::make_shared<MetricsFile>(pg, path);
+}
+
+// --eval_every_steps: the whole test set evaluated mid-epoch (collective),
+// a line for the log, and the callbacks told. It changes no state: the
+// schedule and the best epochs go by the epochs' evaluations.
+void evaluate_mid_epoch(TrainingTask& task, torch::nn::Module& model, ddp::worker::ProcessGroup& pg,
+                        const StepEnd& at, const Callbacks& callbacks, std::ostream& log) {
+  const Evaluation eval = evaluate(task, model, pg);
+  std::ostringstream line;
+  line << "step " << at.global_step << " (epoch " << at.epoch << ", step " << at.step << "/" << at.steps
+       << "): test_loss " << fmt("%.4f", eval.loss);
+  for (const auto& [name, value] : eval.metrics) line << " " << name << " " << fmt("%.4f", value);
+  log << line.str() << " (" << eval.samples << " test samples)" << std::endl;
+  for (const auto& c : callbacks)
+    c->on_eval_end({pg.rank(), at.epoch, at.global_step, false, eval.loss, eval.samples, eval.metrics});
+}
+
+// The start line's tail for the step options not at their defaults.
+std::string step_options_line(const TrainOptions& o, const LrSchedule& schedule, std::int64_t run_steps) {
+  std::string out;
+  if (schedule.name() != "plateau") {
+    out += "; lr schedule " + schedule.name() + " over " + std::to_string(run_steps) + " steps";
+    if (o.warmup_steps > 0) out += " (warm-up " + std::to_string(o.warmup_steps) + ")";
+  }
+  if (o.total_steps > 0) out += "; at most " + std::to_string(o.total_steps) + " steps in all";
+  if (o.grad_clip_norm > 0) out += "; gradients clipped to norm " + fmt("%g", o.grad_clip_norm);
+  if (o.eval_every_steps > 0) out += "; evaluation every " + std::to_string(o.eval_every_steps) + " steps";
+  return out;
 }
 
 }  // namespace
@@ -157,51 +218,74 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
   const Monitor monitor = task.monitor();
   const std::vector<Monitor> tracked = task.tracked();
 
-  PlateauOptions plateau_opts;
-  plateau_opts.mode_max = monitor.higher_is_better;
-  plateau_opts.factor = o.lr_factor;
-  plateau_opts.patience = o.lr_patience;
-  PlateauScheduler scheduler(plateau_opts);
+  ddp::worker::DistributedSampler sampler(static_cast<std::size_t>(task.train_size()), static_cast<std::size_t>(world),
+                                          static_cast<std::size_t>(rank), !o.no_shuffle, o.seed);
+  const auto per_rank = static_cast<std::int64_t>(sampler.num_samples());
+  const std::int64_t full_batches =
+      task.drop_last() ? per_rank / o.batch_size : (per_rank + o.batch_size - 1) / o.batch_size;
+  const std::int64_t full_steps = (full_batches + o.accumulate_batches - 1) / o.accumulate_batches;
+  const std::int64_t steps_per_epoch = o.max_steps > 0 ? std::min(o.max_steps, full_steps) : full_steps;
+  const std::int64_t run_steps = o.total_steps > 0 ? o.total_steps : steps_per_epoch * o.epochs;
+  const std::unique_ptr<LrSchedule> schedule =
+      task.make_schedule({o, steps_per_epoch, run_steps, monitor.metric, monitor.higher_is_better});
 
   const auto dir_lock = prepare_checkpoint_dir(o, pg, log);
-  TrainState state = initial_state(o, pg, *model, *optimizer, scheduler, log);
-  const std::string metrics_file = metrics_path(o.checkpoint_dir);
+  TrainState state = initial_state(o, pg, task, *model, *optimizer, *schedule, log);
+  const LegacyBestKeys best_keys = task.best_keys();
 
   // After a resume, so the broadcast at construction carries the loaded
   // weights (every rank loaded the same file anyway).
   ddp::worker::DistributedDataParallel ddp(model, pg_ptr, task.ddp_options());
-  ddp::worker::DistributedSampler sampler(static_cast<std::size_t>(task.train_size()), static_cast<std::size_t>(world),
-                                          static_cast<std::size_t>(rank), !o.no_shuffle, o.seed);
   ProgressPrinter progress(out, main_rank, out_is_tty, o.log_interval);
   TrainResult result;
+  // metrics.jsonl first, then the program's.
+  Callbacks callbacks{metrics_file_callback(pg, metrics_path(o.checkpoint_dir))};
+  callbacks.insert(callbacks.end(), hooks.callbacks.begin(), hooks.callbacks.end());
 
-  const auto per_rank = static_cast<std::int64_t>(sampler.num_samples());
-  const std::int64_t full_steps = task.drop_last() ? per_rank / o.batch_size : (per_rank + o.batch_size - 1) / o.batch_size;
-  // One process with 2+ threads: each batch in two halves, one a thread.
-  const std::unique_ptr<BatchHalves> halves =
-      o.split_batch ? BatchHalves::make_if_useful(task, *model, params, world, device) : nullptr;
-  EpochContext ctx{pg, task, ddp, *optimizer, params, progress, hooks, 0, 0, 0, 0, nullptr, {}};
+  // One process with 2+ threads: each batch in two halves, one a thread
+  // (not when accumulating: the halves weigh their losses within a batch).
+  const std::unique_ptr<BatchHalves> halves = o.split_batch && o.accumulate_batches == 1
+                                                  ? BatchHalves::make_if_useful(task, *model, params, world, device)
+                                                  : nullptr;
+  EpochContext ctx{pg, task, ddp, *optimizer, params, progress, hooks, 0, 0, 0, 0, nullptr, {}, 1, 0, false, 0, nullptr, {}};
   ctx.halves = halves.get();
   ctx.epochs = o.epochs;
   ctx.batch_size = o.batch_size;
   ctx.restart_count = o.restart_count;
-  ctx.steps_per_epoch = o.max_steps > 0 ? std::min(o.max_steps, full_steps) : full_steps;
+  ctx.steps_per_epoch = steps_per_epoch;
+  ctx.accumulate_batches = o.accumulate_batches;
+  ctx.grad_clip_norm = o.grad_clip_norm;
+  ctx.drop_last = task.drop_last();
+  ctx.schedule = schedule.get();
+  ctx.on_step_end = [&](const StepEnd& end) {
+    for (const auto& c : callbacks) c->on_step_end(end);
+    // A mid-epoch evaluation; the epoch's last step is followed by the epoch's.
+    if (o.eval_every_steps > 0 && end.global_step % o.eval_every_steps == 0 && end.step < ctx.epoch_end_step)
+      evaluate_mid_epoch(task, *model, pg, end, callbacks, log);
+  };
   if (o.checkpoint_every_steps > 0)
     ctx.after_step = [&](int epoch, std::int64_t steps_done, const EpochSteps& so_far) {
       if (state.global_step % o.checkpoint_every_steps == 0)
-        save_step_checkpoint(pg, o, state, epoch, steps_done, so_far, *model, *optimizer);
+        save_step_checkpoint(pg, o, state, epoch, steps_done, so_far, task, *model, *optimizer);
     };
-  log << o.program << ": world size " << world << ", batch " << o.batch_size << " per process ("
-      << o.batch_size * world << " global), " << ctx.steps_per_epoch << " steps per epoch, epochs "
+  log << o.program << ": world size " << world << ", batch " << o.batch_size << " per process"
+      << (o.accumulate_batches > 1 ? " x " + std::to_string(o.accumulate_batches) + " batches a step" : std::string())
+      << " (" << static_cast<std::int64_t>(o.batch_size) * o.accumulate_batches * world << " global), "
+      << ctx.steps_per_epoch << " steps per epoch, epochs "
       << state.epochs_done + 1 << ".." << o.epochs << ", " << torch::get_num_threads() << " threads per process"
       << (halves ? " (each batch in two halves at once, on " + std::to_string(halves->threads_per_half()) + " + " +
                        std::to_string(torch::get_num_threads() - halves->threads_per_half()) + ")"
                  : std::string())
       << ", device " << device.str() << " (" << pg.backend()
       << (pg.shared_memory_allreduce() ? ", sums through shared memory" : "") << "), checkpoints in "
-      << o.checkpoint_dir << "; " << task.describe() << std::endl;
+      << o.checkpoint_dir << "; " << task.describe() << step_options_line(o, *schedule, run_steps) << std::endl;
 
   for (int epoch = state.epochs_done + 1; epoch <= o.epochs; ++epoch) {
+    // --total_steps may end the run within this epoch, or before it.
+    ctx.epoch_end_step = o.total_steps > 0 ? std::min(ctx.steps_per_epoch,
+                                                      state.epoch_steps_done + o.total_steps - state.global_step)
+                                           : ctx.steps_per_epoch;
+    if (ctx.epoch_end_step <= state.epoch_steps_done) break;
     // Python's sampler.set_epoch(epoch): the shuffle depends on (seed, epoch)
     // only, which is what lets a resumed run replay the same order.
     sampler.set_epoch(static_cast<std::uint64_t>(epoch));
@@ -215,18 +299,20 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
 
     // The seeds' reduce_mean: every rank reports the same epoch loss.
     const double train_loss = ddp::worker::reduce_mean(
-        pg, ctx.steps_per_epoch > 0 ? steps.loss_sum / static_cast<double>(ctx.steps_per_epoch) : 0.0);
+        pg, ctx.epoch_end_step > 0 ? steps.loss_sum / static_cast<double>(ctx.epoch_end_step) : 0.0);
     const double global_samples = ddp::worker::reduce_sum(pg, static_cast<double>(steps.local_samples)) +
                                   static_cast<double>(steps.resumed_samples);
     const Evaluation eval = evaluate(task, *model, pg);
 
-    state.learning_rate = scheduler.step(metric_value(eval, monitor.metric), state.learning_rate);
-    state.plateau = scheduler.state();
-    if (state.learning_rate != epoch_lr) {
-      set_learning_rate(*optimizer, state.learning_rate);
-      log << "ReduceLROnPlateau: " << monitor.metric << " did not improve for " << o.lr_patience + 1
-          << " epochs; learning rate " << epoch_lr << " -> " << state.learning_rate << std::endl;
-    }
+    for (const auto& c : callbacks)
+      c->on_eval_end({rank, epoch, state.global_step, true, eval.loss, eval.samples, eval.metrics});
+
+    std::string note;
+    const double lr_before = state.learning_rate;
+    state.learning_rate = schedule->at_epoch_end(metric_value(eval, monitor.metric), state.learning_rate, note);
+    schedule->save(state);
+    if (state.learning_rate != lr_before) set_learning_rate(*optimizer, state.learning_rate);
+    if (!note.empty()) log << note << std::endl;
     state.epochs_done = epoch;
     const std::string ckpt_path = epoch_checkpoint_path(o.checkpoint_dir, epoch);
     track_best(tracked, eval, epoch, fs::path(ckpt_path).filename().string(), state);
@@ -254,14 +340,13 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
     // the line, and a resume puts it back if a crash came in between.
     state.metrics_line = to_json_line(rec);
     capture_rng(pg, state);
-    ddp::worker::save_checkpoint(pg, ckpt_path, make_snapshot(state, *model, *optimizer));
+    state.task = {};
+    task.save_state(state.task);
+    ddp::worker::save_checkpoint(pg, ckpt_path, make_snapshot(state, *model, *optimizer, best_keys));
     // The epoch's checkpoint is newer than any step checkpoint (also one a
     // resume without --checkpoint_every_steps started from).
     if (main_rank) remove_step_checkpoints(o.checkpoint_dir, "");
-    ddp::worker::rank0_decides(pg, [&] {
-      append_metrics(metrics_file, rec);
-      return std::string();
-    });
+    for (const auto& c : callbacks) c->on_epoch_end(rank, rec);  // metrics.jsonl's line first
     log << "saved " << ckpt_path << std::endl;
   }
 

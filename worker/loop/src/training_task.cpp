@@ -38,6 +38,14 @@ std::unique_ptr<torch::optim::Optimizer> TrainingTask::make_optimizer(const std:
   return std::make_unique<ddp::worker::FusedAdam>(parameters, torch::optim::AdamOptions(lr));
 }
 
+LegacyBestKeys TrainingTask::best_keys() const {
+  LegacyBestKeys keys;
+  for (const std::string which : {"macro", "micro"})
+    keys[which + "_f1"] = {"train.best_" + which + "_f1", "train.best_" + which + "_epoch",
+                           "train.best_" + which + "_checkpoint"};
+  return keys;
+}
+
 std::int64_t TrainingTask::eval_sums_size() const {
   const std::int64_t n = classes_of(*this);
   return n * n;

@@ -23,20 +23,23 @@ namespace ddp::loop {
 void capture_rng(ddp::worker::ProcessGroup& pg, TrainState& s);
 
 ddp::worker::Checkpoint make_snapshot(const TrainState& s, const torch::nn::Module& model,
-                                      torch::optim::Optimizer& optimizer);
+                                      torch::optim::Optimizer& optimizer, const LegacyBestKeys& legacy = {});
 
 // Puts the snapshot into the model, the optimizer and this rank's
 // generators: its own states when the snapshot has one per rank of a world
 // of `world_size`, else the checkpoint's rng_state (rank 0's, as loops
 // before per-rank states did). Returns its TrainState; `what` names the
-// source in errors (a path, "the state from rank 1").
+// source in errors (a path, "the state from rank 1"). `legacy`: the task's
+// older names of best-epoch keys (TrainingTask::best_keys), as written.
 TrainState restore_snapshot(const ddp::worker::Checkpoint& c, const std::string& what, torch::nn::Module& model,
-                            torch::optim::Optimizer& optimizer, int rank, int world_size, c10::Device device);
+                            torch::optim::Optimizer& optimizer, int rank, int world_size, c10::Device device,
+                            const LegacyBestKeys& legacy = {});
 
 // The snapshot as bytes and back (the file's format, checksum included).
 std::string snapshot_to_bytes(const TrainState& s, const torch::nn::Module& model,
-                              torch::optim::Optimizer& optimizer);
+                              torch::optim::Optimizer& optimizer, const LegacyBestKeys& legacy = {});
 TrainState restore_snapshot_bytes(const std::string& bytes, const std::string& what, torch::nn::Module& model,
-                                  torch::optim::Optimizer& optimizer, int rank, int world_size, c10::Device device);
+                                  torch::optim::Optimizer& optimizer, int rank, int world_size, c10::Device device,
+                                  const LegacyBestKeys& legacy = {});
 
 }  // namespace ddp::loop

@@ -32,7 +32,7 @@ struct IdentityChange {
   std::string saved;    // in the checkpoint ("(none)" when absent)
   std::string current;  // this run's
 };
-// Options whose values differ, in key order.
+// Options whose values differ, in key order (then the keys only `saved` has).
 std::vector<IdentityChange> identity_changes(const RunIdentity& saved, const RunIdentity& current);
 // "--seed 7 (this run: 42), --learning_rate 0.01 (this run: 0.001)".
 std::string describe_changes(const std::vector<IdentityChange>& changes);

@@ -31,7 +31,13 @@ struct TrainOptions {
   std::string checkpoint_dir = "checkpoints";
   bool resume = false;
   std::int64_t checkpoint_every_steps = 0;  // a mid-epoch checkpoint every N global steps; 0 = epochs only
-  std::int64_t max_steps = 0;     // optimizer steps per epoch; 0 = whole epoch
+  std::int64_t max_steps = 0;     // optimizer steps per epoch; 0 = whole epoch (--max_steps_per_epoch, alias --max_steps)
+  std::int64_t total_steps = 0;   // optimizer steps of the whole run, over its epochs; 0 = no limit
+  int accumulate_batches = 1;     // batches per optimizer step (DDP's no_sync on all but the last)
+  double grad_clip_norm = 0;      // clip the averaged gradients' global L2 norm to this; 0 = off
+  std::int64_t eval_every_steps = 0;  // also evaluate every N global steps, mid-epoch; 0 = per epoch only
+  std::string lr_schedule = "plateau";  // plateau | cosine (lr_schedule.h)
+  std::int64_t warmup_steps = 0;  // cosine: linear warm-up steps
   bool no_shuffle = false;
   std::string save_final;         // "" = do not write
   int log_interval = 50;          // steps between progress lines (non-TTY)

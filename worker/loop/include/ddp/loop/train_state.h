@@ -8,8 +8,9 @@
 // worker runtime's Checkpoint (metrics / strings / tensors maps, keys
 // "train.*") next to the model and the optimizer's state; rank_snapshot.h
 // makes the whole of it one Checkpoint, as a file or as bytes for another
-// rank. Room for more: a schedule other than the plateau keeps its state
-// under "train.schedule.*", a task's own under "task.*".
+// rank. A schedule other than the plateau keeps its state under
+// "train.schedule.*" (lr_schedule.h), the task its own under "task.*"
+// (TrainingTask::save_state). Torch-free.
 
 #include <cstdint>
 #include <map>
@@ -23,6 +24,27 @@ struct Checkpoint;
 }
 
 namespace ddp::loop {
+
+// A task's own state in the checkpoint (TrainingTask::save_state /
+// load_state): a vocabulary, a position in a stream. Under the task's keys,
+// stored as "task.<key>" in the checkpoint's numbers, strings (text, which
+// Python reads as str) and tensors (bytes, as uint8 tensors).
+struct TaskState {
+  std::map<std::string, double> numbers;
+  std::map<std::string, std::string> strings;
+  std::map<std::string, std::string> bytes;
+  bool operator==(const TaskState& o) const {
+    return numbers == o.numbers && strings == o.strings && bytes == o.bytes;
+  }
+};
+
+// Where a tracked metric's best epoch is kept in the checkpoint: by default
+// "train.best.<metric>", ".epoch" and ".checkpoint"; a task may keep older
+// names (TrainingTask::best_keys: the classifier's macro_f1 and micro_f1).
+struct BestKeys {
+  std::string value, epoch, checkpoint;
+};
+using LegacyBestKeys = std::map<std::string, BestKeys>;  // by metric; the others get the default keys
 
 // The best epoch of one tracked metric (TrainingTask::tracked()).
 struct BestScore {
@@ -38,13 +60,18 @@ struct TrainState {
   int epochs_done = 0;
   std::int64_t global_step = 0;
   double learning_rate = 0;
-  PlateauState plateau;
+  PlateauState plateau;  // ReduceLROnPlateau's, the default schedule ("train.plateau.*")
+  // Another schedule's name and state ("train.schedule", "train.schedule.*";
+  // "" and empty for the plateau and in older checkpoints).
+  std::string schedule_name;
+  std::map<std::string, double> schedule;
   // By metric name; a checkpoint holds the tracked metrics of the task that
   // wrote it.
   std::map<std::string, BestScore> best;
   // Recorded to tell the user when a resume changes the job's shape.
   int world_size = 0;
   int batch_size = 0;
+  int accumulate_batches = 1;  // batches per optimizer step ("train.accumulate_batches" when > 1)
   // format_identity(run_identity(options)) of the run that wrote it
   // (run_identity.h); "" in checkpoints of loops before it recorded one.
   std::string run_identity;
@@ -71,13 +98,22 @@ struct TrainState {
   // were kept (then every rank takes the checkpoint's rng_state, rank 0's).
   std::vector<std::string> cpu_rng;
   std::vector<std::string> device_rng;
+  // The task's own (TrainingTask::save_state), empty when it keeps none.
+  TaskState task;
 };
 
-// Writes `s` into the checkpoint's metrics/strings/tensors maps (keys "train.*").
-void store_train_state(const TrainState& s, ddp::worker::Checkpoint& ckpt);
+// The keys of a metric's best epoch: `legacy`'s entry, or the default ones.
+BestKeys best_keys_of(const std::string& metric, const LegacyBestKeys& legacy);
+
+// Writes `s` into the checkpoint's metrics/strings/tensors maps (keys
+// "train.*" and "task.*"), the best epochs under `legacy`'s keys where it
+// names them.
+void store_train_state(const TrainState& s, ddp::worker::Checkpoint& ckpt, const LegacyBestKeys& legacy = {});
 // Reads it back; throws std::runtime_error naming the missing key when the
 // checkpoint was not written by this training loop. Keys added since (the
-// position in the epoch, per-rank generators) read as absent: 0 / empty.
-TrainState load_train_state(const ddp::worker::Checkpoint& ckpt, const std::string& path);
+// position in the epoch, per-rank generators, the schedule, the task's
+// state) read as absent: 0 / empty. `legacy` as for store_train_state.
+TrainState load_train_state(const ddp::worker::Checkpoint& ckpt, const std::string& path,
+                            const LegacyBestKeys& legacy = {});
 
 }  // namespace ddp::loop

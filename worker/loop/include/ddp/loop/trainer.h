@@ -5,7 +5,8 @@
 // optimizer steps through the DDP wrapper (gradients averaged by the
 // runtime), the train loss averaged over ranks, evaluation of the whole test
 // set split contiguously across ranks (every sample counted once, the task's
-// sums added up), ReduceLROnPlateau on the task's monitored metric,
+// sums added up), the learning-rate schedule (ReduceLROnPlateau on the
+// task's monitored metric, or warm-up and cosine per step: lr_schedule.h),
 // metrics.jsonl and a per-epoch checkpoint written by rank 0, the best epoch
 // of each tracked metric. Resumes from the latest checkpoint when asked to
 // (or after a restart), so a killed job replays only the interrupted epoch.
@@ -18,6 +19,7 @@
 #include <ostream>
 #include <vector>
 
+#include "ddp/loop/callbacks.h"
 #include "ddp/loop/metrics_log.h"
 #include "ddp/loop/train_options.h"
 #include "ddp/loop/train_state.h"
@@ -39,6 +41,9 @@ struct LoopHooks {
   // On every rank before each training step, with the global step about to
   // run (0 = the run's first) and TORCHELASTIC_RESTART_COUNT.
   std::function<void(int rank, std::int64_t global_step, int restart_count)> before_step;
+  // Told of every step's, evaluation's and epoch's end, in this order,
+  // after the loop's own metrics.jsonl writer (callbacks.h).
+  Callbacks callbacks;
 };
 
 // Runs the job on this rank. `out` gets rank 0's progress and summary;

@@ -3,8 +3,9 @@
 // model, and whatever differs from the defaults. The loop owns everything
 // the seeds' DDP script does around them: the DistributedSampler with
 // set_epoch, the DDP wrapper, the optimizer's steps, the non-finite-loss
-// stop, evaluation sharded over the ranks, ReduceLROnPlateau, best-score
-// tracking, checkpoints, resume, metrics.jsonl and progress.
+// stop, gradient accumulation and clipping, evaluation sharded over the
+// ranks, the learning-rate schedule, best-score tracking, checkpoints (with
+// the task's own state: save_state), resume, metrics.jsonl and progress.
 //
 // The defaults are a classifier's, the seeds' own: cross-entropy of logits
 // against class indices, Adam, accuracy / macro-F1 / micro-F1 from the
@@ -29,6 +30,8 @@
 #include <utility>
 #include <vector>
 
+#include "ddp/loop/lr_schedule.h"
+#include "ddp/loop/train_state.h"
 #include "ddp/worker/ddp.h"
 
 namespace torch::nn {
@@ -112,9 +115,29 @@ class TrainingTask {
 
   // The optimizer over the model's parameters with learning rate `lr`.
   // Default: Adam (FusedAdam: Adam's steps in one pass over memory). The
-  // plateau schedule changes the rate of every parameter group.
+  // schedule (make_schedule) changes the rate of every parameter group.
   virtual std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<at::Tensor>& parameters,
                                                                   double lr);
+
+  // The learning-rate schedule (lr_schedule.h). Default: the one
+  // --lr_schedule names (plateau on monitor(), or warm-up and cosine).
+  virtual std::unique_ptr<LrSchedule> make_schedule(const ScheduleContext& ctx) {
+    return make_schedule_from_options(ctx);
+  }
+
+  // The task's own state in every checkpoint (a vocabulary, a position in a
+  // stream), under keys of its own (stored as "task.<key>"). save_state is
+  // called on every rank before each checkpoint; load_state on every rank
+  // when the run resumes, before training, with what the checkpoint holds
+  // (empty when it holds none: an older checkpoint). Default: none.
+  virtual void save_state(TaskState& state) const { (void)state; }
+  virtual void load_state(const TaskState& state) { (void)state; }
+  // Older checkpoint keys of tracked metrics' best epochs, which the loop
+  // keeps writing and reading for this task (the others get
+  // "train.best.<metric>*"). Default, the classifier's: macro_f1 and
+  // micro_f1 under "train.best_macro_f1", "train.best_macro_epoch", ...,
+  // as the seeds' checkpoints and their Python readers have them.
+  virtual LegacyBestKeys best_keys() const;
 
   // Evaluation. Every rank adds each of its test batches into a tensor of
   // eval_sums_size() doubles (on the device); the loop sums it over the
