@@ -158,6 +158,35 @@ TEST_CASE("in-process: a cosine run steps the rate per step, and a resume mid-ep
   CHECK(torch::equal(weights_of(tmp.file("killed.pt")), weights_of(tmp.file("plain.pt"))));
 }
 
+TEST_CASE("in-process: the plateau's state resumes from a step checkpoint of the first epoch, 'lower is better' too",
+          "[loop][in-process][schedule]") {
+  // Patience 0: an epoch that does not improve halves the rate. A resume
+  // that started the plateau's best at -inf (its state before the first
+  // epoch's end) would call the regression's first epoch bad and halve it.
+  TempDir tmp;
+  const auto run = [&](const std::string& name, const LoopHooks& hooks, bool resume) {
+    auto o = options(tmp.file(name), 3);
+    o.lr_patience = 0;
+    o.lr_factor = 0.5;
+    o.checkpoint_every_steps = 2;
+    o.resume = resume;
+    o.save_final = tmp.file(name + ".pt");
+    return train(o, /*regression=*/true, hooks);
+  };
+  const auto rec = std::make_shared<Recorder>();
+  require_all_trained(run("plain", recording(rec), false));
+  LoopHooks stop;
+  stop.before_step = [](int, std::int64_t step, int) {
+    if (step == 3) throw std::runtime_error("stopped");
+  };
+  for (const auto& r : run("killed", stop, false)) REQUIRE(r.error == "stopped");
+  const auto rec2 = std::make_shared<Recorder>();
+  require_all_trained(run("killed", recording(rec2), true));
+  REQUIRE(rec2->lrs.size() == 16);
+  for (std::size_t i = 0; i < 16; ++i) CHECK(rec2->lrs[i] == rec->lrs[i + 2]);
+  CHECK(torch::equal(weights_of(tmp.file("killed.pt")), weights_of(tmp.file("plain.pt"))));
+}
+
 TEST_CASE("in-process: --grad_clip_norm scales the averaged gradient to the norm, in its direction",
           "[loop][in-process][clip]") {
   // Plain SGD, one step: the weights move by lr * the gradient used.
