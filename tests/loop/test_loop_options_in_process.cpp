@@ -79,6 +79,24 @@ at::Tensor weights_of(const std::string& path) {
   return torch::cat({w.find("weight")->flatten(), w.find("bias")->flatten()});
 }
 
+// Hooks that stop every rank before global step `at`, as a killed job stops.
+LoopHooks stop_before(std::int64_t at) {
+  LoopHooks h;
+  h.before_step = [at](int, std::int64_t step, int) {
+    if (step == at) throw std::runtime_error("stopped");
+  };
+  return h;
+}
+
+// The resumed run stepped at the uninterrupted run's rates from its step
+// `from` on, and ended with its weights, bit for bit.
+void check_resume_continues(const Recorder& plain, const Recorder& resumed, std::size_t from,
+                            const std::string& plain_weights, const std::string& resumed_weights) {
+  REQUIRE(resumed.lrs.size() + from == plain.lrs.size());
+  for (std::size_t i = 0; i < resumed.lrs.size(); ++i) CHECK(resumed.lrs[i] == plain.lrs[i + from]);
+  CHECK(torch::equal(weights_of(resumed_weights), weights_of(plain_weights)));
+}
+
 double cosine_lr(double peak, std::int64_t warmup, std::int64_t total, std::int64_t s) {
   if (s < warmup) return peak * static_cast<double>(s) / static_cast<double>(warmup);
   return peak * 0.5 * (1 + std::cos(M_PI * static_cast<double>(s - warmup) / static_cast<double>(total - warmup)));
@@ -142,20 +160,14 @@ TEST_CASE("in-process: a cosine run steps the rate per step, and a resume mid-ep
   killed.warmup_steps = 5;
   killed.checkpoint_every_steps = 4;
   killed.save_final = tmp.file("killed.pt");
-  LoopHooks stop;
-  stop.before_step = [](int, std::int64_t step, int) {
-    if (step == 10) throw std::runtime_error("stopped");
-  };
-  for (const auto& r : train(killed, false, stop)) REQUIRE(r.error == "stopped");
+  for (const auto& r : train(killed, false, stop_before(10))) REQUIRE(r.error == "stopped");
   killed.resume = true;
   killed.learning_rate = 0.5;
   const auto rec2 = std::make_shared<Recorder>();
   const auto resumed = train(killed, false, recording(rec2));
   require_all_trained(resumed);
   CHECK_THAT(resumed[0].out, Catch::Contains("continuing epoch 2 after its step 2"));
-  REQUIRE(rec2->lrs.size() == 10);
-  for (std::size_t i = 0; i < 10; ++i) CHECK(rec2->lrs[i] == rec->lrs[i + 8]);
-  CHECK(torch::equal(weights_of(tmp.file("killed.pt")), weights_of(tmp.file("plain.pt"))));
+  check_resume_continues(*rec, *rec2, 8, tmp.file("plain.pt"), tmp.file("killed.pt"));
 }
 
 TEST_CASE("in-process: the plateau's state resumes from a step checkpoint of the first epoch, 'lower is better' too",
@@ -175,16 +187,10 @@ TEST_CASE("in-process: the plateau's state resumes from a step checkpoint of the
   };
   const auto rec = std::make_shared<Recorder>();
   require_all_trained(run("plain", recording(rec), false));
-  LoopHooks stop;
-  stop.before_step = [](int, std::int64_t step, int) {
-    if (step == 3) throw std::runtime_error("stopped");
-  };
-  for (const auto& r : run("killed", stop, false)) REQUIRE(r.error == "stopped");
+  for (const auto& r : run("killed", stop_before(3), false)) REQUIRE(r.error == "stopped");
   const auto rec2 = std::make_shared<Recorder>();
   require_all_trained(run("killed", recording(rec2), true));
-  REQUIRE(rec2->lrs.size() == 16);
-  for (std::size_t i = 0; i < 16; ++i) CHECK(rec2->lrs[i] == rec->lrs[i + 2]);
-  CHECK(torch::equal(weights_of(tmp.file("killed.pt")), weights_of(tmp.file("plain.pt"))));
+  check_resume_continues(*rec, *rec2, 2, tmp.file("plain.pt"), tmp.file("killed.pt"));
 }
 
 TEST_CASE("in-process: --grad_clip_norm scales the averaged gradient to the norm, in its direction",
@@ -310,11 +316,8 @@ TEST_CASE("in-process: the task's own state goes into every checkpoint under tas
   TempDir tmp;
   auto o = options(tmp.file("ck"), 3);
   o.checkpoint_every_steps = 4;
-  LoopHooks stop;
-  stop.before_step = [](int, std::int64_t step, int) {
-    if (step == 10) throw std::runtime_error("stopped");
-  };
-  for (const auto& r : train_world(2, o, false, stop, [](FakeTask& t) { t.keep_state(); })) REQUIRE(r.error == "stopped");
+  for (const auto& r : train_world(2, o, false, stop_before(10), [](FakeTask& t) { t.keep_state(); }))
+    REQUIRE(r.error == "stopped");
   const auto ckpt = ddp::worker::load_checkpoint(tmp.file("ck/epoch_2_step_2.pt"));
   CHECK(ckpt.strings.at("task.vocab") == "a b c");
   CHECK(ckpt.metrics.at("task.forwards") == 8);  // 8 batches of 8 before the checkpoint
