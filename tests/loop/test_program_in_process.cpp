@@ -48,6 +48,22 @@ ProgramSpec fake_program(std::string& tag, std::optional<FakeTask>& task) {
   return spec;
 }
 
+// "fake-program" + args as a main's argc and argv.
+class Argv {
+ public:
+  explicit Argv(const std::vector<std::string>& args) : text_{"fake-program"} {
+    text_.insert(text_.end(), args.begin(), args.end());
+    for (auto& a : text_) pointers_.push_back(a.data());
+    pointers_.push_back(nullptr);
+  }
+  int argc() const { return static_cast<int>(text_.size()); }
+  char** argv() { return pointers_.data(); }
+
+ private:
+  std::vector<std::string> text_;
+  std::vector<char*> pointers_;
+};
+
 // run_program(argv = "fake-program" + args) with its output and error
 // streams; joining is a test failure (nothing here may get that far).
 struct MainRun {
@@ -65,16 +81,12 @@ MainRun run_main_without_join(const std::vector<std::string>& args) {
     ++run.setups;
     return setup(o);
   };
-  std::vector<std::string> argv_text{"fake-program"};
-  argv_text.insert(argv_text.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_text) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  Argv argv(args);
   std::ostringstream out, err;
   ProgramContext context{&out, &err, [](const TrainOptions&) -> std::shared_ptr<ddp::worker::ProcessGroup> {
                            throw std::logic_error("run_program joined");
                          }};
-  run.code = run_program(static_cast<int>(argv_text.size()), argv.data(), spec, {}, context);
+  run.code = run_program(argv.argc(), argv.argv(), spec, {}, context);
   run.out = out.str();
   run.err = err.str();
   return run;
@@ -121,16 +133,12 @@ std::vector<RankMain> run_program_on_two_ranks(
       task->set_rank(rank);
       return t;
     };
-    std::vector<std::string> argv_text{"fake-program"};
-    argv_text.insert(argv_text.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : argv_text) argv.push_back(a.data());
-    argv.push_back(nullptr);
+    Argv argv(args);
     std::ostringstream out, err;
     ProgramContext context{&out, &err, [pg](const TrainOptions&) { return pg; }};
     RankMain& r = ranks[static_cast<std::size_t>(rank)];
     try {
-      r.code = run_program(static_cast<int>(argv_text.size()), argv.data(), spec, {}, context);
+      r.code = run_program(argv.argc(), argv.argv(), spec, {}, context);
     } catch (const std::exception& e) {
       r.error = e.what();
     }
