@@ -7,14 +7,11 @@
 //   ddp-launch --standalone --nproc_per_node=2 ./regression --epochs 5
 #include <torch/torch.h>
 
-#include <iostream>
-#include <unistd.h>
+#include <optional>
 
 #include "ddp/loop/program_setup.h"
 #include "ddp/loop/train_options.h"
-#include "ddp/loop/trainer.h"
 #include "ddp/loop/training_task.h"
-#include "ddp/worker/process_group.h"
 #include "ddp/worker/run_main.h"
 
 namespace {
@@ -87,39 +84,28 @@ class RegressionTask : public ddp::loop::TrainingTask {
   torch::nn::Sequential model_{nullptr};
 };
 
-int regression_main(int argc, char** argv) {
-  using namespace ddp::loop;
-  ProgramOptions program;
-  program.defaults.program = "regression";
-  program.defaults.epochs = 5;
-  program.defaults.learning_rate = 3e-3;
-  program.defaults.checkpoint_dir = "regression-checkpoints";
-  std::int64_t samples = 5120;
-  program.extra = {{"samples", true}};
-  program.apply = [&](const std::string&, const std::string& value) {
-    samples = parse_int_option(value, "--samples", 100, 1 << 24);
-  };
-  TrainOptions opts;
-  try {
-    opts = parse_train_options(std::vector<std::string>(argv + 1, argv + argc), {}, program);
-  } catch (const UsageError& e) {
-    std::cerr << "regression: error: " << e.what() << " (see regression --help)" << std::endl;
-    return 2;
-  }
-  if (opts.help) {
-    std::cout << "usage: ddp-launch --nproc_per_node=N regression [options]\n\noptions:\n"
-                 "  --samples N           samples of the synthetic data set, a fifth for testing (default 5120)\n"
-              << loop_options_usage(program.defaults);
-    return 0;
-  }
-  const Data data(samples);
-  auto pg = join_process_group(opts, argc, argv, std::cout);
-  configure_threads(opts, pg->local_world_size());
-  RegressionTask task(data);
-  run_training(opts, pg, task, std::cout, pg->rank() == 0 && ::isatty(STDOUT_FILENO));
-  return 0;
-}
-
 }  // namespace
 
-int main(int argc, char** argv) { return ddp::worker::run_main(argc, argv, regression_main); }
+int main(int argc, char** argv) {
+  using namespace ddp::loop;
+  std::int64_t samples = 5120;
+  std::optional<Data> data;
+  std::optional<RegressionTask> task;
+  ProgramSpec spec;
+  spec.options.defaults.program = "regression";
+  spec.options.defaults.epochs = 5;
+  spec.options.defaults.learning_rate = 3e-3;
+  spec.options.defaults.checkpoint_dir = "regression-checkpoints";
+  spec.options.extra = {{"samples", true}};  // --samples N
+  spec.options.apply = [&](const std::string&, const std::string& value) {
+    samples = parse_int_option(value, "--samples", 100, 1 << 24);
+  };
+  spec.usage = "usage: ddp-launch --nproc_per_node=N regression [options]\n\noptions:\n"
+               "  --samples N           samples of the synthetic data set, a fifth for testing (default 5120)\n" +
+               loop_options_usage(spec.options.defaults);
+  spec.setup = [&](const TrainOptions&) -> TrainingTask& {
+    data.emplace(samples);
+    return task.emplace(*data);
+  };
+  return ddp::worker::run_main(argc, argv, [&](int c, char** v) { return run_program(c, v, spec); });
+}

@@ -15,8 +15,7 @@ ddp::loop::TrainOptions text_defaults() {
 
 }  // namespace
 
-TextOptions parse_text_options(const std::vector<std::string>& args, const ddp::loop::EnvLookup& env) {
-  TextOptions t;
+ddp::loop::ProgramOptions text_program_options(TextOptions& t) {
   ddp::loop::ProgramOptions program;
   program.defaults = text_defaults();
   program.extra = {{"wordnet_dir", true}, {"min_count", true},   {"max_length", true}, {"embedding_dim", true},
@@ -38,15 +37,16 @@ TextOptions parse_text_options(const std::vector<std::string>& args, const ddp::
       t.model = value;
     } else if (name == "prepare_only") t.prepare_only = true;
   };
-  t.train = ddp::loop::parse_train_options(args, env, program);
-  // What decides the trajectory besides the shared options (run_identity.h).
-  t.train.program_identity = {{"min_count", std::to_string(t.min_count)},
-                              {"max_length", std::to_string(t.max_length)},
-                              {"embedding_dim", std::to_string(t.embedding_dim)},
-                              {"num_filters", std::to_string(t.num_filters)},
-                              {"dropout", std::to_string(t.dropout)},
-                              {"model", t.model}};
-  return t;
+  return program;
+}
+
+std::map<std::string, std::string> TextOptions::identity() const {
+  return {{"min_count", std::to_string(min_count)},
+          {"max_length", std::to_string(max_length)},
+          {"embedding_dim", std::to_string(embedding_dim)},
+          {"num_filters", std::to_string(num_filters)},
+          {"dropout", std::to_string(dropout)},
+          {"model", model}};
 }
 
 std::string text_usage() {

@@ -1,15 +1,24 @@
 #include "ddp/loop/program_setup.h"
 
 #include <ATen/Parallel.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <iostream>
 #include <thread>
+#include <vector>
 
+#include "ddp/worker/collectives.h"
 #include "ddp/worker/env.h"
 #include "ddp/worker/process_group.h"
 
 namespace ddp::loop {
+namespace {
 
+// Joins the process group described by the torchrun environment; without a
+// launcher the program runs as one process, as `python train.py` runs a
+// torchrun script, and says so on `out`. A partial torchrun environment is
+// still an error naming every missing variable.
 std::shared_ptr<ddp::worker::ProcessGroup> join_process_group(const TrainOptions& o, int argc, char** argv,
                                                               std::ostream& out) {
   const bool launched = ddp::worker::DistEnv::launched();
@@ -22,6 +31,10 @@ std::shared_ptr<ddp::worker::ProcessGroup> join_process_group(const TrainOptions
                   : ddp::worker::init_process_group(ddp::worker::DistEnv::single_process(), init);
 }
 
+// Intra-op threads: --num_threads when given; else, when OMP_NUM_THREADS
+// is unset, the cores split between the local workers (torchrun sets
+// OMP_NUM_THREADS=1 for several workers per node; letting every worker take
+// all cores oversubscribes and slows everyone).
 void configure_threads(const TrainOptions& o, int local_world_size) {
   if (o.num_threads > 0) {
     at::set_num_threads(o.num_threads);
@@ -29,6 +42,46 @@ void configure_threads(const TrainOptions& o, int local_world_size) {
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     at::set_num_threads(std::max(1, cores / std::max(1, local_world_size)));
   }
+}
+
+}  // namespace
+
+int run_program(int argc, char** argv, const ProgramSpec& spec, const LoopHooks& hooks,
+                const ProgramContext& context) {
+  std::ostream& out = context.out ? *context.out : std::cout;
+  std::ostream& err = context.err ? *context.err : std::cerr;
+  const std::string& program = spec.options.defaults.program;
+  TrainOptions opts;
+  try {
+    opts = parse_train_options(std::vector<std::string>(argv + 1, argv + argc), {}, spec.options);
+  } catch (const UsageError& e) {
+    err << program << ": error: " << e.what() << " (see " << program << " --help)" << std::endl;
+    return 2;
+  }
+  if (opts.help) {
+    out << spec.usage;
+    return 0;
+  }
+  if (spec.identity) opts.program_identity = spec.identity();
+
+  const auto join = [&] {
+    return context.join ? context.join(opts) : join_process_group(opts, argc, argv, out);
+  };
+  std::shared_ptr<ddp::worker::ProcessGroup> pg;
+  if (spec.prepare_data) {
+    // Rank 0 prepares (the others would race on the same files) and every
+    // rank learns whether it worked and whether to go on; then each loads.
+    pg = join();
+    const bool go_on = ddp::worker::rank0_decides_int(*pg, [&] { return spec.prepare_data(opts, out) ? 1 : 0; }) != 0;
+    if (!go_on) return 0;
+  }
+  TrainingTask& task = spec.setup(opts);
+  if (!pg) pg = join();
+  configure_threads(opts, pg->local_world_size());
+  // A progress bar only on a terminal: rank 0's, when it writes to stdout.
+  const bool tty = pg->rank() == 0 && &out == &std::cout && ::isatty(STDOUT_FILENO);
+  run_training(opts, pg, task, out, tty, hooks);
+  return 0;
 }
 
 }  // namespace ddp::loop
