@@ -87,18 +87,39 @@ def plot(trace_path, out, title=None, before_s=1.0, after_s=1.0):
             ax.axvline(ts / 1e6, color="#2ca02c", lw=1.2)
             ax.annotate(name, (ts / 1e6, len(ranks) - 0.75), xytext=(3, 0), textcoords="offset points", fontsize=7,
                         color="#2ca02c")
+    # The gap: from the kill to the end of the first step that began after it, on the top
+    # rank, with the step numbers on either side (the redone steps show as a step
+    # number lower than the one before the kill).
+    if window and ranks:
+        death = t0 + before_s * 1e6
+        top = [e for e in events if e.get("ph") == "X" and e.get("cat") == "step" and e["pid"] == ranks[0]]
+        before = max((e for e in top if e["ts"] < death), key=lambda e: e["ts"], default=None)
+        after = min((e for e in top if e["ts"] >= death), key=lambda e: e["ts"], default=None)
+        y = row[ranks[0]] + 0.5
+        for e, ha in ((before, "right"), (after, "left")):
+            if e:
+                ax.annotate(f"step {e['args']['step']}", ((e["ts"] + (e["dur"] if ha == "right" else 0)) / 1e6, y),
+                            ha=ha, fontsize=7)
+        if after:
+            end = (after["ts"] + after["dur"]) / 1e6
+            ax.annotate("", (end, y - 0.9), (death / 1e6, y - 0.9),
+                        arrowprops=dict(arrowstyle="<->", color="#444444", lw=0.8))
+            ax.annotate(f"{end - death / 1e6:.2f} s from the killed rank's exit to the end of the next step", (death / 1e6, y - 0.9),
+                        xytext=(4, 3), textcoords="offset points", fontsize=8, color="#444444")
     ax.set_yticks([row[p] for p in ranks])
     ax.set_yticklabels([names[p] for p in ranks], fontsize=8)
     ax.set_xlabel("s since the launcher started")
     if window:
         ax.set_xlim(t0 / 1e6, t1 / 1e6)
-    ax.set_ylim(-0.9, len(ranks) - 0.2)
-    ax.legend(handles=[Patch(color="#9a9a9a", label="steps (alternating shades)"),
-                       Line2D([], [], marker="X", color="#d62728", ls="none", label="rank SIGKILLed (its exit)"),
-                       Line2D([], [], color="#d62728", ls="--", label="launcher: failure"),
-                       Line2D([], [], color="#1f77b4", ls=":", label="attempt started"),
-                       Patch(color="#2ca02c", alpha=0.4, label="recovery (events named 'recover')")],
-              loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=5, fontsize=8, frameon=False)
+    ax.set_ylim(-0.9, len(ranks) + 0.1)
+    handles = [Patch(color="#9a9a9a", label="steps (alternating shades)"),
+               Line2D([], [], marker="X", color="#d62728", ls="none", label="rank SIGKILLed (its exit)"),
+               Line2D([], [], color="#d62728", ls="--", label="launcher: failure"),
+               Line2D([], [], color="#1f77b4", ls=":", label="attempt started")]
+    if instants or slices:
+        handles.append(Patch(color="#2ca02c", alpha=0.4, label="recovery (the trace's events named 'recover')"))
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=len(handles), fontsize=8,
+              frameon=False)
     ax.set_title(title or trace_path, fontsize=10)
     fig.tight_layout()
     fig.savefig(out)
