@@ -382,7 +382,8 @@ def main():
             f"{a.kill_step} (epoch {(a.kill_step - 1) // a.steps_per_epoch + 1}, step "
             f"{(a.kill_step - 1) % a.steps_per_epoch + 1}), {a.rounds} round(s), median shown. Times from the kill, "
             "on the bench's clock, to rank 0's line of the step read by the bench; launcher's view: the killed "
-            "rank's exit to the end of that step, in the --trace_file. " + SHARED_STORE_NOTE + ".")
+            "rank's exit to the end of that step, in the --trace_file." +
+            (" " + SHARED_STORE_NOTE + "." if "python" in modes else ""))
     lines = table(results, a)
     if "in_place" not in modes and "in_place" in a.modes:
         lines.append("| ddp-train, in-place recovery | skipped: this ddp-launch has no --recovery | | | | |")

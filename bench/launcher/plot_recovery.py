@@ -75,7 +75,7 @@ def plot(trace_path, out, title=None, before_s=1.0, after_s=1.0):
             ax.axvline(x, color="#d62728", lw=1, ls="--")
         elif name.startswith("attempt"):
             ax.axvline(x, color="#1f77b4", lw=1, ls=":")
-            ax.annotate(name, (x, len(ranks) - 0.45), xytext=(3, 0), textcoords="offset points", fontsize=7,
+            ax.annotate(name, (x, len(ranks) - 0.2), xytext=(3, 0), textcoords="offset points", fontsize=7,
                         color="#1f77b4")
     instants, slices = recovery_events(events)
     for name, ts, dur in slices:
@@ -85,7 +85,7 @@ def plot(trace_path, out, title=None, before_s=1.0, after_s=1.0):
     for name, ts in instants:
         if shown(ts):
             ax.axvline(ts / 1e6, color="#2ca02c", lw=1.2)
-            ax.annotate(name, (ts / 1e6, len(ranks) - 0.75), xytext=(3, 0), textcoords="offset points", fontsize=7,
+            ax.annotate(name, (ts / 1e6, len(ranks) - 0.2), xytext=(3, -9), textcoords="offset points", fontsize=7,
                         color="#2ca02c")
     # The gap: from the kill to the end of the first step that began after it, on the top
     # rank, with the step numbers on either side (the redone steps show as a step
@@ -95,8 +95,10 @@ def plot(trace_path, out, title=None, before_s=1.0, after_s=1.0):
         top = [e for e in events if e.get("ph") == "X" and e.get("cat") == "step" and e["pid"] == ranks[0]]
         before = max((e for e in top if e["ts"] < death), key=lambda e: e["ts"], default=None)
         after = min((e for e in top if e["ts"] >= death), key=lambda e: e["ts"], default=None)
-        y = row[ranks[0]] + 0.5
-        for e, ha in ((before, "right"), (after, "left")):
+        y = row[ranks[0]] + 0.45
+        # The step in flight at the kill labelled at its start, the first after it at
+        # its end: an in-place recovery redoes the same step, its slices touch.
+        for e, ha in ((before, "left"), (after, "right")):
             if e:
                 ax.annotate(f"step {e['args']['step']}", ((e["ts"] + (e["dur"] if ha == "right" else 0)) / 1e6, y),
                             ha=ha, fontsize=7)
@@ -112,10 +114,13 @@ def plot(trace_path, out, title=None, before_s=1.0, after_s=1.0):
     if window:
         ax.set_xlim(t0 / 1e6, t1 / 1e6)
     ax.set_ylim(-0.9, len(ranks) + 0.1)
+    drawn = {e["name"].split(" ")[0].rstrip(":") for e in events if e.get("ph") == "i" and shown(e["ts"])}
     handles = [Patch(color="#9a9a9a", label="steps (alternating shades)"),
-               Line2D([], [], marker="X", color="#d62728", ls="none", label="rank SIGKILLed (its exit)"),
-               Line2D([], [], color="#d62728", ls="--", label="launcher: failure"),
-               Line2D([], [], color="#1f77b4", ls=":", label="attempt started")]
+               Line2D([], [], marker="X", color="#d62728", ls="none", label="rank SIGKILLed (its exit)")]
+    if drawn & {"failure", "stall"}:
+        handles.append(Line2D([], [], color="#d62728", ls="--", label="launcher: failure"))
+    if "attempt" in drawn:
+        handles.append(Line2D([], [], color="#1f77b4", ls=":", label="attempt started"))
     if instants or slices:
         handles.append(Patch(color="#2ca02c", alpha=0.4, label="recovery (the trace's events named 'recover')"))
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=len(handles), fontsize=8,
