@@ -27,8 +27,9 @@ Measured, on the bench's CLOCK_MONOTONIC (time.monotonic), from the SIGKILL:
   - redone: completed steps trained again = last step done before the failure -
     first step after it + 1 (the step in flight at the kill is lost in every mode
     and not counted);
-  - for ddp-train also the launcher's view: from the killed rank's exit event to the
-    end of that step, both from the --trace_file.
+  - inside the job, for a check: ddp-train, from the killed rank's exit event to the
+    end of that step, both from the --trace_file (what the bench adds: the kill seen,
+    the line forwarded); the twin, its own time.monotonic() at the step's end.
 Writes a markdown table (stdout), --json, the docs/benchmarks.md section
 (recovery-bench) and docs/recovery.png (plot_recovery.py, from the trace of the
 last in-place run, or the last full-restart run without --recovery).
@@ -76,7 +77,7 @@ SHARED_STORE_NOTE = ("torchrun 2.11 runs with TORCH_DISABLE_SHARE_RDZV_TCP_STORE
 
 # ddp-train's progress line (worker/loop/src/progress.cpp) and the twin's, which
 # adds "global G restart R t T"; ddp-launch may put a prefix before either.
-STEP_LINE = re.compile(r"epoch (\d+)/\d+ step (\d+)/(\d+)\b(?:.*? restart (\d+))?")
+STEP_LINE = re.compile(r"epoch (\d+)/\d+ step (\d+)/(\d+)\b(?:.*? restart (\d+))?(?: t (\d+\.\d+))?")
 
 
 def free_port():
@@ -86,12 +87,13 @@ def free_port():
 
 
 def parse_step(text):
-    """(global step, restart count or None) of a progress line, or None."""
+    """(global step, restart count or None, the twin's own time.monotonic() or None) of a progress line, or None."""
     m = STEP_LINE.search(text)
     if not m:
         return None
     epoch, step, per_epoch = int(m.group(1)), int(m.group(2)), int(m.group(3))
-    return (epoch - 1) * per_epoch + step, (int(m.group(4)) if m.group(4) is not None else None)
+    return ((epoch - 1) * per_epoch + step, int(m.group(4)) if m.group(4) is not None else None,
+            float(m.group(5)) if m.group(5) is not None else None)
 
 
 def trace_recovery(trace, kill_rank):
@@ -112,15 +114,15 @@ def trace_recovery(trace, kill_rank):
 
 
 def analyse(lines, t_kill, first_after):
-    """lines: [(t, global, restart)] of rank 0 in the order read; first_after(i, line) says
+    """lines: [(t, global, restart, own stamp)] of rank 0 in the order read; first_after(i, line) says
     whether line i is the first completed step after the failure. Returns the measures."""
     post = next((i for i, l in enumerate(lines) if l[0] > t_kill and first_after(i, l)), None)
     if post is None:
         return None
-    t_post, g_post, _ = lines[post]
+    t_post, g_post = lines[post][:2]
     last_done = max((l[1] for l in lines[:post]), default=0)
     back = next((l[0] for l in lines[post:] if l[1] == last_done + 1), None)
-    return {"next_step_s": t_post - t_kill, "back_s": None if back is None else back - t_kill,
+    return {"next_step_s": t_post - t_kill, "post": post, "back_s": None if back is None else back - t_kill,
             "last_done": last_done, "resumed_at": g_post, "redone": max(0, last_done - g_post + 1)}
 
 
@@ -215,7 +217,7 @@ def run_once(mode, a, work):
                 continue
             if seen_resume and resumed_after is None:
                 resumed_after = len(lines)
-            lines.append((t, s[0], s[1]))
+            lines.append((t, s[0], s[1], s[2]))
             if not victims and t_kill is None:
                 victims = worker_pids(tag, a.kill_rank)
             if t_kill is None and s[0] >= a.kill_step and (s[1] or 0) == 0:
@@ -247,6 +249,8 @@ def run_once(mode, a, work):
     row = {"killed_pids": victims, "lines": len(lines)}
     if mode == "python":
         m = analyse(lines, t_kill, lambda i, l: (l[2] or 0) > 0)
+        if m is not None and lines[m["post"]][3] is not None:
+            m["inside_s"] = lines[m["post"]][3] - t_kill  # the twin's own stamp at the step's end
     else:
         tr = None
         path = os.path.join(work, "trace.json")
@@ -261,7 +265,7 @@ def run_once(mode, a, work):
                           and (resumed_after is None or i >= resumed_after)), None)
             m = analyse(lines, t_kill, lambda i, l: i == first)
             if m is not None:
-                m["launcher_view_s"] = tr["end_s"] - tr["death_s"]
+                m["inside_s"] = tr["end_s"] - tr["death_s"]
         else:
             m = analyse(lines, t_kill, lambda i, l: resumed_after is not None and i >= resumed_after)
         summary = os.path.join(work, "summary.json")
@@ -292,15 +296,15 @@ def label(mode, a):
 
 def table(results, a):
     out = ["| mode | to the next completed step (each round) | back at the failure step | completed steps redone | "
-           "launcher's view (trace) | runs failed |", "|---|---|---|---|---|---|"]
+           "inside the job | runs failed |", "|---|---|---|---|---|---|"]
     for mode, rows in results.items():
         ok = [r for r in rows if "failed" not in r]
         each = ", ".join(fmt_s(r["next_step_s"]) for r in ok)
         redone = sorted({r["redone"] for r in ok})
-        view = median_of(ok, "launcher_view_s")
+        view = median_of(ok, "inside_s")
         out.append(f"| {label(mode, a)} | {fmt_s(median_of(ok, 'next_step_s'))} ({each}) | "
                    f"{fmt_s(median_of(ok, 'back_s'))} | {', '.join(map(str, redone)) or '–'} | "
-                   f"{fmt_s(view) if mode != 'python' else 'n/a'} | {len(rows) - len(ok)}/{len(rows)} |")
+                   f"{fmt_s(view)} | {len(rows) - len(ok)}/{len(rows)} |")
     return out
 
 
@@ -381,8 +385,9 @@ def main():
             f"rank, {a.steps_per_epoch} steps an epoch, rank {a.kill_rank} SIGKILLed when rank 0 reports global step "
             f"{a.kill_step} (epoch {(a.kill_step - 1) // a.steps_per_epoch + 1}, step "
             f"{(a.kill_step - 1) % a.steps_per_epoch + 1}), {a.rounds} round(s), median shown. Times from the kill, "
-            "on the bench's clock, to rank 0's line of the step read by the bench; launcher's view: the killed "
-            "rank's exit to the end of that step, in the --trace_file." +
+            "on the bench's clock, to rank 0's line of the step read by the bench. Inside the job, a check: "
+            "ddp-train, the killed rank's exit to the end of that step in the --trace_file; the twin, its own "
+            "time.monotonic() at the step's end." +
             (" " + SHARED_STORE_NOTE + "." if "python" in modes else ""))
     lines = table(results, a)
     if "in_place" not in modes and "in_place" in a.modes:

@@ -25,9 +25,9 @@ def check(got, want, what):
 
 
 # Progress lines: ddp-train's, the twin's (with its restart), a prefixed one, others.
-check(b.parse_step("epoch 2/2 step 5/16 loss 0.5123 812 samples/s ETA 0:01"), (21, None), "ddp-train line")
-check(b.parse_step("epoch 2/3 step 7/40 global 47 restart 1 t 12.5"), (47, 1), "twin line")
-check(b.parse_step("[rank0]: epoch 1/2 step 3/16 loss 1.0"), (3, None), "prefixed line")
+check(b.parse_step("epoch 2/2 step 5/16 loss 0.5123 812 samples/s ETA 0:01"), (21, None, None), "ddp-train line")
+check(b.parse_step("epoch 2/3 step 7/40 global 47 restart 1 t 12.5"), (47, 1, 12.5), "twin line")
+check(b.parse_step("[rank0]: epoch 1/2 step 3/16 loss 1.0"), (3, None, None), "prefixed line")
 check(b.parse_step("epoch 1/2: train_loss 0.61 test_loss 0.55"), None, "epoch summary line")
 check(b.parse_step("resumed from ck/epoch_1.pt (epoch 1, step 16, restart 1)"), None, "resume line")
 
