@@ -24,7 +24,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data.distributed import DistributedSampler
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train"))
-from python_ddp import FashionCnn, FashionMnist, evaluate  # noqa: E402
+from python_ddp import FashionCnn, FashionMnist, add_training_options, evaluate  # noqa: E402
 
 
 def newest_checkpoint(ckpt_dir):
@@ -39,13 +39,8 @@ def newest_checkpoint(ckpt_dir):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--batch_size", type=int, default=64)
-    p.add_argument("--learning_rate", type=float, default=1e-3)
-    p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--data_dir", default="/usr/share/datasets/fashion-mnist")
+    add_training_options(p)
     p.add_argument("--checkpoint_dir", required=True)
-    p.add_argument("--max_steps", type=int, default=0, help="steps per epoch, 0 = all")
     args = p.parse_args()
 
     if "OMP_NUM_THREADS" not in os.environ:  # ddp-train's rule
