@@ -176,15 +176,20 @@ def train_epochs(args, model, optimizer, scheduler, sampler, steps_per_epoch, ba
         print(f"best micro f1: {best_micro[0]:.4f} in epoch: {best_micro[1]}, saved in: {best_micro[2]}")
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_training_options(p):
+    """ddp-train's options that decide the run, with its defaults (bench/launcher/recovery_twin.py too)."""
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--batch_size", type=int, default=64)
     p.add_argument("--learning_rate", type=float, default=1e-3)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--data_dir", default="/usr/share/datasets/fashion-mnist")
-    p.add_argument("--checkpoint_dir", default="checkpoints-python")
     p.add_argument("--max_steps", type=int, default=0, help="steps per epoch, 0 = all")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_training_options(p)
+    p.add_argument("--checkpoint_dir", default="checkpoints-python")
     p.add_argument("--no_shuffle", action="store_true")
     p.add_argument("--lr_factor", type=float, default=0.1)
     p.add_argument("--lr_patience", type=int, default=10)
