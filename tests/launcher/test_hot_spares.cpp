@@ -17,6 +17,7 @@
 
 #include "memory_store.h"
 #include "rdzv_fake_clock.h"
+#include "rdzv_test_nodes.h"
 #include "rendezvous.h"
 
 using ddp::rdzv::Config;
@@ -30,35 +31,16 @@ using namespace std::chrono_literals;
 
 namespace {
 
-using Idle = std::function<bool(int)>;
+using ddp::rdzv::testing::on_change;
+using ddp::rdzv::testing::time_passes;
 
-// --nnodes 2 --hot_spares 1, keep-alive 0.1 s x 3.
+// --nnodes 2 --hot_spares 1, two workers a node, keep-alive 0.1 s x 3; a
+// last call long enough never to close a round in these cases.
 Config node(const std::string& name, int spares = 1) {
-  Config c;
-  c.endpoint = "store:29400";
-  c.run_id = "spares";
-  c.min_nodes = c.max_nodes = 2;
+  Config c = ddp::rdzv::testing::unit_node("spares", name, 2, false);
   c.hot_spares = spares;
-  c.nproc = 2;
-  c.local_addr = name + "-addr";
-  c.hostname = name;
-  c.join_timeout_s = 20;
   c.last_call_timeout_s = 30;
-  c.close_timeout_s = 20;
-  c.keep_alive_interval_s = 0.1;
   return c;
-}
-
-// Returns when the store changed since the last call; no time passes.
-// Nothing changing for 10 s of real time: the node gives up (its join
-// throws) rather than hang the test.
-Idle on_change(MemoryStore& store) {
-  return [&store, seen = store.version()](int) mutable {
-    const unsigned long long now = store.await_change(seen, 10s);
-    const bool moved = now != seen;
-    seen = now;
-    return moved;
-  };
 }
 
 std::string key(int round, const std::string& k) { return "/ddp-rdzv/spares/r" + std::to_string(round) + "/" + k; }
@@ -157,10 +139,7 @@ TEST_CASE("hot spares: a spare waits beyond join_timeout while the job runs, and
   REQUIRE(j.a.tick());
   // b does not come back: a keep-alive timeout after round 0 ended, the
   // spare takes its place (a's idle lets that time pass).
-  const Round a1 = j.a.join([&j](int ms) {
-    j.clock.advance(std::chrono::milliseconds(ms));
-    return true;
-  });
+  const Round a1 = j.a.join(time_passes(j.clock));
   const Round s1 = j.spare.get();
   CHECK(a1.group_rank == 0);
   CHECK(s1.group_rank == 1);
@@ -180,10 +159,7 @@ TEST_CASE("hot spares: more agents than the nodes and spares (NVRx #348): the su
   // A node then leaves: the spare, not the surplus node's slot, takes it.
   CHECK(j.a.fail("node a's workers exited").counted);
   REQUIRE(j.b.tick());
-  const Round b1 = j.b.join([&j](int ms) {
-    j.clock.advance(std::chrono::milliseconds(ms));
-    return true;
-  });
+  const Round b1 = j.b.join(time_passes(j.clock));
   const Round s1 = j.spare.get();
   CHECK(b1.group_rank == 1);
   CHECK(s1.group_rank == 0);

@@ -78,6 +78,36 @@ void on_every_node(int nodes, F f) {
 
 constexpr int ticks_per_run = 40;
 
+// A --nnodes `nodes` job and `spares` hot spares beyond it (the last ones),
+// each node on its own counting store over one shared store; node 0 hosts
+// it. A node that polls gets a real millisecond between polls (idle), and
+// no fake time passes: no timeout of the rendezvous is at stake.
+struct Fleet {
+  std::vector<std::unique_ptr<CountingStore>> stores;
+  std::vector<std::unique_ptr<Rendezvous>> rz;
+  const std::function<bool(int)> idle = [](int) {
+    std::this_thread::sleep_for(1ms);
+    return true;
+  };
+
+  Fleet(Store& shared, FakeClock& clock, const std::string& run_id, int nodes, int spares) {
+    for (int i = 0; i < nodes + spares; ++i) {
+      Config c;
+      c.endpoint = "store:29400";
+      c.run_id = run_id;
+      c.min_nodes = c.max_nodes = nodes;
+      c.hot_spares = spares;
+      c.hostname = "n" + std::to_string(i);
+      c.local_addr = c.hostname + "-addr";
+      c.hosts_store = i == 0;
+      c.join_timeout_s = c.close_timeout_s = c.exit_barrier_timeout_s = 600;
+      c.keep_alive_interval_s = 1;
+      stores.push_back(std::make_unique<CountingStore>(shared));
+      rz.push_back(std::make_unique<Rendezvous>(*stores.back(), c, [] { return 1234; }, clock.now()));
+    }
+  }
+};
+
 struct Costs {
   Cost join, tick, rejoin, done;
 };
@@ -85,27 +115,10 @@ struct Costs {
 Costs run(int nodes) {
   MemoryStore shared(60s);
   FakeClock clock;
-  std::vector<std::unique_ptr<CountingStore>> stores;
-  std::vector<std::unique_ptr<Rendezvous>> rz;
-  for (int i = 0; i < nodes; ++i) {
-    Config c;
-    c.endpoint = "store:29400";
-    c.run_id = "scale";
-    c.min_nodes = c.max_nodes = nodes;
-    c.hostname = "n" + std::to_string(i);
-    c.local_addr = c.hostname + "-addr";
-    c.hosts_store = i == 0;
-    c.join_timeout_s = c.close_timeout_s = c.exit_barrier_timeout_s = 600;
-    c.keep_alive_interval_s = 1;
-    stores.push_back(std::make_unique<CountingStore>(shared));
-    rz.push_back(std::make_unique<Rendezvous>(*stores.back(), c, [] { return 1234; }, clock.now()));
-  }
-  // A node that polls gets a real millisecond between polls, and no fake
-  // time passes: no timeout of the rendezvous is at stake.
-  const std::function<bool(int)> idle = [](int) {
-    std::this_thread::sleep_for(1ms);
-    return true;
-  };
+  Fleet f(shared, clock, "scale", nodes, 0);
+  auto& stores = f.stores;
+  auto& rz = f.rz;
+  const auto& idle = f.idle;
   std::vector<Round> rounds(nodes);
   on_every_node(nodes, [&](int i) { rounds[i] = rz[i]->join(idle); });
   Costs c;
@@ -197,26 +210,10 @@ SpareCosts run_with_spares(int nodes) {
   MemoryStore shared(60s);
   FakeClock clock;
   const int total = nodes + 2;
-  std::vector<std::unique_ptr<CountingStore>> stores;
-  std::vector<std::unique_ptr<Rendezvous>> rz;
-  for (int i = 0; i < total; ++i) {
-    Config c;
-    c.endpoint = "store:29400";
-    c.run_id = "spares";
-    c.min_nodes = c.max_nodes = nodes;
-    c.hot_spares = 2;
-    c.hostname = "n" + std::to_string(i);
-    c.local_addr = c.hostname + "-addr";
-    c.hosts_store = i == 0;
-    c.join_timeout_s = c.close_timeout_s = c.exit_barrier_timeout_s = 600;
-    c.keep_alive_interval_s = 1;
-    stores.push_back(std::make_unique<CountingStore>(shared));
-    rz.push_back(std::make_unique<Rendezvous>(*stores.back(), c, [] { return 1234; }, clock.now()));
-  }
-  const std::function<bool(int)> idle = [](int) {
-    std::this_thread::sleep_for(1ms);
-    return true;
-  };
+  Fleet f(shared, clock, "spares", nodes, 2);
+  auto& stores = f.stores;
+  auto& rz = f.rz;
+  const auto& idle = f.idle;
   std::vector<Round> rounds(total);
   on_every_node(nodes, [&](int i) { rounds[i] = rz[i]->join(idle); });
   // The spares stand by (their joins on threads) for about two waits.
