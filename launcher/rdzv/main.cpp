@@ -284,6 +284,7 @@ int main(int argc, char** argv) {
   cfg.close_timeout_s = std::stod(get("close_timeout", "30"));
   cfg.keep_alive_interval_s = std::stod(get("keep_alive_interval", "5"));
   cfg.keep_alive_max_attempt = std::stoi(get("keep_alive_max_attempt", "3"));
+  cfg.hot_spares = std::stoi(get("hot_spares", "0"));
   const double read_timeout_s = std::stod(get("read_timeout", "60"));
   // A c10d store silent for longer than the keep-alive timeout is gone, as
   // a node would be: its host died without closing the connection (power,
@@ -415,6 +416,8 @@ int main(int argc, char** argv) {
             next_tick = Clock::now() + std::chrono::milliseconds(rz.tick_ms());
           } catch (const ddp::rdzv::RendezvousError& e) {
             say(lines::format_error(e.what()));
+          } catch (const ddp::rdzv::SpareNotNeeded& e) {
+            say(lines::format_finished(e.what()));
           }
         } else if (c.command == lines::Command::Fail) {
           report(rz.fail(c.arg));

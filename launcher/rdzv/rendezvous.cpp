@@ -33,21 +33,28 @@ std::string seconds_text(double s) {
   return o.str();
 }
 
-// "host pid addr nproc last_rank store_host" (last_rank: the node's rank in
+// "host pid addr nproc last_rank store_host last_round" (last_rank: the node's rank in
 // the last round it took part in, -1 for none; store_host: 1 when its helper
 // hosts the rendezvous store).
+// last_round: the round it took part in last, -1 for none.
 struct Descriptor {
   std::string host, pid, addr;
   int nproc = 1;
   int last_rank = -1;
   int store_host = 0;
+  int last_round = -1;
 };
 Descriptor parse_descriptor(const std::string& s) {
   Descriptor d;
   std::istringstream in(s);
-  in >> d.host >> d.pid >> d.addr >> d.nproc >> d.last_rank >> d.store_host;
+  in >> d.host >> d.pid >> d.addr >> d.nproc >> d.last_rank >> d.store_host >> d.last_round;
   return d;
 }
+
+// A join slot's descriptor of a surplus node that left at once, and a
+// rank key's value for a node the round did not take (it stands by).
+const std::string kGone = "gone";
+const std::string kSpare = "spare";
 
 // The space-separated words of a value.
 std::vector<std::string> words(const std::string& s) {
@@ -173,35 +180,55 @@ std::string Rendezvous::timeout_message(int round, double waited_s) {
   return m.str();
 }
 
-std::pair<int, bool> Rendezvous::await_close(int R, long long n, Clock::time_point start, Clock::time_point deadline,
-                                             const std::function<bool(int)>& idle) {
+Rendezvous::Closed Rendezvous::await_close(int R, long long n, bool survivor, Clock::time_point start,
+                                           Clock::time_point deadline, const std::function<bool(int)>& idle) {
   const std::string closed = rkey(R, "closed");
   const std::string prev_end = R > 0 ? rkey(R - 1, "end") : "";
   // A round opens only after the previous one has ended for all its nodes
   // (its end key is set): a late node must not start alone.
   bool prev_over = R == 0;
+  // When this node saw round R-1 end: its nodes that come back do so at
+  // once; a keep-alive timeout later, spares fill the places of the others.
+  std::optional<Clock::time_point> prev_seen;
+  const auto keep_alive_timeout = seconds(cfg_.keep_alive_interval_s * cfg_.keep_alive_max_attempt);
+  // A hot spare waits while round R-1 runs with no join_timeout, one
+  // request in a keep-alive interval (a second at least) and a read.
+  const auto standby_slice = std::max(kJoinSlice, to_ms(seconds(cfg_.keep_alive_interval_s)));
   // A node that joined as the min-th or later: since when the last call runs.
   std::optional<Clock::time_point> min_seen;
   const std::string mine = std::to_string(n);
-  auto close_at = [&](long long count) {
-    const std::string desired = std::to_string(count) + " " + mine;
+  // count nodes out of the slots joined now: "<count> <closer's n> <slots>".
+  auto close_at = [&](long long count, long long slots) {
+    const std::string desired = std::to_string(count) + " " + mine + " " + std::to_string(slots);
     return store_.compare_set(closed, "", desired) == desired;
   };
   while (true) {
-    if (auto a = value(key("abort"))) {
-      saw_abort();
-      throw RendezvousError("the job was ended: " + *a);
-    }
     if (!prev_over) {
-      if (auto e = value(prev_end)) {
-        if (*e == "done")
+      const auto v = store_.multi_get({key("abort"), prev_end});
+      if (v[0]) {
+        saw_abort();
+        throw RendezvousError("the job was ended: " + *v[0]);
+      }
+      if (const auto& e = v[1]) {
+        if (*e == "done") {
+          if (cfg_.hot_spares > 0 && !survivor)
+            throw SpareNotNeeded("the job finished in round " + std::to_string(R - 1) + " while this node stood by "
+                                 "as a hot spare (--hot_spares " + std::to_string(cfg_.hot_spares) + "): not needed");
           throw RendezvousError("rendezvous at " + cfg_.endpoint + " (rdzv_id " + cfg_.run_id +
                                 "): the job already finished in round " + std::to_string(R - 1) +
                                 "; start a new job with another --rdzv_id");
+        }
         prev_over = true;
+        prev_seen = now_();
+        // A spare may have stood by for days: its join_timeout starts now.
+        if (cfg_.hot_spares > 0) deadline = std::max(deadline, now_() + seconds(cfg_.join_timeout_s));
       }
+    } else if (auto a = value(key("abort"))) {
+      saw_abort();
+      throw RendezvousError("the job was ended: " + *a);
     }
-    Clock::time_point next = deadline;
+    const bool standing_by = !prev_over && cfg_.hot_spares > 0;
+    Clock::time_point next = standing_by ? now_() + standby_slice : deadline;
     if (!tcpstore_client_.empty()) {
       const auto ends = tcpstore_client_at_ + seconds(cfg_.tcpstore_client_grace_s);
       if (now_() >= ends) {
@@ -216,26 +243,52 @@ std::pair<int, bool> Rendezvous::await_close(int R, long long n, Clock::time_poi
       }
       next = std::min(next, ends);
     }
-    if (prev_over && n >= cfg_.max_nodes) {
-      if (close_at(cfg_.max_nodes)) return {cfg_.max_nodes, true};
+    // Full (max nodes): the first round at once; a later one once every
+    // node of round R-1 that did not leave is back (it keeps its node rank),
+    // or a keep-alive timeout after R-1 ended (a node that has not come back
+    // by then is gone, and a spare takes its place).
+    bool full = false;
+    long long slots = n;
+    if (prev_over && R == 0) {
+      full = n >= cfg_.max_nodes;
+    } else if (prev_over) {
+      const bool waited = now_() >= *prev_seen + keep_alive_timeout;
+      if (survivor || waited || n >= cfg_.max_nodes) {
+        const auto v = store_.multi_get({rkey(R, "joined"), rkey(R, "back"), rkey(R - 1, "closed"), rkey(R - 1, "lost")});
+        slots = v[0] ? stored_int(rkey(R, "joined"), *v[0], 0, 0, kMaxInt) : n;
+        const long long back = v[1] ? stored_int(rkey(R, "back"), *v[1], 0, 0, kMaxInt) : 0;
+        const long long had = v[2] ? stored_int(rkey(R - 1, "closed"), *v[2], 0, 1, kMaxInt) : 0;
+        const long long lost = v[3] ? stored_int(rkey(R - 1, "lost"), *v[3], 0, 0, kMaxInt) : 0;
+        full = slots >= cfg_.max_nodes && (back >= had - lost || waited);
+      }
+      if (!waited) next = std::min(next, *prev_seen + keep_alive_timeout);
+    }
+    if (full) {
+      if (close_at(cfg_.max_nodes, std::max(slots, static_cast<long long>(cfg_.max_nodes))))
+        return {cfg_.max_nodes, std::max(slots, static_cast<long long>(cfg_.max_nodes)), true};
     } else if (prev_over && n >= cfg_.min_nodes) {
       if (!min_seen) min_seen = now_();
       const auto call_ends = *min_seen + seconds(cfg_.last_call_timeout_s);
       if (now_() >= call_ends) {
-        const long long k = std::min<long long>(counter(rkey(R, "joined")), cfg_.max_nodes);
-        if (close_at(k)) return {static_cast<int>(k), true};
+        const long long j = counter(rkey(R, "joined"));
+        const long long k = std::min<long long>(j, cfg_.max_nodes);
+        if (close_at(k, j)) return {static_cast<int>(k), j, true};
       }
       next = std::min(next, call_ends);
     }
-    if (now_() >= deadline) throw RendezvousError(timeout_message(R, since(start)));
+    if (!standing_by && now_() >= deadline) throw RendezvousError(timeout_message(R, since(start)));
     // Wait for the round to close; a node that may close it once the
     // previous round is over waits for that instead.
-    const std::string& what = !prev_over && n >= cfg_.min_nodes ? prev_end : closed;
+    const std::string& what = !prev_over && (standing_by || n >= cfg_.min_nodes) ? prev_end : closed;
     const auto left = to_ms(next - now_());
-    if (left.count() > 0 && store_.wait(what, std::min(left, kJoinSlice))) {
+    if (left.count() > 0 && store_.wait(what, std::min(left, standing_by ? standby_slice : kJoinSlice))) {
       if (what != closed) continue;
       const auto c = value(closed);
-      if (c) return {static_cast<int>(stored_int(closed, *c, 0, 1, cfg_.max_nodes)), false};
+      if (c) {
+        const int count = static_cast<int>(stored_int(closed, *c, 0, 1, cfg_.max_nodes));
+        const long long among = words(*c).size() > 2 ? stored_int(closed, *c, 2, count, kMaxInt) : count;
+        return {count, among, false};
+      }
       continue;
     }
     if (!idle(static_cast<int>(to_ms(next - now_()).count())))
@@ -243,16 +296,16 @@ std::pair<int, bool> Rendezvous::await_close(int R, long long n, Clock::time_poi
   }
 }
 
-void Rendezvous::assign_ranks(int R, int K, Clock::time_point until, const std::function<bool(int)>& idle) {
+void Rendezvous::assign_ranks(int R, int K, long long J, Clock::time_point until, const std::function<bool(int)>& idle) {
   std::vector<std::string> keys;
-  for (int i = 0; i < K; ++i) keys.push_back(rkey(R, "node/" + std::to_string(i)));
+  for (long long i = 0; i < J; ++i) keys.push_back(rkey(R, "node/" + std::to_string(i)));
   auto slots = store_.multi_get(keys);
   // A node adds itself, then writes its descriptor: wait for the few that
   // are between the two, one at a time, reading all of those still missing
   // after each (a wait and a read per wave of late writers, not per node).
   while (true) {
     std::vector<int> missing;
-    for (int i = 0; i < K; ++i)
+    for (int i = 0; i < J; ++i)
       if (!slots[i]) missing.push_back(i);
     if (missing.empty()) break;
     if (!await_key(keys[missing[0]], until, kJoinSlice, idle))
@@ -264,40 +317,84 @@ void Rendezvous::assign_ranks(int R, int K, Clock::time_point until, const std::
     const auto got = store_.multi_get(again);
     for (std::size_t j = 0; j < missing.size(); ++j) slots[missing[j]] = got[j];
   }
-  // Node ranks: the nodes of earlier rounds keep their order (rank 0 stays
-  // where its checkpoints are); newcomers follow, the node that hosts the
-  // rendezvous store (the --rdzv_endpoint host) first, then in join order,
-  // so a first round's node 0 does not depend on which launcher joined first.
-  std::vector<Descriptor> d;
-  for (int i = 0; i < K; ++i) {
-    d.push_back(parse_descriptor(*slots[i]));
-    // The numbers that place ranks: read strictly (words 4 to 6).
-    d.back().nproc = static_cast<int>(stored_int(keys[i], *slots[i], 3, 1, kMaxInt));
-    d.back().last_rank = static_cast<int>(stored_int(keys[i], *slots[i], 4, -1, kMaxInt));
-    d.back().store_host = static_cast<int>(stored_int(keys[i], *slots[i], 5, 0, 1));
+  // Who takes part: the nodes of round R-1 that came back first (they keep
+  // their node ranks and their workers' state), then the others, the node
+  // that hosts the rendezvous store (the --rdzv_endpoint host) first, then
+  // in join order, so a first round's node 0 does not depend on which
+  // launcher joined first. Beyond K, the rest are the round's spares.
+  std::vector<Descriptor> d(J);
+  std::vector<int> candidates;
+  for (int i = 0; i < J; ++i) {
+    if (*slots[i] == kGone) continue;  // a surplus node that left at once
+    d[i] = parse_descriptor(*slots[i]);
+    // The numbers that place ranks: read strictly (words 4 to 7).
+    d[i].nproc = static_cast<int>(stored_int(keys[i], *slots[i], 3, 1, kMaxInt));
+    d[i].last_rank = static_cast<int>(stored_int(keys[i], *slots[i], 4, -1, kMaxInt));
+    d[i].store_host = static_cast<int>(stored_int(keys[i], *slots[i], 5, 0, 1));
+    d[i].last_round = static_cast<int>(stored_int(keys[i], *slots[i], 6, -1, kMaxRound));
+    candidates.push_back(i);
   }
-  std::vector<int> order(K);
-  for (int i = 0; i < K; ++i) order[i] = i;
-  auto rank_key = [&](int i) { return std::pair(d[i].last_rank < 0 ? 1 << 30 : d[i].last_rank, d[i].store_host ? 0 : 1); };
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return rank_key(a) < rank_key(b); });
+  auto back = [&](int i) { return R > 0 && d[i].last_round == R - 1 && d[i].last_rank >= 0; };
+  auto order_key = [&](int i) {
+    return std::tuple(back(i) ? 0 : 1, back(i) ? d[i].last_rank : 0, d[i].store_host ? 0 : 1, i);
+  };
+  std::sort(candidates.begin(), candidates.end(), [&](int a, int b) { return order_key(a) < order_key(b); });
+  K = std::min<int>(K, static_cast<int>(candidates.size()));
+  const std::vector<int> chosen(candidates.begin(), candidates.begin() + K);
+  // Node ranks: in that order; but where newcomers join nodes that came
+  // back, those keep their ranks and a newcomer takes the rank of a node
+  // that did not come back (a hot spare replaces it).
+  std::vector<int> holder(K, -1);
+  const bool replacing = std::any_of(chosen.begin(), chosen.end(), back) &&
+                         !std::all_of(chosen.begin(), chosen.end(), back);
+  std::vector<bool> placed(J, false);
+  if (replacing)
+    for (int i : chosen)
+      if (back(i) && d[i].last_rank < K && holder[d[i].last_rank] < 0) holder[d[i].last_rank] = i, placed[i] = true;
+  for (int i : chosen) {
+    if (placed[i]) continue;
+    *std::find(holder.begin(), holder.end(), -1) = i;
+    placed[i] = true;
+  }
   // Counted restarts so far: every earlier round that ended by a failure
-  // (one read of R short keys).
+  // (one read of R short keys); and who held the ranks newcomers take.
   int restarts = 0;
   keys.clear();
   for (int j = 0; j < R; ++j) keys.push_back(rkey(j, "restart"));
-  for (const auto& r : store_.multi_get(keys))
-    if (r && r->rfind("1 ", 0) == 0) ++restarts;
+  std::vector<int> replaced_ranks;
+  if (replacing)
+    for (int rank = 0; rank < K; ++rank)
+      if (!back(holder[rank])) {
+        replaced_ranks.push_back(rank);
+        keys.push_back(rkey(R - 1, "member/" + std::to_string(rank)));
+      }
+  const auto got = store_.multi_get(keys);
+  for (int j = 0; j < R; ++j)
+    if (got[j] && got[j]->rfind("1 ", 0) == 0) ++restarts;
+  // "<node rank>:<host>:<pid>:<host before>:<pid before>", ',' between.
+  std::string replaced;
+  for (std::size_t j = 0; j < replaced_ranks.size(); ++j) {
+    const auto& before = got[R + j];
+    if (!before) continue;  // a rank round R-1 did not have (the job grew)
+    const Descriptor old = parse_descriptor(*before);
+    const Descriptor& now = d[holder[replaced_ranks[j]]];
+    replaced += (replaced.empty() ? "" : ",") + std::to_string(replaced_ranks[j]) + ":" + now.host + ":" + now.pid +
+                ":" + old.host + ":" + old.pid;
+  }
   long long world = 0;
-  for (const Descriptor& x : d) world += x.nproc;
+  for (int i : chosen) world += d[i].nproc;
   std::vector<std::pair<std::string, std::string>> out;
   long long base = 0;
   for (int rank = 0; rank < K; ++rank) {
-    const int slot = order[rank];
+    const int slot = holder[rank];
     out.emplace_back(rkey(R, "member/" + std::to_string(rank)), *slots[slot]);
     out.emplace_back(rkey(R, "rank/" + std::to_string(slot)), std::to_string(rank) + " " + std::to_string(base) + " " +
-                                                                   std::to_string(world) + " " + std::to_string(restarts));
+                                                                   std::to_string(world) + " " + std::to_string(restarts) +
+                                                                   " " + std::to_string(K));
     base += d[slot].nproc;
   }
+  for (std::size_t c = K; c < candidates.size(); ++c) out.emplace_back(rkey(R, "rank/" + std::to_string(candidates[c])), kSpare);
+  if (!replaced.empty()) out.emplace_back(rkey(R, "replaced"), replaced);
   store_.multi_set(out);
 }
 
@@ -306,43 +403,55 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
   const auto deadline = start + seconds(cfg_.join_timeout_s);
   // The launcher's pid (this helper's parent): the one users see and kill.
   self_ = cfg_.hostname + " " + std::to_string(::getppid()) + " " + cfg_.local_addr + " " + std::to_string(cfg_.nproc) +
-          " " + std::to_string(round_ >= 0 ? current_.group_rank : -1) + (cfg_.hosts_store ? " 1" : " 0");
+          " " + std::to_string(round_ >= 0 ? current_.group_rank : -1) + (cfg_.hosts_store ? " 1 " : " 0 ") +
+          std::to_string(round_);
   // The run's newest round, or the one after this node's last.
   auto round_of = [&](const std::string& v) { return static_cast<int>(stored_int(key("round"), v, 0, 0, kMaxRound)); };
   int R = round_of(store_.compare_set(key("round"), "", "0"));
   int want = std::max(R, round_ + 1);
   long long slot = 0;  // this node's join position in the round it takes part in (1-based)
-  int K = 0;
-  bool closer = false;
+  std::string ranks;   // what the closer wrote for this node
   while (true) {
     // Make `want` the run's newest round (someone may be further on already).
     while (R < want) R = round_of(store_.compare_set(key("round"), std::to_string(R), std::to_string(want)));
     const long long n = store_.add(rkey(R, "joined"), 1);
+    // A node of the last round says it is back: the round waits for those.
+    const bool survivor = round_ >= 0 && R == round_ + 1;
+    if (survivor) store_.add(rkey(R, "back"), 1);
+    if (cfg_.hot_spares > 0 && R > 0 && !survivor) check_spare_room(R, n);
     store_.set(rkey(R, "node/" + std::to_string(n - 1)), self_);
-    std::tie(K, closer) = await_close(R, n, start, deadline, idle);
-    if (n <= K) {
-      slot = n;
-      break;
+    const Closed c = await_close(R, n, survivor, start, deadline, idle);
+    if (n > c.slots) {
+      want = R + 1;  // late: wait for the next round
+      continue;
     }
-    want = R + 1;  // late: wait for the next round
+    const auto close_until = now_() + seconds(cfg_.close_timeout_s);
+    if (c.closer) assign_ranks(R, c.nodes, c.slots, close_until, idle);
+    const std::string mine = rkey(R, "rank/" + std::to_string(n - 1));
+    if (!await_key(mine, close_until, kJoinSlice, idle))
+      throw RendezvousError("rendezvous at " + cfg_.endpoint + " (rdzv_id " + cfg_.run_id + "): the node that closed round " +
+                            std::to_string(R) + " did not publish the node ranks within " +
+                            seconds_text(cfg_.close_timeout_s) + " (close_timeout)");
+    ranks = value(mine).value_or("");
+    if (ranks == kSpare) {
+      want = R + 1;  // a spare of round R: stand by in the next
+      continue;
+    }
+    slot = n;
+    break;
   }
   // The round closed: a torchrun node seen meanwhile was a stray.
   tcpstore_client_.clear();
   const auto close_until = now_() + seconds(cfg_.close_timeout_s);
-  if (closer) assign_ranks(R, K, close_until, idle);
   const std::string mine = rkey(R, "rank/" + std::to_string(slot - 1));
-  if (!await_key(mine, close_until, kJoinSlice, idle))
-    throw RendezvousError("rendezvous at " + cfg_.endpoint + " (rdzv_id " + cfg_.run_id + "): the node that closed round " +
-                          std::to_string(R) + " did not publish the node ranks within " +
-                          seconds_text(cfg_.close_timeout_s) + " (close_timeout)");
   Round next;
   next.round = R;
-  next.group_world_size = K;
-  const std::string ranks = value(mine).value_or("");
-  next.group_rank = static_cast<int>(stored_int(mine, ranks, 0, 0, K - 1));
+  next.group_world_size = static_cast<int>(stored_int(mine, ranks, 4, 1, cfg_.max_nodes));
+  next.group_rank = static_cast<int>(stored_int(mine, ranks, 0, 0, next.group_world_size - 1));
   next.base_rank = static_cast<int>(stored_int(mine, ranks, 1, 0, kMaxInt));
   next.world_size = static_cast<int>(stored_int(mine, ranks, 2, 1, kMaxInt));
   next.restart_count = static_cast<int>(stored_int(mine, ranks, 3, 0, kMaxInt));
+  const int K = next.group_world_size;
   round_ = R;
   current_ = next;
   // Node rank 0 publishes the workers' store of the round: the port its
@@ -356,9 +465,12 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
     throw RendezvousError("rendezvous at " + cfg_.endpoint + " (rdzv_id " + cfg_.run_id + "): node n0 of round " +
                           std::to_string(R) + " did not publish its workers' store within " +
                           seconds_text(cfg_.close_timeout_s) + " (close_timeout)");
-  const std::string m = value(master).value_or("");
+  // With the round's replacements (short: a few per failure), one read.
+  const auto got = store_.multi_get({master, rkey(R, "replaced")});
+  const std::string m = got[0].value_or("");
   current_.master_addr = words(m).empty() ? "" : words(m)[0];
   current_.master_port = static_cast<int>(stored_int(master, m, 1, 1, 65535));
+  current_.replaced = got[1].value_or("");
   // The keep-alive ring: this node watches the next node rank.
   watched_ = K > 1 ? (current_.group_rank + 1) % K : -1;
   watched_beats_ = -1;
@@ -368,6 +480,26 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
   abort_seen_count_ = 0;
   heartbeat();
   return current_;
+}
+
+// A node beyond the job's nodes while round R-1 runs: a hot spare, unless
+// --hot_spares of them stand by already. Then it leaves at once (its slot
+// marked gone, so no round waits for it) with a line that says what to do:
+// more agents than the maximum never close the rendezvous
+// (NVIDIA/nvidia-resiliency-ext#348).
+void Rendezvous::check_spare_room(int R, long long n) {
+  const auto v = store_.multi_get({rkey(R - 1, "end"), rkey(R - 1, "closed")});
+  if (v[0] || !v[1]) return;  // round R-1 is over (or not closed): this is a join, not a standby
+  const long long running = stored_int(rkey(R - 1, "closed"), *v[1], 0, 1, cfg_.max_nodes);
+  // A running round below max_nodes takes newcomers (they restart it).
+  const long long room = cfg_.hot_spares + (cfg_.max_nodes - running);
+  if (n <= room) return;
+  store_.set(rkey(R, "node/" + std::to_string(n - 1)), kGone);
+  throw RendezvousError("rendezvous at " + cfg_.endpoint + " (rdzv_id " + cfg_.run_id + "): round " +
+                        std::to_string(R - 1) + " runs with " + std::to_string(running) + " nodes and " +
+                        std::to_string(n - 1 - (cfg_.max_nodes - running)) + " hot spares stand by (--hot_spares " +
+                        std::to_string(cfg_.hot_spares) + "); this node is not needed: stop it, or start the job "
+                        "with a larger --hot_spares");
 }
 
 void Rendezvous::heartbeat() {
@@ -386,10 +518,16 @@ std::optional<Stop> Rendezvous::pending_stop() {
   return std::nullopt;
 }
 
-void Rendezvous::stop_round(const std::string& reason) {
-  if (store_.compare_set(rkey(round_, "restart"), "", reason) == reason)
-    store_.compare_set(rkey(round_, "end"), "", "restart");
+bool Rendezvous::stop_round(const std::string& reason, bool lost) {
+  if (store_.compare_set(rkey(round_, "restart"), "", reason) != reason) return false;
+  // Counted before the end key is set: a node that comes back has seen the
+  // end, so it reads the count too.
+  if (lost) store_.add(rkey(round_, "lost"), 1);
+  store_.compare_set(rkey(round_, "end"), "", "restart");
+  return true;
 }
+
+void Rendezvous::stop_round_lost(const std::string& why) { stop_round("1 " + why, true); }
 
 std::optional<std::string> Rendezvous::lost_node() {
   // The peer beats once an interval: looking more often learns nothing.
@@ -414,12 +552,15 @@ std::optional<Stop> Rendezvous::tick(double agent_silent_s) {
   if (auto s = pending_stop()) return s;
   std::optional<std::string> why;
   bool counted = true;
+  bool lost = false;
   if (agent_lost) {
+    lost = true;
     why = node_name(current_.group_rank) + " left during round " + std::to_string(round_) +
           " (its launcher has not answered its rendezvous helper for " + seconds_text(agent_silent_s) +
           ": stopped or hung)";
-  } else if (auto lost = lost_node()) {
-    why = *lost;
+  } else if (auto gone = lost_node()) {
+    why = *gone;
+    lost = true;
   } else if (current_.group_world_size < cfg_.max_nodes && counter(rkey(round_ + 1, "joined")) > 0) {
     if (auto d = value(rkey(round_ + 1, "node/0"))) {
       const Descriptor p = parse_descriptor(*d);
@@ -429,7 +570,8 @@ std::optional<Stop> Rendezvous::tick(double agent_silent_s) {
     }
   }
   if (!why) return std::nullopt;
-  stop_round((counted ? "1 " : "0 ") + *why);
+  if (lost) stop_round_lost(*why);
+  else stop_round((counted ? "1 " : "0 ") + *why);
   return pending_stop();
 }
 
@@ -473,7 +615,7 @@ std::string Rendezvous::done(const std::function<bool(int)>& idle) {
   auto between = [&] {
     heartbeat();
     if (auto lost = lost_node()) {
-      stop_round("1 " + *lost);
+      stop_round_lost(*lost);
       throw RendezvousError(*lost);
     }
   };

@@ -8,17 +8,29 @@
 // set, and no node reads a value of O(n) bytes, except the one that closes
 // a round (two requests of O(n) bytes).
 // Keys live under /ddp-rdzv/<rdzv_id>/; each round R under r<R>/:
-//  - join: n = add(r<R>/joined, 1), descriptor at r<R>/node/<n-1>. The round
-//    closes (compareSet of r<R>/closed to "<count> <closer's n>") when max
-//    nodes joined (the max-th node closes it at once), or min joined and
-//    last_call_timeout passed since a node with n >= min joined, and only
-//    once round R-1 is over (r<R-1>/end set). Joiners with n <= count are its
-//    nodes; later ones are late and join round R+1, which running nodes
-//    notice and restart for. The others wait for r<R>/closed.
+//  - join: n = add(r<R>/joined, 1), descriptor at r<R>/node/<n-1>; a node
+//    of round R-1 also adds to r<R>/back. The round closes (compareSet of
+//    r<R>/closed to "<count> <closer's n> <slots>") when max nodes joined
+//    (round 0: the max-th node closes it at once; later rounds: once every
+//    node of R-1 not counted lost in r<R-1>/lost is back, or a keep-alive
+//    timeout after R-1 ended), or min joined and last_call_timeout passed
+//    since a node with n >= min joined, and only once round R-1 is over
+//    (r<R-1>/end set). The closer picks `count` nodes among the first
+//    `slots` joiners (nodes of R-1 first); the rest of those are spares
+//    (rank key "spare") and, like joiners with n > slots, join round R+1,
+//    which running nodes below max_nodes notice and restart for. The others
+//    wait for r<R>/closed.
+//  - hot spares (Config::hot_spares): joiners of round R+1 while R runs with
+//    max nodes stand by there with no join_timeout, one wait and one read a
+//    keep-alive interval; one beyond hot_spares marks its slot "gone" and
+//    ends (more agents than the maximum never close the rendezvous, unlike
+//    NVRx #348). A spare that sees the job done ends (SpareNotNeeded).
 //  - the closer reads the round's descriptors (one multi_get), orders the
-//    nodes, and writes each its node rank, base rank, world size and restart
-//    count (r<R>/rank/<n-1>) and the descriptors by rank (r<R>/member/<rank>,
-//    for messages) in one multi_set; every node waits for its own key.
+//    nodes, and writes each its node rank, base rank, world size, restart
+//    count and node count (r<R>/rank/<n-1>), the descriptors by rank
+//    (r<R>/member/<rank>, for messages) and who replaced whom (r<R>/replaced:
+//    newcomers take the ranks of R-1's nodes that did not come back) in one
+//    multi_set; every node waits for its own key.
 //  - node rank 0 picks the workers' MASTER_ADDR:MASTER_PORT (a fresh port each
 //    round: no rank of an old round meets a new one) at r<R>/master; the
 //    others wait for it. Restart count: the rounds before R that ended by a
@@ -82,6 +94,10 @@ struct Config {
   // A torchrun node's TCPStore client at this node's store: how long a
   // join still waits for the round to close, then ends the rendezvous.
   double tcpstore_client_grace_s = 30;
+  // --hot_spares: nodes beyond max_nodes that stand by while a round runs,
+  // with no join_timeout, and take the place of a node that left in the
+  // next round (0: a node beyond max_nodes waits join_timeout, as torchrun's).
+  int hot_spares = 0;
 };
 
 // A reason for this node to stop its workers: `counted` restarts (a failure)
@@ -95,6 +111,12 @@ struct Stop {
 
 // The rendezvous could not be made (timeout, store gone): one line.
 struct RendezvousError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// A hot spare stood by until the job finished: not an error (its launcher
+// exits 0). what(): one line that says so.
+struct SpareNotNeeded : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
@@ -162,16 +184,30 @@ class Rendezvous {
   // between two, `between` may end the wait by throwing. False at until.
   bool await_key(const std::string& full_key, Clock::time_point until, std::chrono::milliseconds slice,
                  const std::function<bool(int)>& idle, const std::function<void()>& between = {});
+  // How a round closed: its node count, the join slots it chose them from
+  // (the others of those are its spares; later slots are late), and
+  // whether this node closed it.
+  struct Closed {
+    int nodes = 0;
+    long long slots = 0;
+    bool closer = false;
+  };
   // Joins round R as slot n (1-based): waits until the round closes, closing
-  // it when this node may. Returns the round's node count, and whether this
-  // node closed it.
-  std::pair<int, bool> await_close(int R, long long n, Clock::time_point start, Clock::time_point deadline,
-                                   const std::function<bool(int)>& idle);
+  // it when this node may. survivor: this node was in round R-1.
+  Closed await_close(int R, long long n, bool survivor, Clock::time_point start, Clock::time_point deadline,
+                     const std::function<bool(int)>& idle);
+  // A node joining round R beyond the job's nodes while R-1 runs: throws
+  // when --hot_spares spares stand by already.
+  void check_spare_room(int R, long long n);
   // The closer's part: every node's rank, in one read and one write.
-  void assign_ranks(int R, int K, Clock::time_point until, const std::function<bool(int)>& idle);
+  void assign_ranks(int R, int K, long long slots, Clock::time_point until, const std::function<bool(int)>& idle);
   std::optional<Stop> pending_stop();
-  // Writes a reason to stop the round (the first one wins) and ends it.
-  void stop_round(const std::string& value);
+  // Writes a reason to stop the round (the first one wins) and ends it;
+  // true when this node's was the one.
+  bool stop_round(const std::string& value, bool lost = false);
+  // A node left the round (lost): counted once, with the round's reason, so
+  // the next round knows how many of this one's nodes come back.
+  void stop_round_lost(const std::string& why);
   std::optional<std::string> lost_node();
   std::string node_name(int rank);
   void heartbeat();

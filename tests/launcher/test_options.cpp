@@ -479,3 +479,29 @@ TEST_CASE("PET_ flags take the usual boolean spellings and name the accepted one
   CHECK_THAT(usage_message({"x"}, {{"PET_USE_ENV", "enabled"}}),
              Catch::StartsWith("PET_USE_ENV: 'enabled' is not a boolean; use 1/0, true/false, yes/no or on/off"));
 }
+
+TEST_CASE("--hot_spares: a count of nodes beyond --nnodes, from the command line or PET_HOT_SPARES, a negative or "
+          "impossible count, or static rendezvous, is one line naming the value and what to do") {
+  const std::vector<std::string> c10d = {"--nnodes=4", "--rdzv_backend=c10d", "--rdzv_endpoint=h"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> a = c10d;
+    a.insert(a.end(), more.begin(), more.end());
+    a.push_back("x");
+    return a;
+  };
+  CHECK(parse(with({})).rdzv.hot_spares == 0);
+  CHECK(parse(with({"--hot-spares", "2"})).rdzv.hot_spares == 2);
+  CHECK(parse(with({}), {{"PET_HOT_SPARES", "3"}}).rdzv.hot_spares == 3);
+  CHECK(parse(with({"--hot_spares=1"}), {{"PET_HOT_SPARES", "3"}}).rdzv.hot_spares == 1);
+  CHECK(parse(with({"--hot_spares=1048572"})).rdzv.hot_spares == 1048572);
+  CHECK(usage_message(with({"--hot_spares=-1"})) ==
+        "--hot_spares -1: not a spare node count; give 0 to 1048572 (nodes beyond --nnodes 4 that stand "
+        "by; 1048576 nodes in all at most)");
+  CHECK_THAT(usage_message(with({"--hot_spares=1048573"})),
+             Catch::StartsWith("--hot_spares 1048573: not a spare node count"));
+  CHECK_THAT(usage_message(with({}), {{"PET_HOT_SPARES", "lots"}}),
+             Catch::StartsWith("PET_HOT_SPARES=lots: not a spare node count"));
+  CHECK_THAT(usage_message({"--nnodes=2", "--hot_spares=1", "x"}),
+             Catch::StartsWith("--hot_spares 1: hot spares need --rdzv_backend c10d or etcd-v3"));
+  CHECK(parse({"--nnodes=2", "--hot_spares=0", "x"}).rdzv.hot_spares == 0);
+}

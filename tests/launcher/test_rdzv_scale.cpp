@@ -78,6 +78,36 @@ void on_every_node(int nodes, F f) {
 
 constexpr int ticks_per_run = 40;
 
+// A --nnodes `nodes` job and `spares` hot spares beyond it (the last ones),
+// each node on its own counting store over one shared store; node 0 hosts
+// it. A node that polls gets a real millisecond between polls (idle), and
+// no fake time passes: no timeout of the rendezvous is at stake.
+struct Fleet {
+  std::vector<std::unique_ptr<CountingStore>> stores;
+  std::vector<std::unique_ptr<Rendezvous>> rz;
+  const std::function<bool(int)> idle = [](int) {
+    std::this_thread::sleep_for(1ms);
+    return true;
+  };
+
+  Fleet(Store& shared, FakeClock& clock, const std::string& run_id, int nodes, int spares) {
+    for (int i = 0; i < nodes + spares; ++i) {
+      Config c;
+      c.endpoint = "store:29400";
+      c.run_id = run_id;
+      c.min_nodes = c.max_nodes = nodes;
+      c.hot_spares = spares;
+      c.hostname = "n" + std::to_string(i);
+      c.local_addr = c.hostname + "-addr";
+      c.hosts_store = i == 0;
+      c.join_timeout_s = c.close_timeout_s = c.exit_barrier_timeout_s = 600;
+      c.keep_alive_interval_s = 1;
+      stores.push_back(std::make_unique<CountingStore>(shared));
+      rz.push_back(std::make_unique<Rendezvous>(*stores.back(), c, [] { return 1234; }, clock.now()));
+    }
+  }
+};
+
 struct Costs {
   Cost join, tick, rejoin, done;
 };
@@ -85,27 +115,10 @@ struct Costs {
 Costs run(int nodes) {
   MemoryStore shared(60s);
   FakeClock clock;
-  std::vector<std::unique_ptr<CountingStore>> stores;
-  std::vector<std::unique_ptr<Rendezvous>> rz;
-  for (int i = 0; i < nodes; ++i) {
-    Config c;
-    c.endpoint = "store:29400";
-    c.run_id = "scale";
-    c.min_nodes = c.max_nodes = nodes;
-    c.hostname = "n" + std::to_string(i);
-    c.local_addr = c.hostname + "-addr";
-    c.hosts_store = i == 0;
-    c.join_timeout_s = c.close_timeout_s = c.exit_barrier_timeout_s = 600;
-    c.keep_alive_interval_s = 1;
-    stores.push_back(std::make_unique<CountingStore>(shared));
-    rz.push_back(std::make_unique<Rendezvous>(*stores.back(), c, [] { return 1234; }, clock.now()));
-  }
-  // A node that polls gets a real millisecond between polls, and no fake
-  // time passes: no timeout of the rendezvous is at stake.
-  const std::function<bool(int)> idle = [](int) {
-    std::this_thread::sleep_for(1ms);
-    return true;
-  };
+  Fleet f(shared, clock, "scale", nodes, 0);
+  auto& stores = f.stores;
+  auto& rz = f.rz;
+  const auto& idle = f.idle;
   std::vector<Round> rounds(nodes);
   on_every_node(nodes, [&](int i) { rounds[i] = rz[i]->join(idle); });
   Costs c;
@@ -176,5 +189,132 @@ TEST_CASE("rendezvous: a node's store requests to join, to tick, to join again a
     // Exit barrier: an add, a wait for the round's last node and the count,
     // an add to `left`, the host's wait for everyone to be through: 5.
     CHECK(c.done.most <= 6);
+  }
+}
+
+namespace {
+
+// What a hot spare costs (--hot_spares, issue 52 item 3): `nodes` active
+// nodes and two spares. Standing by: requests per store wait (each a
+// keep-alive interval long, a second at least); then node nodes/2 stops
+// beating, its watcher notices, the others join round 1 and the first
+// spare takes its node rank: that join's requests per node.
+struct SpareCosts {
+  long long standby = 0;        // a spare's requests while standing by
+  long long standby_waits = 0;  // its idle calls meanwhile (one a wait)
+  Cost rejoin;                  // the nodes that came back
+  long long takeover = 0;       // the spare that took the place, from standby to its rank
+};
+
+SpareCosts run_with_spares(int nodes) {
+  MemoryStore shared(60s);
+  FakeClock clock;
+  const int total = nodes + 2;
+  Fleet f(shared, clock, "spares", nodes, 2);
+  auto& stores = f.stores;
+  auto& rz = f.rz;
+  const auto& idle = f.idle;
+  std::vector<Round> rounds(total);
+  on_every_node(nodes, [&](int i) { rounds[i] = rz[i]->join(idle); });
+  // The spares stand by (their joins on threads) for about two waits.
+  std::atomic<long long> waits{0};
+  const std::function<bool(int)> spare_idle = [&waits](int) {
+    ++waits;
+    std::this_thread::sleep_for(1ms);
+    return true;
+  };
+  for (int i = nodes; i < total; ++i) stores[i]->take();
+  std::vector<std::thread> spares;
+  std::vector<std::optional<Round>> spare_round(2);
+  std::vector<bool> spare_unneeded(2, false);
+  std::atomic<int> first_placed{-1};
+  for (int s = 0; s < 2; ++s)
+    spares.emplace_back([&, s] {
+      try {
+        spare_round[s] = rz[nodes + s]->join(s == 0 ? spare_idle : idle);
+        first_placed = s;
+      } catch (const SpareNotNeeded&) {
+        spare_unneeded[s] = true;
+      }
+    });
+  // Both stand by in round 1 (their joins' own requests not counted):
+  // then a second and a bit of standing by.
+  REQUIRE(shared.wait("/ddp-rdzv/spares/r1/node/1", 10s));
+  std::this_thread::sleep_for(50ms);
+  stores[nodes]->take();
+  waits = 0;
+  std::this_thread::sleep_for(1100ms);
+  SpareCosts c;
+  c.standby = stores[nodes]->take();
+  c.standby_waits = waits.load();
+  // Node nodes/2 is lost: the others tick until its watcher notices.
+  const int lost = nodes / 2;
+  int lost_rank = -1;
+  for (int i = 0; i < nodes; ++i)
+    if (i == lost) lost_rank = rounds[i].group_rank;
+  std::optional<ddp::rdzv::Stop> stop;
+  for (int t = 0; t < 40 && !stop; ++t) {
+    clock.advance(250ms);
+    for (int i = 0; i < nodes; ++i)
+      if (i != lost)
+        if (auto s = rz[i]->tick()) stop = s;
+  }
+  REQUIRE(stop);
+  for (int i = 0; i < nodes; ++i)
+    if (i != lost) rz[i]->tick();
+  for (auto& s : stores) s->take();
+  std::vector<Round> again(nodes);
+  on_every_node(nodes, [&](int i) {
+    if (i != lost) again[i] = rz[i]->join(idle);
+  });
+  // The first spare's join returns once the round is out; the second
+  // stands by for round 2.
+  while (first_placed < 0) std::this_thread::sleep_for(1ms);
+  const int placed = first_placed;
+  std::vector<long long> n;
+  for (int i = 0; i < nodes; ++i)
+    if (i != lost) n.push_back(stores[i]->take());
+  std::sort(n.begin(), n.end());
+  c.rejoin = {n.back(), n.size() > 1 ? n[n.size() - 2] : n.back(),
+              static_cast<double>(std::accumulate(n.begin(), n.end(), 0LL)) / static_cast<double>(n.size())};
+  c.takeover = stores[nodes + placed]->take();
+  for (int i = 0; i < nodes; ++i)
+    if (i != lost) {
+      CHECK(again[i].round == 1);
+      CHECK(again[i].group_rank == rounds[i].group_rank);
+      CHECK(again[i].group_world_size == nodes);
+    }
+  CHECK(spare_round[placed]->group_rank == lost_rank);
+  CHECK(spare_round[placed]->group_world_size == nodes);
+  // The job ends: the spare still standing by is told it was not needed.
+  on_every_node(nodes + 1, [&](int i) {
+    if (i == lost) return;
+    (i == nodes ? *rz[nodes + placed] : *rz[i]).done(idle);
+  });
+  for (auto& t : spares) t.join();
+  CHECK(spare_unneeded[1 - placed]);
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("rendezvous: a hot spare's store requests while it stands by, and the join in which it takes a lost "
+          "node's rank, do not grow with the nodes (4, 64, 512)") {
+  for (const int nodes : {4, 64, 512}) {
+    const SpareCosts c = run_with_spares(nodes);
+    INFO(nodes << " nodes: standby " << c.standby << " requests in " << c.standby_waits << " waits; rejoin most "
+               << c.rejoin.most << " but one " << c.rejoin.second << " mean " << c.rejoin.mean << "; takeover "
+               << c.takeover);
+    // Standing by: one store wait and one multi_get (abort, the round's
+    // end) each wait; the wait in progress counts too.
+    CHECK(c.standby <= 2 * (c.standby_waits + 1));
+    CHECK(c.standby_waits <= 2);  // 1.1 s of waits a second long
+    // Coming back after a node was lost: as after a failure (above), and
+    // a read of the round's state (joined, back, how many had, how many
+    // lost) and the spare's rank.
+    CHECK(c.rejoin.second <= 19);
+    CHECK(c.rejoin.most <= 36);
+    // The spare from its standby to its rank: the round's end, then a join.
+    CHECK(c.takeover <= 24);
   }
 }

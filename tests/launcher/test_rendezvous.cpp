@@ -17,6 +17,7 @@
 
 #include "memory_store.h"
 #include "rdzv_fake_clock.h"
+#include "rdzv_test_nodes.h"
 #include "rendezvous.h"
 #include "store_client.h"
 #include "store_server.h"
@@ -34,43 +35,12 @@ using namespace std::chrono_literals;
 
 namespace {
 
-using Idle = std::function<bool(int)>;
+using ddp::rdzv::testing::Idle;
+using ddp::rdzv::testing::on_change;
+using ddp::rdzv::testing::time_passes;
 
 Config node(const std::string& name, int nproc, bool hosts_store) {
-  Config c;
-  c.endpoint = "store:29400";
-  c.run_id = "unit";
-  c.min_nodes = c.max_nodes = 2;
-  c.nproc = nproc;
-  c.local_addr = name + "-addr";
-  c.hostname = name;
-  c.hosts_store = hosts_store;
-  c.join_timeout_s = 20;
-  c.last_call_timeout_s = 0.2;
-  c.close_timeout_s = 20;
-  c.keep_alive_interval_s = 0.1;
-  return c;
-}
-
-// A node's idle while another node moves: it returns when the store has
-// changed since this node's last poll, and no time passes. Nothing changing
-// for 10 s of real time is a test waiting on time it never gives: the node
-// gives up (the join throws) rather than hang.
-Idle on_change(MemoryStore& store) {
-  return [&store, seen = store.version()](int) mutable {
-    const unsigned long long now = store.await_change(seen, 10s);
-    const bool moved = now != seen;
-    seen = now;
-    return moved;
-  };
-}
-
-// A node's idle when it is alone: its wait passes on the fake clock.
-Idle time_passes(FakeClock& clock) {
-  return [&clock](int ms) {
-    clock.advance(std::chrono::milliseconds(ms));
-    return true;
-  };
+  return ddp::rdzv::testing::unit_node("unit", name, nproc, hosts_store);
 }
 
 std::string round_key(int round, const std::string& k) { return "/ddp-rdzv/unit/r" + std::to_string(round) + "/" + k; }

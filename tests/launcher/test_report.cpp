@@ -1,5 +1,7 @@
 #include "ddp/common/error_file.h"
+#include "ddp/launcher/elastic/elastic_run.h"
 #include "ddp/launcher/report/report.h"
+#include "ddp/launcher/report/summary.h"
 #include "ddp/launcher/base/signal_names.h"
 #include "ddp/launcher/base/time_text.h"
 
@@ -323,4 +325,26 @@ TEST_CASE("report: control bytes and invalid UTF-8 of a worker's message are sho
   CHECK_THAT(r, Catch::Contains("    message: RuntimeError: peer \\x1b]0;title\\x07 gone \\xc2\\x9b2J\n"));
   CHECK(r.find('\x1b') == std::string::npos);
   CHECK(r.find('\0') == std::string::npos);
+}
+
+TEST_CASE("run summary: the hot spares of the attempt's round, in the table's notes and in --summary_json") {
+  AttemptResult a;
+  WorkerExit w;
+  w.rank = 3;
+  w.pid = 4243;
+  a.exits.push_back(w);
+  a.replaced.push_back({0, "spare7", "901", "node2", "555"});
+  RunTotals t;
+  t.host = "spare7";
+  CHECK_THAT(format_run_summary({a}, t),
+             Catch::Contains("  node n0: host spare7 (pid 901), a hot spare, replaced host node2 (pid 555)\n"));
+  CHECK_THAT(format_summary_json({a}, t),
+             Catch::Contains("\"replaced\": [{\"node_rank\": 0, \"host\": \"spare7\", \"pid\": \"901\", "
+                             "\"replaced_host\": \"node2\", \"replaced_pid\": \"555\"}]"));
+  // The round line's text, as the helper sends it; what is not one of
+  // ours is left out rather than shown wrong.
+  const auto r = parse_replacements("0:spare7:901:node2:555,x:y,12:a:1:b:2");
+  REQUIRE(r.size() == 2);
+  CHECK(r[1].node_rank == 12);
+  CHECK(r[1].replaced_host == "b");
 }

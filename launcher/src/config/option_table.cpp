@@ -19,6 +19,11 @@ po::options_description supported_options() {
        "workers on this node (default 1, at most 65536); cpu = CPU count, gpu = NVIDIA GPU count, auto = gpu if any else cpu")
       ("nnodes", po::value<std::string>()->value_name("N|MIN:MAX"),
        "number of nodes (default 1); MIN:MAX with --rdzv_backend c10d or etcd-v3: the job runs while at least MIN take part")
+      ("hot_spares", po::value<std::string>()->value_name("K"),
+       "c10d, etcd-v3: up to K nodes beyond --nnodes (MAX) join and stand by, running no workers; when a node "
+       "leaves, a spare takes its node rank in the next round, without waiting for a new node, and the world size "
+       "stays the same (default 0: a node beyond MAX waits join_timeout, as with torchrun). Not torchrun's MIN:MAX "
+       "read as spares (NVRx): MIN:MAX keeps torchrun's meaning, a job that runs smaller")
       ("node_rank", po::value<std::string>()->value_name("R"), "rank of this node, 0..nnodes-1 (default 0; static rendezvous)")
       ("rdzv_backend", po::value<std::string>()->value_name("static|c10d|etcd-v3"),
        "static (default): --node_rank and --master_addr/--master_port fix the ranks; c10d: nodes meet at "

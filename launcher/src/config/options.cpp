@@ -94,6 +94,21 @@ void read_placement(OptionReader& r, LaunchOptions& o) {
     o.nnodes = static_cast<int>(usage_checked([&] { return parse_int(text, v->second, 1, 1 << 20); }));
     if (text == v->first) o.rdzv.min_nodes = o.rdzv.max_nodes = o.nnodes;
   }
+  if (auto v = r.value("hot_spares")) {
+    // Nodes in all, spares included, as many as --nnodes allows: more than
+    // any allocation (and a negative count is a typo).
+    const long long most = (1 << 20) - o.rdzv.max_nodes;
+    try {
+      o.rdzv.hot_spares = static_cast<int>(parse_int(v->first, v->second, 0, most));
+    } catch (const std::invalid_argument&) {
+      throw UsageError(r.given_as("hot_spares", *v) + ": not a spare node count; give 0 to " + std::to_string(most) +
+                       " (nodes beyond --nnodes " + std::to_string(o.rdzv.max_nodes) +
+                       " that stand by; 1048576 nodes in all at most)");
+    }
+    if (o.rdzv.hot_spares > 0 && !o.rdzv.elastic())
+      throw UsageError(r.given_as("hot_spares", *v) + ": hot spares need --rdzv_backend c10d or etcd-v3 (a static "
+                       "rendezvous fixes every node's rank); add --rdzv_backend c10d --rdzv_endpoint HOST:PORT");
+  }
   if (auto v = r.value("rdzv_endpoint"); v && !v->first.empty()) {
     if (o.rdzv.backend == "etcd-v3") parse_etcd_endpoints(v->first, v->second, o.rdzv);
     else parse_rdzv_endpoint(v->first, v->second, o.rdzv);

@@ -5,6 +5,7 @@
 #include "ddp/launcher/process/event_loop.h"
 
 #include <algorithm>
+#include <sstream>
 #include <unistd.h>
 
 namespace ddp::launcher {
@@ -45,6 +46,20 @@ class AgentWait final : public AgentSource {
 
 }  // namespace
 
+std::vector<NodeReplacement> parse_replacements(const std::string& text) {
+  std::vector<NodeReplacement> out;
+  std::istringstream items(text);
+  for (std::string item; std::getline(items, item, ',');) {
+    std::vector<std::string> f;
+    std::istringstream fields(item);
+    for (std::string x; std::getline(fields, x, ':');) f.push_back(x);
+    if (f.size() != 5 || f[0].empty() || f[0].find_first_not_of("0123456789") != std::string::npos || f[0].size() > 9)
+      continue;  // not one of ours: shown nowhere rather than wrong
+    out.push_back({std::stoi(f[0]), f[1], f[2], f[3], f[4]});
+  }
+  return out;
+}
+
 ElasticRun::ElasticRun(const LaunchPlan& plan, SignalChannel& signals, std::string host, std::ostream& log)
     : plan_(plan), signals_(signals), host_(std::move(host)), log_(log) {}
 
@@ -81,10 +96,14 @@ void ElasticRun::run(const RunAttempt& run_attempt, std::vector<AttemptResult>& 
     // held: no race for it, and no client of an old round knows it.
     const int store_port = bind_store ? bind_store() : 0;
     agent.send(Command::Join, store_port > 0 ? std::to_string(store_port) : "");
-    const std::optional<RdzvEvent> round = await(agent, {RdzvEvent::Round});
+    const std::optional<RdzvEvent> round = await(agent, {RdzvEvent::Round, RdzvEvent::Finished});
     if (!round) return;
     if (round->kind == RdzvEvent::Error) {
       error_ = round->text;
+      return;
+    }
+    if (round->kind == RdzvEvent::Finished) {  // a hot spare the job did not need
+      log_ << "ddp-launch: " << round->text << std::endl;
       return;
     }
     const NodePlacement& p = round->placement;
@@ -99,8 +118,14 @@ void ElasticRun::run(const RunAttempt& run_attempt, std::vector<AttemptResult>& 
          << ", ranks " << p.base_rank << ".." << p.base_rank + plan_.nproc - 1 << " of " << p.world_size
          << ", workers' store at " << p.master_addr << ":" << round->master_port << ", restart count "
          << round->restart_count << std::endl;
+    const std::vector<NodeReplacement> replaced = parse_replacements(round->replaced);
+    for (const NodeReplacement& r : replaced)
+      log_ << "ddp-launch: round " << round->round << ": node n" << r.node_rank << " is host " << r.host << " (pid "
+           << r.pid << "), a hot spare, in place of host " << r.replaced_host << " (pid " << r.replaced_pid
+           << "), which did not come back" << std::endl;
     attempts.push_back(run_attempt(setup));
     AttemptResult& last = attempts.back();
+    last.replaced = replaced;
     if (last.succeeded()) {
       agent.send(Command::Done);
       const auto fin = await(agent, {RdzvEvent::Finished});

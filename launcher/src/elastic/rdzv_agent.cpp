@@ -40,6 +40,7 @@ RdzvEvent parse_rdzv_line(const std::string& line) {
       p.world_size = a.round.world_size;
       p.master_addr = a.round.master_addr;
       e.master_port = a.round.master_port;
+      e.replaced = ddp::visible_text(a.round.replaced);
       return e;
     }
     case Answer::Restart: e.kind = RdzvEvent::Restart; return e;
@@ -95,7 +96,8 @@ RdzvAgent::RdzvAgent(const LaunchOptions& o, int nproc, const sigset_t& child_ma
             "--close_timeout=" + seconds_arg(r.close_timeout_s),
             "--read_timeout=" + seconds_arg(r.read_timeout_s),
             "--keep_alive_interval=" + seconds_arg(r.keep_alive_interval_s),
-            "--keep_alive_max_attempt=" + std::to_string(r.keep_alive_max_attempt)};
+            "--keep_alive_max_attempt=" + std::to_string(r.keep_alive_max_attempt),
+            "--hot_spares=" + std::to_string(r.hot_spares)};
   if (!r.local_addr.empty()) s.args.push_back("--local_addr=" + r.local_addr);
   exit_text_ = "the rendezvous helper (ddp-rdzv) exited";
   // c10d: if it hosted the store (--rdzv_endpoint is this node), every node

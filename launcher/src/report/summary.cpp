@@ -124,6 +124,10 @@ std::string format_run_summary(const std::vector<AttemptResult>& attempts, const
       << (totals.summary_json ? "every rank is in --summary_json" : "--summary_json FILE lists every rank") << ")\n";
   if (steps && totals.several_nodes)
     s << "  node_score: against the fastest rank of this node; the straggler line compares the ranks of every node\n";
+  // c10d: the hot spares of this attempt's round, on every node's summary.
+  for (const NodeReplacement& r : last.replaced)
+    s << "  node n" << r.node_rank << ": host " << r.host << " (pid " << r.pid << "), a hot spare, replaced host "
+      << r.replaced_host << " (pid " << r.replaced_pid << ")\n";
   const size_t never = last.never_started.size();
   if (never > 0)
     s << "  " << ranks_text(last.never_started) << " (" << never << (never == 1 ? " worker) was" : " workers) were")
@@ -157,6 +161,14 @@ std::string format_summary_json(const std::vector<AttemptResult>& attempts, cons
       j.end();
     }
     j.end();
+    if (!a.replaced.empty()) {
+      j.key("replaced").array();
+      for (const NodeReplacement& r : a.replaced) {
+        j.object().key("node_rank").integer(r.node_rank).key("host").string(r.host).key("pid").string(r.pid);
+        j.key("replaced_host").string(r.replaced_host).key("replaced_pid").string(r.replaced_pid).end();
+      }
+      j.end();
+    }
     if (!a.never_started.empty()) {
       j.key("never_started").array();
       for (const int r : a.never_started) j.integer(r);

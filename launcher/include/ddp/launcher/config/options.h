@@ -66,6 +66,7 @@ struct RdzvOptions {
   std::string endpoints;           // etcd-v3: every member, "host:port,host:port" (host, port: the first)
   int min_nodes = 1;               // --nnodes MIN:MAX (N is N:N)
   int max_nodes = 1;
+  int hot_spares = 0;              // --hot_spares: nodes beyond max_nodes that stand by
   std::string local_addr;          // --local_addr, "" = the address that reaches the endpoint
   // --rdzv_conf, torchrun's keys and defaults.
   double join_timeout_s = 600;

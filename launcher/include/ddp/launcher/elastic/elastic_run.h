@@ -8,7 +8,10 @@
 //    way the round's reason decides: a counted one with restarts left, or an
 //    uncounted one (a node waiting to join), rejoins; no restarts left ends
 //    the job on every node (abort);
-//  - workers that succeed wait at the exit barrier for the round's others.
+//  - workers that succeed wait at the exit barrier for the round's others;
+//  - a hot spare (--hot_spares) waits in its join until a node leaves (then
+//    its round says whose place it took) or the job ends without it (then
+//    it returns with no attempt and no error).
 // The attempts themselves are the caller's (run_attempt): this layer knows
 // the rendezvous, not the supervision.
 
@@ -33,6 +36,10 @@ struct RoundPlacement : Placement {
   int attempt = 0;
   RdzvLink* agent = nullptr;
 };
+
+// A round's replacements as the helper's round line carries them
+// ("<node rank>:<host>:<pid>:<host before>:<pid before>", ',' between).
+std::vector<NodeReplacement> parse_replacements(const std::string& text);
 
 class ElasticRun {
  public:

@@ -36,6 +36,9 @@ struct RdzvEvent {
   int restart_count = 0;
   NodePlacement placement;
   int master_port = 0;
+  // Round: hot spares that took the places of nodes that did not come back
+  // (agent_lines.h's Round::replaced).
+  std::string replaced;
   bool counted = true;  // Restart: counts against --max_restarts (a failure, a node lost)
   std::string text;     // Restart/Abort: the reason; Finished: what cut the exit barrier short; Error: the message;
                         // JobSteps: every node's last window of steps (parse_job_windows)

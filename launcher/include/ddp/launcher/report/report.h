@@ -93,6 +93,14 @@ struct WorkerExit {
 // when none failed.
 std::optional<WorkerExit> earliest_failure(const std::vector<WorkerExit>& exits);
 
+// c10d: a hot spare that took the node rank of a node of the last round
+// that did not come back.
+struct NodeReplacement {
+  int node_rank = 0;
+  std::string host, pid;                    // the spare
+  std::string replaced_host, replaced_pid;  // the node it replaced
+};
+
 struct AttemptResult {
   int attempt = 0;                       // 0-based restart count
   std::optional<WorkerExit> root_cause;  // earliest failure; none when ok or stopped by a signal
@@ -114,6 +122,7 @@ struct AttemptResult {
   int group_world_size = 1;
   int world_size = 1;
   int base_rank = 0;                     // RANK of local rank 0
+  std::vector<NodeReplacement> replaced;  // c10d: this attempt's round's hot spares
   // Processes of its groups still there a few seconds after SIGKILL
   // (unkillable.h): the attempt ended without them and is not restarted (a
   // new group would meet them holding their GPUs, ports and files).

@@ -7,8 +7,9 @@
 //
 // launcher -> helper:
 //   join [<port>]   -> round <round> <restart_count> <group_rank> <group_world_size>
-//                            <base_rank> <world_size> <master_addr> <master_port>
+//                            <base_rank> <world_size> <master_addr> <master_port> [<replaced>]
 //                      | error <message>
+//                      | finished <message>  (a hot spare the job did not need: it ended)
 //                      (port: the workers' store the launcher has bound,
 //                      the round's master_port if it is node rank 0)
 //   fail <reason>   -> restart <counted 0|1> <reason>   (the round's first reason)
@@ -40,6 +41,10 @@ struct Round {
   int world_size = 1;
   std::string master_addr;
   int master_port = 0;
+  // Hot spares that took the places of nodes of the last round that did
+  // not come back: "<node rank>:<host>:<pid>:<host before>:<pid before>",
+  // ',' between ("" none).
+  std::string replaced;
 };
 
 namespace lines {
@@ -116,7 +121,8 @@ struct AnswerLine {
 inline std::string format_round(const Round& r) {
   return "round " + std::to_string(r.round) + " " + std::to_string(r.restart_count) + " " +
          std::to_string(r.group_rank) + " " + std::to_string(r.group_world_size) + " " + std::to_string(r.base_rank) +
-         " " + std::to_string(r.world_size) + " " + one_line(r.master_addr) + " " + std::to_string(r.master_port);
+         " " + std::to_string(r.world_size) + " " + one_line(r.master_addr) + " " + std::to_string(r.master_port) +
+         (r.replaced.empty() ? "" : " " + one_line(r.replaced));
 }
 inline std::string format_restart(bool counted, const std::string& reason) {
   return std::string("restart ") + (counted ? "1 " : "0 ") + one_line(reason);
@@ -142,6 +148,7 @@ inline AnswerLine parse_answer(const std::string& line) {
     Round& r = a.round;
     if (in >> r.round >> r.restart_count >> r.group_rank >> r.group_world_size >> r.base_rank >> r.world_size >>
         r.master_addr >> r.master_port) {
+      in >> r.replaced;
       a.answer = Answer::Round;
       return a;
     }
