@@ -480,7 +480,7 @@ TEST_CASE("PET_ flags take the usual boolean spellings and name the accepted one
              Catch::StartsWith("PET_USE_ENV: 'enabled' is not a boolean; use 1/0, true/false, yes/no or on/off"));
 }
 
-TEST_CASE("--hot_spares: a count of nodes beyond --nnodes, from the command line or PET_HOT_SPARES, a negative or "
+TEST_CASE("the hot spares option (--hot_spares): a count of nodes beyond --nnodes, from the command line or PET_HOT_SPARES, a negative or "
           "impossible count, or static rendezvous, is one line naming the value and what to do") {
   const std::vector<std::string> c10d = {"--nnodes=4", "--rdzv_backend=c10d", "--rdzv_endpoint=h"};
   auto with = [&](std::vector<std::string> more) {
