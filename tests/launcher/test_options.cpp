@@ -479,3 +479,15 @@ TEST_CASE("PET_ flags take the usual boolean spellings and name the accepted one
   CHECK_THAT(usage_message({"x"}, {{"PET_USE_ENV", "enabled"}}),
              Catch::StartsWith("PET_USE_ENV: 'enabled' is not a boolean; use 1/0, true/false, yes/no or on/off"));
 }
+
+TEST_CASE("--recovery: in_place by default, restart as torchrun, PET_RECOVERY, a bad mode named") {
+  CHECK(parse({"x"}).recovery_in_place);
+  CHECK_FALSE(parse({"--recovery=restart", "x"}).recovery_in_place);
+  CHECK(parse({"--recovery", "in_place", "x"}).recovery_in_place);
+  CHECK_FALSE(parse({"x"}, {{"PET_RECOVERY", "restart"}}).recovery_in_place);
+  CHECK(parse({"--recovery=in_place", "x"}, {{"PET_RECOVERY", "restart"}}).recovery_in_place);  // the command line wins
+  CHECK_THAT(usage_message({"--recovery=inplace", "x"}), Catch::Contains("--recovery inplace: not a recovery mode") &&
+                                                             Catch::Contains("use in_place") &&
+                                                             Catch::Contains("or restart"));
+  CHECK_THAT(usage_message({"x"}, {{"PET_RECOVERY", "later"}}), Catch::Contains("PET_RECOVERY=later: not a recovery mode"));
+}
