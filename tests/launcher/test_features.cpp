@@ -774,6 +774,18 @@ TEST_CASE("features: in-place recovery falls back to the full restart, saying wh
     REQUIRE(r.a.result().recoveries.size() == 1);
     CHECK_FALSE(r.a.result().recoveries[0].completed);
   }
+  SECTION("the returning rank dies before it is back (before it advertises): a second failure, not a Python rank") {
+    RecoveryRig r(2, 1);
+    for (auto& p : r.pages) p->set_recovery_capable(true);
+    REQUIRE(r.kill(1));
+    auto back = r.a.worker_page(1);  // its new page: not advertising yet
+    r.a.start(*r.f, 1, 2001);
+    CHECK_FALSE(r.kill(1));
+    CHECK_THAT(r.a.log_.str(), Catch::Contains("ddp-launch: rank 1 (local_rank 1, pid 2001) lost (signal 9 (SIGKILL)) "
+                                                "during the recovery of rank 1: a second failure; no restart: "
+                                                "--max_restarts 1 used up (1 restarts and recoveries)") &&
+                                    !Catch::Contains("does not advertise"));
+  }
   SECTION("--max_restarts used up: recoveries count against it") {
     RecoveryRig r(2, 1);
     for (auto& p : r.pages) p->set_recovery_capable(true);

@@ -480,7 +480,7 @@ TEST_CASE("PET_ flags take the usual boolean spellings and name the accepted one
              Catch::StartsWith("PET_USE_ENV: 'enabled' is not a boolean; use 1/0, true/false, yes/no or on/off"));
 }
 
-TEST_CASE("--recovery: in_place by default, restart as torchrun, PET_RECOVERY, a bad mode named") {
+TEST_CASE("the recovery option: --recovery in_place by default, restart as torchrun, PET_RECOVERY, a bad mode named") {
   CHECK(parse({"x"}).recovery_in_place);
   CHECK_FALSE(parse({"--recovery=restart", "x"}).recovery_in_place);
   CHECK(parse({"--recovery", "in_place", "x"}).recovery_in_place);

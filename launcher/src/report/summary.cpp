@@ -130,7 +130,7 @@ std::string format_run_summary(const std::vector<AttemptResult>& attempts, const
       s << "  recovery: rank " << r.rank << " lost (" << r.cause << ")"
         << (r.completed ? ", back in place after " + fixed_text(r.seconds, 2) + " s, " + std::to_string(r.steps_redone) +
                               (r.steps_redone == 1 ? " step" : " steps") + " redone"
-                        : ", not back: full restart")
+                        : ", not back: a second failure came first")
         << " (attempt " << a.attempt << ", generation " << r.generation << ")\n";
   const size_t never = last.never_started.size();
   if (never > 0)

@@ -73,11 +73,9 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
         if (s) step = std::max(step, s->step);
       }
     }
-    if (!ctl_.info().plan.opts.recovery_in_place || !any_capable) return false;  // today's restart, no new line
-    const int base = ctl_.info().base_rank;
-    if (not_capable) return refuse(lost + "; full restart: rank " + std::to_string(base + *not_capable) +
-                                   " does not advertise in-place recovery on its heartbeat page (a Python rank, or "
-                                   "a program outside ddp-launch's training loop)");
+    if (!ctl_.info().plan.opts.recovery_in_place) return false;
+    // First: the returning rank has not advertised yet, so "does not
+    // advertise" would misname a second failure.
     if (recovering_) {
       current_.seconds = 0;
       ctl_.record_recovery(current_);
@@ -88,6 +86,11 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
                                           : "no restart: --max_restarts " + std::to_string(max_restarts_) +
                                                 " used up (" + std::to_string(used) + " restarts and recoveries)"));
     }
+    if (!any_capable) return false;  // today's restart, no new line
+    const int base = ctl_.info().base_rank;
+    if (not_capable) return refuse(lost + "; full restart: rank " + std::to_string(base + *not_capable) +
+                                   " does not advertise in-place recovery on its heartbeat page (a Python rank, or "
+                                   "a program outside ddp-launch's training loop)");
     if (ctl_.info().services.agent)
       return refuse(lost + "; full restart: in-place recovery is for static rendezvous jobs for now (not c10d)");
     const int used = used_before_ + recoveries_;
@@ -148,7 +151,8 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
         const uint64_t now = monotonic_ns();
         trace->instant("rank " + std::to_string(current_.rank) + " back", now, current_.rank);
         trace->span("in-place recovery of rank " + std::to_string(current_.rank) + " (" +
-                        std::to_string(current_.steps_redone) + " steps redone)",
+                        std::to_string(current_.steps_redone) + (current_.steps_redone == 1 ? " step" : " steps") +
+                        " redone)",
                     lost_ns_, now);
       }
       event("RECOVERED", lr, pids_[lr],
