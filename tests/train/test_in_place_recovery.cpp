@@ -103,3 +103,24 @@ TEST_CASE("in-place recovery: a rank that dies again while it comes back means a
                                            "--max_restarts 1 used up (1 restarts and recoveries)"));
   CHECK_THAT(ended.output, !Catch::Contains("restarting the group"));
 }
+
+// 4 ranks: three survivors agree on the step through the store and the
+// lowest of them hands the state on. Pass 1 only ([program-logic]): the
+// 2-rank case covers the same code in every pass.
+TEST_CASE("in-place recovery: one of 4 ranks SIGKILLed comes back and the weights equal the uninterrupted run's",
+          "[train][e2e][recovery][program-logic]") {
+  DDP_REQUIRE_FASHION_DATA();
+  TempDir tmp;
+  const auto plain = launch_training("ddp-train", 4, recovery_args(tmp, "plain"), {}, 0, 200);
+  INFO(plain.output);
+  REQUIRE(plain.exit_code == 0);
+  const auto run = launch_training("ddp-train-faults", 4, recovery_args(tmp, "lost"), {{"DDP_TEST_DIE_AT", "2:14"}},
+                                   /*max_restarts=*/1, 240);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK_THAT(run.output, Catch::Contains("the other 3 ranks keep their state") &&
+                             Catch::Contains("ddp-launch: rank 2 is back after ") &&
+                             !Catch::Contains("restarting the group"));
+  std::cout << "in-place recovery of rank 2 of 4: " << recovery_seconds(run.output, 2) << " s" << std::endl;
+  CHECK(max_relative_difference(tmp.file("lost.pt"), tmp.file("plain.pt"), 8) == 0);
+}
