@@ -734,6 +734,7 @@ TEST_CASE("features: in-place recovery brings back only the lost rank, tells the
                                               "step 7; bringing back only it, in place (generation 1; the other 1 "
                                               "rank keep their state; recovery 1 of --max_restarts 3)"));
   // The new worker: a fresh page, capable once it holds the state, in the step redone.
+  r.a.services.trace.emplace("/unused", "h", 0);
   auto back = r.a.worker_page(1);
   r.a.start(*r.f, 1, ::getpid());  // the page holds this process's pid
   back->set_step(7);
@@ -748,6 +749,11 @@ TEST_CASE("features: in-place recovery brings back only the lost rank, tells the
   CHECK(rec.steps_redone == 1);
   CHECK(rec.seconds > 0);
   CHECK(rec.cause == "signal 9 (SIGKILL)");
+  // --trace_file: the instant on the rank's track and the recovery's slice.
+  const std::string trace = r.a.services.trace->json();
+  CHECK_THAT(trace, Catch::Contains("{\"name\":\"rank 1 back\",\"cat\":\"launcher\",\"ph\":\"i\"") &&
+                        Catch::Contains("{\"name\":\"in-place recovery of rank 1 (1 step redone)\",\"cat\":"
+                                        "\"launcher\",\"ph\":\"X\""));
 }
 
 TEST_CASE("features: in-place recovery falls back to the full restart, saying why in one line") {
