@@ -43,6 +43,13 @@ double recovery_seconds(const std::string& output, int rank) {
   return std::regex_search(output, m, re) ? std::stod(m[1].str()) : -1;
 }
 
+// The uninterrupted run of `nproc` ranks, its weights in tmp/plain.pt.
+void run_uninterrupted(const TempDir& tmp, int nproc) {
+  const auto plain = launch_training("ddp-train", nproc, recovery_args(tmp, "plain"), {}, 0, 200);
+  INFO(plain.output);
+  REQUIRE(plain.exit_code == 0);
+}
+
 }  // namespace
 
 TEST_CASE("in-place recovery: a SIGKILLed rank comes back alone and the job ends with the uninterrupted weights, "
@@ -50,9 +57,7 @@ TEST_CASE("in-place recovery: a SIGKILLed rank comes back alone and the job ends
           "[train][e2e][recovery]") {
   DDP_REQUIRE_FASHION_DATA();
   TempDir tmp;
-  const auto plain = launch_training("ddp-train", 2, recovery_args(tmp, "plain"), {}, 0, 150);
-  INFO(plain.output);
-  REQUIRE(plain.exit_code == 0);
+  run_uninterrupted(tmp, 2);
 
   for (int lost : {1, 0}) {  // rank 0 too: it holds the checkpoint directory's lock and writes the metrics
     const std::string name = "lost" + std::to_string(lost);
@@ -111,9 +116,7 @@ TEST_CASE("in-place recovery: one of 4 ranks SIGKILLed comes back and the weight
           "[train][e2e][recovery][program-logic]") {
   DDP_REQUIRE_FASHION_DATA();
   TempDir tmp;
-  const auto plain = launch_training("ddp-train", 4, recovery_args(tmp, "plain"), {}, 0, 200);
-  INFO(plain.output);
-  REQUIRE(plain.exit_code == 0);
+  run_uninterrupted(tmp, 4);
   const auto run = launch_training("ddp-train-faults", 4, recovery_args(tmp, "lost"), {{"DDP_TEST_DIE_AT", "2:14"}},
                                    /*max_restarts=*/1, 240);
   INFO(run.output);
