@@ -46,12 +46,16 @@ struct Heartbeat::Record {
   Field wait_ns;
   Field steps_marked;
   Field exiting_ns;
-  Field reserved[6];
+  Field recovery_capable;
+  Field recovery_generation;
+  Field reserved[4];
   StepEntry steps[kStepRing];
   CollectiveEntry collectives[kCollectiveRing];
 };
 static_assert(offsetof(Heartbeat::Record, wait_ns) == 56, "the layout heartbeat.h documents");
 static_assert(offsetof(Heartbeat::Record, exiting_ns) == 72, "the layout heartbeat.h documents");
+static_assert(offsetof(Heartbeat::Record, recovery_capable) == 80, "the layout heartbeat.h documents");
+static_assert(offsetof(Heartbeat::Record, recovery_generation) == 88, "the layout heartbeat.h documents");
 static_assert(offsetof(Heartbeat::Record, steps) == 128, "the layout heartbeat.h documents");
 static_assert(offsetof(Heartbeat::Record, collectives) == 1664, "the layout heartbeat.h documents");
 static_assert(sizeof(Heartbeat::Record) == 4096, "the record fills its page");
@@ -239,6 +243,18 @@ void Heartbeat::mark_exiting() {
   rec_->exiting_ns.compare_exchange_strong(none, monotonic_ns(), std::memory_order_release);
 }
 
+void Heartbeat::set_recovery_capable(bool capable) {
+  rec_->recovery_capable.store(capable ? 1 : 0, std::memory_order_release);
+}
+
+void Heartbeat::set_recovery_generation(uint64_t generation) {
+  rec_->recovery_generation.store(generation, std::memory_order_release);
+}
+
+uint64_t Heartbeat::recovery_generation() const {
+  return rec_->recovery_generation.load(std::memory_order_acquire);
+}
+
 HeartbeatSnapshot Heartbeat::read() const {
   HeartbeatSnapshot s;
   s.pid = rec_->pid.load(std::memory_order_acquire);
@@ -250,6 +266,8 @@ HeartbeatSnapshot Heartbeat::read() const {
   s.wait_ns = rec_->wait_ns.load(std::memory_order_relaxed);
   s.steps_marked = rec_->steps_marked.load(std::memory_order_acquire);
   s.exiting_ns = rec_->exiting_ns.load(std::memory_order_acquire);
+  s.recovery_capable = rec_->recovery_capable.load(std::memory_order_acquire) == 1;
+  s.recovery_generation = rec_->recovery_generation.load(std::memory_order_acquire);
   return s;
 }
 

@@ -54,6 +54,10 @@ import time
 MAGIC = b"DDPHB002"
 PAGE = 4096
 _PID, _STARTED, _FINISHED, _KIND, _BYTES, _STEP, _WAIT, _STEPS_MARKED, _EXITING = 8, 16, 24, 32, 40, 48, 56, 64, 72
+# 80 recovery_capable, 88 recovery_generation (heartbeat.h): a Python rank
+# never writes them, so it does not advertise in-place recovery and a lost
+# peer means a full restart.
+_RECOVERY_CAPABLE, _RECOVERY_GENERATION = 80, 88
 _STEP_RING, _STEP_N, _STEP_SIZE = 128, 48, 32
 _COLL_RING, _COLL_N, _COLL_SIZE = 1664, 76, 32
 _KIND_SHIFT = 56

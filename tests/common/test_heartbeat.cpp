@@ -2,6 +2,7 @@
 // own mapping, and what attach() refuses (missing, foreign, wrong size).
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <fcntl.h>
 #include <fstream>
 #include <thread>
@@ -205,4 +206,25 @@ TEST_CASE("heartbeat: the exiting mark reads back, and the first one stays") {
   CHECK(first <= ddp::monotonic_ns());
   page->mark_exiting();
   CHECK(page->read().exiting_ns == first);
+}
+
+TEST_CASE("heartbeat: the recovery fields sit at offsets 80 and 88 and read back through both mappings") {
+  ddp::test::TempDir dir;
+  auto launcher = Heartbeat::create(dir.file("hb"));
+  auto worker = Heartbeat::attach(dir.file("hb"));
+  CHECK_FALSE(launcher->read().recovery_capable);  // a Python rank never writes it
+  CHECK(launcher->read().recovery_generation == 0);
+  worker->set_recovery_capable(true);
+  launcher->set_recovery_generation(3);
+  CHECK(launcher->read().recovery_capable);
+  CHECK(worker->recovery_generation() == 3);
+  // The offsets python/ddp_launch/heartbeat.py names.
+  std::ifstream in(dir.file("hb"), std::ios::binary);
+  std::vector<char> page(4096);
+  in.read(page.data(), 4096);
+  uint64_t at80 = 0, at88 = 0;
+  std::memcpy(&at80, page.data() + 80, 8);
+  std::memcpy(&at88, page.data() + 88, 8);
+  CHECK(at80 == 1);
+  CHECK(at88 == 3);
 }

@@ -69,6 +69,21 @@ class FakeAttempt final : public AttemptControl {
   }
   const AttemptResult& result() const override { return result_; }
   const HeartbeatPages& pages() const override { return pages_; }
+  bool respawn(int local_rank, const EnvMap& extra_env) override {
+    respawns.push_back({local_rank, extra_env});
+    return respawn_works;
+  }
+  void tell_recovery_generation(int local_rank, uint64_t generation) override {
+    pages_.tell_recovery_generation(local_rank, generation);
+  }
+  void record_recovery(const Recovery& r) override {
+    for (Recovery& old : result_.recoveries)
+      if (old.generation == r.generation) {
+        old = r;
+        return;
+      }
+    result_.recoveries.push_back(r);
+  }
 
   // The page of this local rank, attached as its worker attaches it (the
   // page then holds this process's pid).
@@ -100,6 +115,8 @@ class FakeAttempt final : public AttemptControl {
   RunServices services;
   std::map<int, pid_t> pids;
   std::vector<WorkerExit> failures;
+  std::vector<std::pair<int, EnvMap>> respawns;
+  bool respawn_works = true;
   std::vector<std::string> stops, dumps;
   std::string timer_file;
   bool killed_ = false;
@@ -675,4 +692,146 @@ TEST_CASE("features: the list follows the plan and the run's services") {
   CHECK(make_features(a).size() == plain + 2);  // the rendezvous
   a.plan.opts.straggler_threshold = 0.8;
   CHECK(make_features(a).size() == plain + 3);  // step statistics
+}
+
+// --recovery in_place (features/recovery.cpp). The pages are this test's
+// "workers": a rank advertises in-place recovery by writing offset 80.
+namespace {
+struct RecoveryRig {
+  explicit RecoveryRig(int nproc, int max_restarts) : a(nproc, nproc) {
+    a.plan.opts.max_restarts = max_restarts;
+    f = make_in_place_recovery(a);
+    for (int lr = 0; lr < nproc; ++lr) {
+      pages.push_back(a.worker_page(lr));
+      a.start(*f, lr, 1000 + lr);
+    }
+  }
+  // The worker of this local rank dies of SIGKILL: the attempt's order.
+  bool kill(int lr) {
+    WorkerExit w = exit_of(lr, lr, a.pids[lr], SIGKILL);
+    f->exited(w);
+    return f->take_failure(w);
+  }
+  FakeAttempt a;
+  std::unique_ptr<Feature> f;
+  std::vector<std::unique_ptr<ddp::Heartbeat>> pages;
+};
+}  // namespace
+
+TEST_CASE("features: in-place recovery brings back only the lost rank, tells the survivors, says when it is back") {
+  RecoveryRig r(2, 3);
+  for (auto& p : r.pages) {
+    p->set_recovery_capable(true);
+    p->set_step(7);
+  }
+  REQUIRE(r.kill(1));  // taken over: the attempt does not fail
+  CHECK(r.a.failures.empty());
+  REQUIRE(r.a.respawns.size() == 1);
+  CHECK(r.a.respawns[0].first == 1);
+  CHECK(r.a.respawns[0].second.at("DDP_RECOVERY_GENERATION") == "1");
+  CHECK(r.pages[0]->recovery_generation() == 1);  // the survivor leaves its collective
+  CHECK_THAT(r.a.log_.str(), Catch::Contains("ddp-launch: rank 1 (local_rank 1, pid 1001) lost (signal 9 (SIGKILL)) at "
+                                              "step 7; bringing back only it, in place (generation 1; the other 1 "
+                                              "rank keep their state; recovery 1 of --max_restarts 3)"));
+  // The new worker: a fresh page, capable once it holds the state, in the step redone.
+  r.a.services.trace.emplace("/unused", "h", 0);
+  auto back = r.a.worker_page(1);
+  r.a.start(*r.f, 1, ::getpid());  // the page holds this process's pid
+  back->set_step(7);
+  back->set_recovery_capable(true);
+  serve(*dynamic_cast<EventLoop::Source*>(r.f.get()), [&] { return r.a.log_.str().find("is back") != std::string::npos; });
+  CHECK_THAT(r.a.log_.str(), Catch::Contains("ddp-launch: rank 1 is back after ") &&
+                                  Catch::Contains(" s (in-place recovery, generation 1; 1 step redone)"));
+  REQUIRE(r.a.result().recoveries.size() == 1);
+  const Recovery& rec = r.a.result().recoveries[0];
+  CHECK(rec.completed);
+  CHECK(rec.rank == 1);
+  CHECK(rec.steps_redone == 1);
+  CHECK(rec.seconds > 0);
+  CHECK(rec.cause == "signal 9 (SIGKILL)");
+  // --trace_file: the instant on the rank's track and the recovery's slice.
+  const std::string trace = r.a.services.trace->json();
+  CHECK_THAT(trace, Catch::Contains("{\"name\":\"rank 1 back\",\"cat\":\"launcher\",\"ph\":\"i\"") &&
+                        Catch::Contains("{\"name\":\"in-place recovery of rank 1 (1 step redone)\",\"cat\":"
+                                        "\"launcher\",\"ph\":\"X\""));
+}
+
+TEST_CASE("features: in-place recovery falls back to the full restart, saying why in one line") {
+  SECTION("a rank that does not advertise it (a Python rank)") {
+    RecoveryRig r(2, 3);
+    r.pages[1]->set_recovery_capable(true);
+    CHECK_FALSE(r.kill(1));
+    CHECK(r.a.respawns.empty());
+    CHECK_THAT(r.a.log_.str(), Catch::Contains("lost (signal 9 (SIGKILL)); full restart: rank 0 does not advertise "
+                                                "in-place recovery"));
+  }
+  SECTION("no rank advertises it: today's restart, no new line") {
+    RecoveryRig r(2, 3);
+    CHECK_FALSE(r.kill(1));
+    CHECK(r.a.log_.str().empty());
+  }
+  SECTION("a second failure during the recovery") {
+    RecoveryRig r(3, 3);
+    for (auto& p : r.pages) p->set_recovery_capable(true);
+    REQUIRE(r.kill(1));
+    CHECK_FALSE(r.kill(2));
+    CHECK_THAT(r.a.log_.str(), Catch::Contains("ddp-launch: rank 2 (local_rank 2, pid 1002) lost (signal 9 (SIGKILL)) "
+                                                "during the recovery of rank 1: a second failure; full restart"));
+    REQUIRE(r.a.result().recoveries.size() == 1);
+    CHECK_FALSE(r.a.result().recoveries[0].completed);
+  }
+  SECTION("the returning rank dies before it is back (before it advertises): a second failure, not a Python rank") {
+    RecoveryRig r(2, 1);
+    for (auto& p : r.pages) p->set_recovery_capable(true);
+    REQUIRE(r.kill(1));
+    auto back = r.a.worker_page(1);  // its new page: not advertising yet
+    r.a.start(*r.f, 1, 2001);
+    CHECK_FALSE(r.kill(1));
+    CHECK_THAT(r.a.log_.str(), Catch::Contains("ddp-launch: rank 1 (local_rank 1, pid 2001) lost (signal 9 (SIGKILL)) "
+                                                "during the recovery of rank 1: a second failure; no restart: "
+                                                "--max_restarts 1 used up (1 restarts and recoveries)") &&
+                                    !Catch::Contains("does not advertise"));
+  }
+  SECTION("--max_restarts used up: recoveries count against it") {
+    RecoveryRig r(2, 1);
+    for (auto& p : r.pages) p->set_recovery_capable(true);
+    REQUIRE(r.kill(1));
+    auto back = r.a.worker_page(1);
+    r.a.start(*r.f, 1, ::getpid());
+    back->set_recovery_capable(true);
+    serve(*dynamic_cast<EventLoop::Source*>(r.f.get()), [&] { return r.a.result().recoveries[0].completed; });
+    REQUIRE(r.a.result().recoveries[0].completed);
+    CHECK_FALSE(r.kill(1));  // dies again at once
+    CHECK_THAT(r.a.log_.str(), Catch::Contains("lost (signal 9 (SIGKILL)); no recovery: --max_restarts 1 used up "
+                                                "(1 restarts and recoveries)"));
+  }
+  SECTION("the lost rank cannot be started again") {
+    RecoveryRig r(2, 3);
+    for (auto& p : r.pages) p->set_recovery_capable(true);
+    r.a.respawn_works = false;
+    CHECK_FALSE(r.kill(0));
+    CHECK_THAT(r.a.log_.str(), Catch::Contains("full restart: it could not be started again"));
+  }
+}
+
+TEST_CASE("report: an in-place recovery is in the run summary and --summary_json") {
+  AttemptResult a;
+  Recovery r;
+  r.rank = 1;
+  r.local_rank = 1;
+  r.generation = 1;
+  r.cause = "signal 9 (SIGKILL)";
+  r.completed = true;
+  r.seconds = 0.845;
+  r.steps_redone = 1;
+  a.recoveries.push_back(r);
+  a.exits.push_back(exit_of(0, 0, 100));
+  RunTotals t;
+  CHECK_THAT(format_run_summary({a}, t),
+             Catch::Contains("  recovery: rank 1 lost (signal 9 (SIGKILL)), back in place after 0.84 s, 1 step redone "
+                             "(attempt 0, generation 1)") ||
+                 Catch::Contains("back in place after 0.85 s"));
+  CHECK_THAT(format_summary_json({a}, t),
+             Catch::Contains("\"recoveries\": [{\"rank\": 1, \"local_rank\": 1, \"generation\": 1, \"cause\": \"signal 9 "
+                             "(SIGKILL)\", \"completed\": true, \"seconds\": 0.845, \"steps_redone\": 1}]"));
 }

@@ -505,3 +505,15 @@ TEST_CASE("the hot spares option (--hot_spares): a count of nodes beyond --nnode
              Catch::StartsWith("--hot_spares 1: hot spares need --rdzv_backend c10d or etcd-v3"));
   CHECK(parse({"--nnodes=2", "--hot_spares=0", "x"}).rdzv.hot_spares == 0);
 }
+
+TEST_CASE("the recovery option: --recovery in_place by default, restart as torchrun, PET_RECOVERY, a bad mode named") {
+  CHECK(parse({"x"}).recovery_in_place);
+  CHECK_FALSE(parse({"--recovery=restart", "x"}).recovery_in_place);
+  CHECK(parse({"--recovery", "in_place", "x"}).recovery_in_place);
+  CHECK_FALSE(parse({"x"}, {{"PET_RECOVERY", "restart"}}).recovery_in_place);
+  CHECK(parse({"--recovery=in_place", "x"}, {{"PET_RECOVERY", "restart"}}).recovery_in_place);  // the command line wins
+  CHECK_THAT(usage_message({"--recovery=inplace", "x"}), Catch::Contains("--recovery inplace: not a recovery mode") &&
+                                                             Catch::Contains("use in_place") &&
+                                                             Catch::Contains("or restart"));
+  CHECK_THAT(usage_message({"x"}, {{"PET_RECOVERY", "later"}}), Catch::Contains("PET_RECOVERY=later: not a recovery mode"));
+}

@@ -49,8 +49,10 @@ std::vector<std::string> train_args(const std::string& dir) {
 
 std::vector<std::string> launcher(int max_restarts, const std::vector<std::string>& program,
                                   std::vector<std::string> extra = {"--standalone"}) {
+  // --recovery restart: these cases are the full restart's (in-place
+  // recovery has its own, tests/train/test_in_place_recovery.cpp).
   std::vector<std::string> argv = {bin_path("ddp-launch"), "--nproc_per_node=2",
-                                   "--max_restarts=" + std::to_string(max_restarts)};
+                                   "--max_restarts=" + std::to_string(max_restarts), "--recovery=restart"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   argv.insert(argv.end(), program.begin(), program.end());
   return argv;

@@ -123,7 +123,8 @@ TEST_CASE("ddp-text: a worker killed mid-epoch is restarted and the job ends wit
   INFO(plain.output);
   REQUIRE(plain.exit_code == 0);
   // (ddp-text-faults: ddp-text with the tests' fault hook, tests/support/fault_main.cpp.)
-  const auto killed = launch_training("ddp-text-faults", 2, args("killed"), {{"DDP_TEST_DIE_AT", "1:14"}},
+  const auto killed = launch_training("ddp-text-faults", 2, args("killed"),
+                                      {{"DDP_TEST_DIE_AT", "1:14"}, {"PET_RECOVERY", "restart"}},
                                       /*max_restarts=*/1, 240);
   INFO(killed.output);
   REQUIRE(killed.exit_code == 0);

@@ -160,7 +160,10 @@ TEST_CASE("a worker killed mid-epoch is restarted and the job ends with the unin
   // Rank 1 SIGKILLs itself before global step 14 (epoch 3, step 3) on the
   // first attempt; ddp-launch restarts the group, which resumes from epoch 2.
   // (ddp-train-faults: ddp-train with the tests' fault hook, tests/support/fault_main.cpp.)
-  const auto killed = launch_training("ddp-train-faults", 2, args("killed"), {{"DDP_TEST_DIE_AT", "1:14"}},
+  // --recovery restart (PET_RECOVERY): the whole group, as torchrun does
+  // (in place, the default, is tests/train/test_in_place_recovery.cpp's).
+  const auto killed = launch_training("ddp-train-faults", 2, args("killed"),
+                                      {{"DDP_TEST_DIE_AT", "1:14"}, {"PET_RECOVERY", "restart"}},
                                       /*max_restarts=*/1, 240);
   INFO(killed.output);
   REQUIRE(killed.exit_code == 0);
@@ -186,7 +189,8 @@ TEST_CASE("a worker killed mid-epoch is restarted and the job ends with the unin
   // case of its own: it shares the uninterrupted run, one launch less.)
   auto every4 = args("stepped");
   every4.push_back("--checkpoint_every_steps=4");
-  const auto stepped = launch_training("ddp-train-faults", 2, every4, {{"DDP_TEST_DIE_AT", "1:17"}},
+  const auto stepped = launch_training("ddp-train-faults", 2, every4,
+                                       {{"DDP_TEST_DIE_AT", "1:17"}, {"PET_RECOVERY", "restart"}},
                                        /*max_restarts=*/1, 240);
   INFO(stepped.output);
   REQUIRE(stepped.exit_code == 0);

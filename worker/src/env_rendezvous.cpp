@@ -29,6 +29,7 @@
 #include "ddp/worker/device_choice.h"
 #include "error_text.h"
 #include "make_process_group.h"
+#include "ddp/worker/recovery.h"
 #include "process_group_impl.h"
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
@@ -290,13 +291,16 @@ std::shared_ptr<ProcessGroup> init_process_group(const DistEnv& env, const InitO
 // `shared_store`: the in-memory store of ranks that are threads of this
 // process (in_process.h); null: the torchrun rendezvous.
 std::shared_ptr<ProcessGroup> make_process_group(const DistEnv& env, const InitOptions& options,
-                                                 const c10::intrusive_ptr<c10d::Store>& shared_store) {
+                                                 const c10::intrusive_ptr<c10d::Store>& shared_store,
+                                                 std::optional<std::uint64_t> generation) {
   auto impl = std::make_unique<ProcessGroup::Impl>();
   impl->env = env;
+  impl->generation = generation ? *generation : shared_store ? 0 : recovery_generation_at_start();
   const auto choice = resolve_device(options, env);
   impl->backend_name = choice.backend;
   impl->device = choice.device;
   impl->timeout = resolve_timeout(options);
+  impl->options = options;
   const bool shm_wanted = resolve_shm_allreduce();
 
   if (shared_store) {
@@ -311,6 +315,9 @@ std::shared_ptr<ProcessGroup> make_process_group(const DistEnv& env, const InitO
   c10::intrusive_ptr<c10d::Store> base = impl->tcp_store;
   if (env.use_agent_store)  // rendezvous.py: the agent's keys are scoped per attempt
     base = c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + std::to_string(env.restart_count), base);
+  // In-place recovery (recovery.h): each generation's group meets under its own prefix.
+  if (impl->generation > 0)
+    base = c10::make_intrusive<c10d::PrefixStore>("recovery_" + std::to_string(impl->generation), base);
   impl->store = c10::make_intrusive<c10d::PrefixStore>("default_pg", base);
 
   const auto start = std::chrono::steady_clock::now();

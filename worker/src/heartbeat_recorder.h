@@ -58,6 +58,8 @@ class CollectiveRecorder {
   void waited(uint64_t ns) { hb_->add_wait_ns(ns); }
 
   const std::string& path() const { return hb_->path(); }
+  // The page itself, for in-place recovery's fields (recovery.h).
+  Heartbeat& page() { return *hb_; }
 
  private:
   static std::mutex& process_mutex();

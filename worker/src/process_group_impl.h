@@ -36,6 +36,8 @@ struct ProcessGroup::Impl {
   // Float sums through shared memory when every rank is on this machine.
   std::unique_ptr<ShmAllreduce> shm;
   std::string shm_off_reason;
+  InitOptions options;           // what it was made with (a re-formed group is made the same way)
+  std::uint64_t generation = 0;  // the in-place recovery generation it formed under (recovery.h)
   // The rank's progress heartbeat (DistEnv::heartbeat_file); null: none.
   std::shared_ptr<CollectiveRecorder> heartbeat;
 };
@@ -45,6 +47,8 @@ struct ProcessGroup::Impl {
 // the members use impl_ directly.
 struct ProcessGroupAccess {
   static ProcessGroup::Impl& impl(ProcessGroup& pg) { return *pg.impl_; }
+  // The group's whole Impl: reform_process_group (recovery.cpp) swaps it.
+  static std::unique_ptr<ProcessGroup::Impl>& impl_ptr(ProcessGroup& pg) { return pg.impl_; }
 };
 
 }  // namespace ddp::worker

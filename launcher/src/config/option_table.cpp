@@ -52,6 +52,10 @@ po::options_description supported_options() {
       ("role", po::value<std::string>()->value_name("NAME"), "worker role name (default 'default')")
       ("rdzv_id", po::value<std::string>()->value_name("ID"), "run id shown to workers as TORCHELASTIC_RUN_ID (default 'none')")
       ("max_restarts", po::value<std::string>()->value_name("K"), "restart the whole group up to K times after a failure (default 0)")
+      ("recovery", po::value<std::string>()->value_name("in_place|restart"),
+       "after a rank is lost: in_place (default) brings back only that rank and the others keep their state, when "
+       "every live rank advertises it on its heartbeat page (ddp-launch's C++ runtime loop); else, and with "
+       "restart, the whole group is restarted. Recoveries and restarts share --max_restarts")
       ("shutdown_timeout", po::value<std::string>()->value_name("SECONDS"),
        "grace period between SIGTERM and SIGKILL when tearing down (default 30)")
       ("stall_timeout", po::value<std::string>()->value_name("SECONDS"),

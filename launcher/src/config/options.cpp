@@ -238,6 +238,13 @@ void read_program_style(OptionReader& r, LaunchOptions& o) {
 void read_restarts_and_timeouts(OptionReader& r, LaunchOptions& o) {
   if (auto v = r.value("max_restarts"))
     o.max_restarts = static_cast<int>(usage_checked([&] { return parse_int(v->first, v->second, 0, 1000000); }));
+  if (auto v = r.value("recovery")) {
+    if (v->first != "in_place" && v->first != "restart")
+      throw UsageError(r.given_as("recovery", *v) +
+                       ": not a recovery mode; use in_place (bring back only the lost rank) or restart (restart "
+                       "the whole group, as torchrun does)");
+    o.recovery_in_place = v->first == "in_place";
+  }
   if (auto v = r.value("shutdown_timeout"))
     o.shutdown_timeout_s = usage_checked([&] { return parse_seconds(v->first, v->second); });
   if (auto v = r.value("stall_timeout")) {

@@ -81,6 +81,13 @@ EnvMap worker_environment(const EnvMap& parent, const GroupSpec& g, int local_ra
   // (a static run of several nodes, srun-per-rank tasks).
   set("TORCHELASTIC_USE_AGENT_STORE", g.agent_store ? "True" : "False");
   set("TORCHELASTIC_ERROR_FILE", error_file);
+  // --recovery in_place with restarts to spend, on the launcher's store of a
+  // static run: the runtime's loop keeps each step's start in memory and
+  // advertises in-place recovery on its page (docs/worker-runtime.md). Else
+  // it must not: the parent's value is dropped.
+  if (o.recovery_in_place && o.max_restarts > 0 && g.agent_store && !g.placement) set("DDP_RECOVERY", "in_place");
+  else env.erase("DDP_RECOVERY");
+  env.erase("DDP_RECOVERY_GENERATION");  // only a respawn sets it
   if (heartbeat_file.empty()) env.erase(Heartbeat::kEnvVar);
   else set(Heartbeat::kEnvVar, heartbeat_file);
   // torchrun 2.x sets TORCH_NCCL_ASYNC_ERROR_HANDLING, 1.13 the name its

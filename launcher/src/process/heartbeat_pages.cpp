@@ -31,6 +31,11 @@ std::shared_ptr<const Heartbeat> HeartbeatPages::page(int local_rank) const {
   return pages_[local_rank];
 }
 
+void HeartbeatPages::tell_recovery_generation(int local_rank, uint64_t generation) {
+  if (local_rank < 0 || static_cast<size_t>(local_rank) >= pages_.size() || !pages_[local_rank]) return;
+  pages_[local_rank]->set_recovery_generation(generation);
+}
+
 std::optional<HeartbeatSnapshot> HeartbeatPages::read(int local_rank) const {
   const std::shared_ptr<const Heartbeat> p = page(local_rank);
   if (!p) return std::nullopt;

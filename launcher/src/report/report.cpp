@@ -162,14 +162,14 @@ std::string restart_notes(const WorkerExit& w) {
 
 }  // namespace
 
-std::string format_restart_line(const AttemptResult& a, int max_restarts) {
+std::string format_restart_line(const AttemptResult& a, int max_restarts, int restart) {
   std::ostringstream s;
   s << "ddp-launch: attempt " << a.attempt << " failed: rank " << a.root_cause->rank << " "
     << (a.root_cause->expired_scope ? "timer scope '" + a.root_cause->expired_scope->scope_id + "' expired"
                                     : a.root_cause->status_text())
     << (a.root_cause->oom.empty() ? "" : ", " + a.root_cause->oom)
     << restart_notes(*a.root_cause)
-    << "; restarting the group (restart " << a.attempt + 1 << " of "
+    << "; restarting the group (restart " << (restart > 0 ? restart : a.attempt + 1) << " of "
     << max_restarts << ")";
   return s.str();
 }

@@ -128,6 +128,14 @@ std::string format_run_summary(const std::vector<AttemptResult>& attempts, const
   for (const NodeReplacement& r : last.replaced)
     s << "  node n" << r.node_rank << ": host " << r.host << " (pid " << r.pid << "), a hot spare, replaced host "
       << r.replaced_host << " (pid " << r.replaced_pid << ")\n";
+  // In-place recoveries (supervise/features/recovery.cpp), of every attempt.
+  for (const AttemptResult& a : attempts)
+    for (const Recovery& r : a.recoveries)
+      s << "  recovery: rank " << r.rank << " lost (" << r.cause << ")"
+        << (r.completed ? ", back in place after " + fixed_text(r.seconds, 2) + " s, " + std::to_string(r.steps_redone) +
+                              (r.steps_redone == 1 ? " step" : " steps") + " redone"
+                        : ", not back: a second failure came first")
+        << " (attempt " << a.attempt << ", generation " << r.generation << ")\n";
   const size_t never = last.never_started.size();
   if (never > 0)
     s << "  " << ranks_text(last.never_started) << " (" << never << (never == 1 ? " worker) was" : " workers) were")
@@ -172,6 +180,17 @@ std::string format_summary_json(const std::vector<AttemptResult>& attempts, cons
     if (!a.never_started.empty()) {
       j.key("never_started").array();
       for (const int r : a.never_started) j.integer(r);
+      j.end();
+    }
+    if (!a.recoveries.empty()) {
+      j.key("recoveries").array();
+      for (const Recovery& r : a.recoveries) {
+        j.object().key("rank").integer(r.rank).key("local_rank").integer(r.local_rank);
+        j.key("generation").integer(static_cast<long long>(r.generation)).key("cause").string(r.cause);
+        j.key("completed").boolean(r.completed).key("seconds");
+        r.completed ? j.number(fixed_text(r.seconds, 3)) : j.null();
+        j.key("steps_redone").integer(static_cast<long long>(r.steps_redone)).end();
+      }
       j.end();
     }
     if (!a.unkillable.empty()) {

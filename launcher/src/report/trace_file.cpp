@@ -50,6 +50,11 @@ void RunTrace::instant(const std::string& name, uint64_t at_ns, std::optional<in
   instants_.push_back({name, at_ns, rank});
 }
 
+void RunTrace::span(const std::string& name, uint64_t begin_ns, uint64_t end_ns) {
+  if (spans_.size() >= kTraceMaxInstants) return;
+  spans_.push_back({name, begin_ns, std::max(begin_ns, end_ns)});
+}
+
 void RunTrace::lost(const RankLost& l) {
   ranks_.emplace(l.rank, -1);
   RankLost& r = lost_[l.rank];
@@ -118,6 +123,11 @@ std::string RunTrace::json() const {
     j.object().key("name").string(i.name).key("cat").string("launcher").key("ph").string("i").key("s").string("t");
     j.key("ts").number(us(i.at_ns)).key("pid").integer(i.rank ? rank_pid(*i.rank) : kLauncherPid);
     j.key("tid").integer(i.rank ? steps_tid(*i.rank) : kLauncherPid).end();
+  }
+  for (const Span& sp : spans_) {
+    j.object().key("name").string(sp.name).key("cat").string("launcher").key("ph").string("X");
+    j.key("ts").number(us(sp.begin_ns)).key("dur").number(dur_us(sp.end_ns - sp.begin_ns));
+    j.key("pid").integer(kLauncherPid).key("tid").integer(kLauncherPid).end();
   }
   j.end().end();
   return j.text() + "\n";

@@ -97,7 +97,7 @@ AttemptResult Attempt::run() {
 }
 
 void Attempt::start_workers() {
-  GroupSpec spec;
+  GroupSpec& spec = spec_;
   spec.opts = &plan_.opts;
   spec.nproc = plan_.nproc;
   spec.master_port = placement_.port;
@@ -105,7 +105,7 @@ void Attempt::start_workers() {
   spec.agent_store = placement_.agent_store;
   spec.placement = placement_.placement;
   spec.omp_threads = plan_.omp_threads;
-  std::string attempt_log_dir;
+  std::string& attempt_log_dir = attempt_log_dir_;
   for (int lr = 0; lr < plan_.nproc && !teardown_.stopping(); ++lr) {
     if (!start_worker(lr, spec, attempt_log_dir)) return;
     // Starting thousands of workers takes a while: signals and early
@@ -115,7 +115,7 @@ void Attempt::start_workers() {
 }
 
 // Returns false when it could not be started (the attempt then fails).
-bool Attempt::start_worker(int lr, GroupSpec& spec, std::string& attempt_log_dir) {
+bool Attempt::start_worker(int lr, GroupSpec& spec, std::string& attempt_log_dir, const EnvMap& extra_env) {
   std::vector<int> close_after;  // the child's ends of its log files and pipes
   try {
     RankLogPaths paths;
@@ -143,12 +143,14 @@ bool Attempt::start_worker(int lr, GroupSpec& spec, std::string& attempt_log_dir
     live.stdout_log = slot.stdout_log;
     live.stderr_log = slot.stderr_log;
     s.env = worker_environment(plan_.parent_env, spec, lr, live.error_file, heartbeat_file);
+    for (const auto& [k, v] : extra_env) s.env[k] = v;
     live.start = std::chrono::steady_clock::now();
     const pid_t pid = group_.spawn(std::move(s), lr, lr == 0 && stdin_to_rank0_);
     for (int fd : close_after) ::close(fd);
     pages_.started(lr);
     live_[pid] = live;
-    started_.push_back(pid);
+    if (static_cast<size_t>(lr) < started_.size()) started_[static_cast<size_t>(lr)] = pid;
+    else started_.push_back(pid);
     for (auto& f : features_) f->spawned(lr, pid);
     return true;
   } catch (const SpawnError& e) {
@@ -159,6 +161,23 @@ bool Attempt::start_worker(int lr, GroupSpec& spec, std::string& attempt_log_dir
     spawn_failed(lr, SpawnError(e.what(), 0, true));
   }
   return false;
+}
+
+bool Attempt::respawn(int local_rank, const EnvMap& extra_env) {
+  if (teardown_.stopping() || local_rank < 0 || static_cast<size_t>(local_rank) >= started_.size()) return false;
+  if (started_[static_cast<size_t>(local_rank)] != 0 &&
+      live_.count(started_[static_cast<size_t>(local_rank)]))
+    return false;  // still running
+  return start_worker(local_rank, spec_, attempt_log_dir_, extra_env);
+}
+
+void Attempt::record_recovery(const Recovery& r) {
+  for (Recovery& old : result_.recoveries)
+    if (old.generation == r.generation) {
+      old = r;
+      return;
+    }
+  result_.recoveries.push_back(r);
 }
 
 void Attempt::spawn_failed(int lr, const SpawnError& e) {
@@ -259,6 +278,11 @@ void Attempt::worker_exited(const WorkerGroup::Event& e, const Live& live, bool 
   w.stdout_log = live.stdout_log;
   w.stderr_log = live.stderr_log;
   for (auto& f : features_) f->exited(w);
+  // A failure a feature takes over (in-place recovery) ends no attempt and
+  // is recorded by that feature, not among the attempt's exits.
+  if (w.failed() && !teardown_.stopping())
+    for (auto& f : features_)
+      if (f->take_failure(w)) return;
   result_.exits.push_back(w);
   if (w.failed()) fail(w);
 }

@@ -115,6 +115,8 @@ void Supervisor::set_up() {
 // with TORCHELASTIC_RESTART_COUNT + 1; a spawn failure, a launcher signal or
 // workers SIGKILL cannot end are never restarted (AttemptResult::restartable).
 void Supervisor::run_static() {
+  // Restarts and in-place recoveries share --max_restarts, for the job.
+  int used = 0;
   for (int n = 0;; ++n) {
     Placement p;
     if (auto& store = run_->services.workers_store) {
@@ -127,11 +129,13 @@ void Supervisor::run_static() {
       // 0 (--standalone, or port 0 given): a free port per attempt, as --standalone's.
       p.port = plan_.opts.master_port == 0 ? reserve_check_port(0) : plan_.opts.master_port;
     }
-    p.restart_count = n;
+    p.restart_count = used;
     attempts_.push_back(attempt(n, p));
     const AttemptResult& a = attempts_.back();
-    if (a.succeeded() || !a.restartable() || n >= plan_.opts.max_restarts) return;
-    log_ << format_restart_line(a, plan_.opts.max_restarts) << std::endl;
+    used += static_cast<int>(a.recoveries.size());
+    if (a.succeeded() || !a.restartable() || used >= plan_.opts.max_restarts) return;
+    ++used;
+    log_ << format_restart_line(a, plan_.opts.max_restarts, used) << std::endl;
   }
 }
 

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <functional>
 #include <optional>
 #include <stdexcept>
@@ -12,6 +13,7 @@
 #include <unordered_set>
 
 #include "batch_halves.h"
+#include "in_place_recovery.h"
 #include "format.h"
 #include "ddp/worker/ddp.h"
 #include "ddp/worker/fused_adam.h"
@@ -30,8 +32,10 @@ using Clock = std::chrono::steady_clock;
 // (PeerFailure). A sum, not a min of one rank number: one machine's ranks
 // then add it through shared memory, where Gloo's min over TCP took
 // 0.5-0.8 ms a step.
-void stop_on_non_finite_loss(ddp::worker::ProcessGroup& pg, double loss, int epoch, std::int64_t step,
-                             std::int64_t steps, std::int64_t global_step, double lr) {
+// Returns the stop to throw (null: none), so that a caller catching a
+// collective's failure never takes the loop's own stop for one.
+std::exception_ptr stop_on_non_finite_loss(ddp::worker::ProcessGroup& pg, double loss, int epoch, std::int64_t step,
+                                           std::int64_t steps, std::int64_t global_step, double lr) {
   const int rank = pg.rank();
   const int world = pg.world_size();
   at::Tensor not_finite = at::zeros({world}, at::TensorOptions().dtype(at::kDouble));
@@ -39,18 +43,19 @@ void stop_on_non_finite_loss(ddp::worker::ProcessGroup& pg, double loss, int epo
   if (!pg.device().is_cpu()) not_finite = not_finite.to(pg.device());
   pg.allreduce(not_finite, ddp::worker::ReduceOp::Sum);
   const at::Tensor found = not_finite.cpu().nonzero();
-  if (found.numel() == 0) return;
+  if (found.numel() == 0) return nullptr;
   const int bad = static_cast<int>(found[0][0].item<std::int64_t>());
   const std::string where = "epoch " + std::to_string(epoch) + ", step " + std::to_string(step) + " of " +
                             std::to_string(steps) + " (global step " + std::to_string(global_step) + ")";
   if (!std::isfinite(loss)) {
     const std::string value = std::isnan(loss) ? "nan" : fmt("%g", loss);  // not "-nan"
-    throw std::runtime_error("training diverged: the loss of rank " + std::to_string(rank) + " is " + value + " at " +
-                             where + " with learning rate " + fmt("%g", lr) +
-                             "; every rank stops. Lower --learning_rate, or check the data");
+    return std::make_exception_ptr(std::runtime_error(
+        "training diverged: the loss of rank " + std::to_string(rank) + " is " + value + " at " + where +
+        " with learning rate " + fmt("%g", lr) + "; every rank stops. Lower --learning_rate, or check the data"));
   }
-  throw ddp::worker::PeerFailure(bad, "training stopped at " + where + ": the loss of rank " + std::to_string(bad) +
-                                          " is not finite (see rank " + std::to_string(bad) + "'s error)");
+  return std::make_exception_ptr(ddp::worker::PeerFailure(
+      bad, "training stopped at " + where + ": the loss of rank " + std::to_string(bad) + " is not finite (see rank " +
+               std::to_string(bad) + "'s error)"));
 }
 
 // The FusedAdam that steps every one of `params` (so its step zeroes every
@@ -101,7 +106,7 @@ double forward_backward(EpochContext& ctx, const std::int64_t* first, std::int64
   };
   if (n <= ctx.batch_size) {
     const at::Tensor index = batch_index(0, n);
-    ctx.ddp.prepare_forward();
+    ctx.ddp->prepare_forward();
     if (ctx.halves) {
       const double step_loss = ctx.halves->forward(index, device);
       ctx.halves->backward();
@@ -118,8 +123,8 @@ double forward_backward(EpochContext& ctx, const std::int64_t* first, std::int64
     const bool last = begin + count >= n;
     const double share = static_cast<double>(count) / static_cast<double>(n);
     std::optional<ddp::worker::DistributedDataParallel::NoSyncGuard> local;
-    if (!last) local.emplace(ctx.ddp);  // decided at the forward: only recorded
-    ctx.ddp.prepare_forward();
+    if (!last) local.emplace(*ctx.ddp);  // decided at the forward: only recorded
+    ctx.ddp->prepare_forward();
     const at::Tensor loss =
         ctx.task.loss(ctx.task.forward_train(batch_index(begin, count), device), LossReduction::Mean) * share;
     step_loss += loss.item<double>();
@@ -173,9 +178,16 @@ EpochSteps train_epoch(EpochContext& ctx, int epoch, const std::vector<std::int6
   const std::int64_t per_step = static_cast<std::int64_t>(ctx.batch_size) * ctx.accumulate_batches;
   const auto size = static_cast<std::int64_t>(indices.size());
   const std::int64_t usable = ctx.drop_last ? size / ctx.batch_size * ctx.batch_size : size;
-  for (std::int64_t step = state.epoch_steps_done; step < ctx.epoch_end_step; ++step) {
+  std::int64_t first = state.epoch_steps_done;
+  if (ctx.join_step >= 0) {  // a returning rank: where the survivors redo
+    first = ctx.join_step;
+    r = ctx.join_sums;
+    ctx.join_step = -1;
+  }
+  for (std::int64_t step = first; step < ctx.epoch_end_step; ++step) {
     ddp::worker::training_step(pg, static_cast<std::uint64_t>(state.global_step + 1));  // the heartbeat's step
     if (ctx.hooks.before_step) ctx.hooks.before_step(rank, state.global_step, ctx.restart_count);
+    if (ctx.recovery) ctx.recovery->step_started(epoch, step, state, r);
     schedule_step(ctx, state);
     const std::int64_t begin = step * per_step;
     const std::int64_t n = std::min<std::int64_t>(per_step, usable - begin);
@@ -189,14 +201,33 @@ EpochSteps train_epoch(EpochContext& ctx, int epoch, const std::vector<std::int6
           p.mutable_grad().detach_();
           p.mutable_grad().zero_();
         }
-    const double step_loss = forward_backward(ctx, indices.data() + begin, n, device);
-    // Before the optimizer's step, so a diverged step changes no weights;
-    // after backward, so its all-reduce comes right after DDP's, where the
-    // ranks have just met: before backward it held the faster rank between
-    // its forward and its backward at every step (a second wait for the
-    // slower one; 0.7 ms a step in a 2-process ddp-train run).
-    stop_on_non_finite_loss(pg, step_loss, epoch, step + 1, ctx.steps_per_epoch, state.global_step + 1,
-                            state.learning_rate);
+    double step_loss = 0;
+    std::exception_ptr stop;
+    try {
+      step_loss = forward_backward(ctx, indices.data() + begin, n, device);
+      // Before the optimizer's step, so a diverged step changes no weights;
+      // after backward, so its all-reduce comes right after DDP's, where the
+      // ranks have just met: before backward it held the faster rank between
+      // its forward and its backward at every step (a second wait for the
+      // slower one; 0.7 ms a step in a 2-process ddp-train run).
+      stop = stop_on_non_finite_loss(pg, step_loss, epoch, step + 1, ctx.steps_per_epoch, state.global_step + 1,
+                                     state.learning_rate);
+    } catch (const std::exception&) {
+      // A peer was lost in a collective: with in-place recovery the
+      // launcher brings it back and says so on this rank's page within
+      // milliseconds; otherwise (or for any other error) the step's error.
+      if (!ctx.recovery || !ctx.recovery->requested(std::chrono::seconds(5))) throw;
+      const RedoPoint p = ctx.recovery->recover(ctx.drop_ddp, ctx.make_ddp);
+      if (p.epoch != epoch)
+        throw std::runtime_error("in-place recovery: the step to redo is in epoch " + std::to_string(p.epoch) +
+                                 ", not in epoch " + std::to_string(epoch) + "; the group must restart");
+      state = p.state;
+      r = p.sums;
+      grads_zero = false;
+      step = p.step - 1;  // the loop's ++step: redo p.step
+      continue;
+    }
+    if (stop) std::rethrow_exception(stop);
     const double grad_norm = clip_gradients(ctx);
     if (fused) fused->step_and_zero_grad();
     else ctx.optimizer.step();

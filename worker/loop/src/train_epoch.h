@@ -35,6 +35,8 @@ namespace ddp::loop {
 
 class BatchHalves;
 
+class InPlaceRecovery;
+
 struct EpochSteps {
   // Of the steps' mean losses, this rank's, plus its share (1 / world) of
   // the sum over ranks of the steps a resume skipped.
@@ -48,7 +50,7 @@ struct EpochSteps {
 struct EpochContext {
   ddp::worker::ProcessGroup& pg;
   TrainingTask& task;
-  ddp::worker::DistributedDataParallel& ddp;
+  ddp::worker::DistributedDataParallel* ddp;  // made anew by an in-place recovery (make_ddp)
   torch::optim::Optimizer& optimizer;
   std::vector<at::Tensor> params;
   ProgressPrinter& progress;
@@ -76,6 +78,15 @@ struct EpochContext {
   // On every rank after every step, before after_step (callbacks, a
   // mid-epoch evaluation; may be collective). Empty: nothing.
   std::function<void(const StepEnd& end)> on_step_end;
+  // In-place recovery (in_place_recovery.h), null: none. A failed step is
+  // then redone after the group is re-formed: drop_ddp and make_ddp drop
+  // DDP before and make it anew after (ddp points at the new one).
+  InPlaceRecovery* recovery = nullptr;
+  std::function<void()> drop_ddp, make_ddp;
+  // A returning rank (in-place recovery): the first epoch starts at this
+  // step with these sums, not at state.epoch_steps_done; used once.
+  std::int64_t join_step = -1;
+  EpochSteps join_sums;
 };
 
 // Sets every parameter group's learning rate.

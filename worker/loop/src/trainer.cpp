@@ -14,6 +14,7 @@
 #include "evaluation.h"
 #include "batch_halves.h"
 #include "train_epoch.h"
+#include "in_place_recovery.h"
 #include "ddp/loop/checkpoint_files.h"
 #include "ddp/loop/lr_schedule.h"
 #include "ddp/loop/progress.h"
@@ -23,6 +24,7 @@
 #include "ddp/worker/collectives.h"
 #include "ddp/worker/ddp.h"
 #include "ddp/worker/process_group.h"
+#include "ddp/worker/recovery.h"
 #include "ddp/worker/sampler.h"
 
 namespace ddp::loop {
@@ -229,13 +231,31 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
   const std::unique_ptr<LrSchedule> schedule =
       task.make_schedule({o, steps_per_epoch, run_steps, monitor.metric, monitor.higher_is_better});
 
-  const auto dir_lock = prepare_checkpoint_dir(o, pg, log);
-  TrainState state = initial_state(o, pg, task, *model, *optimizer, *schedule, log);
+  // In-place recovery (in_place_recovery.h): a rank the launcher brought
+  // back takes the survivors' state instead of the checkpoint directory's
+  // setup and resume, which the survivors did long ago.
+  InPlaceRecovery recovery(pg, *model, *optimizer);
+  const std::uint64_t joining = recovery.on() ? ddp::worker::recovery_generation_at_start() : 0;
+  std::unique_ptr<CheckpointDirLock> dir_lock;
+  TrainState state;
+  RedoPoint join_point;
+  if (joining > 0) {
+    if (main_rank) dir_lock = std::make_unique<CheckpointDirLock>(o.checkpoint_dir);
+    join_point = recovery.join();
+    state = join_point.state;
+    schedule->load(state);
+    log << "rank " << rank << " rejoined in place (generation " << joining << "): epoch " << join_point.epoch
+        << ", redoing its step " << join_point.step + 1 << " with the survivors' state" << std::endl;
+  } else {
+    dir_lock = prepare_checkpoint_dir(o, pg, log);
+    state = initial_state(o, pg, task, *model, *optimizer, *schedule, log);
+  }
   const LegacyBestKeys best_keys = task.best_keys();
 
   // After a resume, so the broadcast at construction carries the loaded
-  // weights (every rank loaded the same file anyway).
-  ddp::worker::DistributedDataParallel ddp(model, pg_ptr, task.ddp_options());
+  // weights (every rank loaded the same file anyway). An in-place recovery
+  // makes it anew: its buckets and shared memory belong to the group.
+  auto ddp = std::make_unique<ddp::worker::DistributedDataParallel>(model, pg_ptr, task.ddp_options());
   ProgressPrinter progress(out, main_rank, out_is_tty, o.log_interval);
   TrainResult result;
   // metrics.jsonl first, then the program's.
@@ -247,7 +267,24 @@ TrainResult run_training(const TrainOptions& o, const std::shared_ptr<ddp::worke
   const std::unique_ptr<BatchHalves> halves = o.split_batch && o.accumulate_batches == 1
                                                   ? BatchHalves::make_if_useful(task, *model, params, world, device)
                                                   : nullptr;
-  EpochContext ctx{pg, task, ddp, *optimizer, params, progress, hooks, 0, 0, 0, 0, nullptr, {}, 1, 0, false, 0, nullptr, {}};
+  EpochContext ctx{pg,      task, ddp.get(), *optimizer, params, progress, hooks, 0,  0,  0,  0, nullptr, {}, 1, 0,
+                   false,   0,    nullptr,   {},         nullptr, {},      {},    -1, {}};
+  if (recovery.on()) {
+    ctx.recovery = &recovery;
+    ctx.drop_ddp = [&] {
+      ddp.reset();
+      // The gradients were views of its buckets.
+      for (auto p : params) p.mutable_grad() = at::Tensor();
+    };
+    ctx.make_ddp = [&] {
+      ddp = std::make_unique<ddp::worker::DistributedDataParallel>(model, pg_ptr, task.ddp_options());
+      ctx.ddp = ddp.get();
+    };
+    if (joining > 0) {
+      ctx.join_step = join_point.step;
+      ctx.join_sums = join_point.sums;
+    }
+  }
   ctx.halves = halves.get();
   ctx.epochs = o.epochs;
   ctx.batch_size = o.batch_size;

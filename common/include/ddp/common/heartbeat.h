@@ -28,6 +28,13 @@
 //    72 exiting_ns: when the worker's program had finished and it began to
 //       exit (main returned, or the Python script ended), 0 before: a rank
 //       that then dies of a signal died in its exit (a library's teardown)
+//    80 recovery_capable: 1 once the worker's loop can recover in place
+//       (docs/worker-runtime.md, "In-place recovery"); 0: a lost peer
+//       means a full restart. Python ranks leave it 0.
+//    88 recovery_generation: written by the launcher, 0 until then: G tells
+//       the rank to leave the collective in flight and re-form its process
+//       group under generation G (a lost peer is coming back)
+//    96..127 free
 //   128 step ring, kStepRing entries of {n + 1, step, start_ns, wait_ns at
 //       start}: mark n (0-based) at entry n % kStepRing, n + 1 stored last
 //       (release) and 0 while the entry is written
@@ -72,6 +79,8 @@ struct HeartbeatSnapshot {
   uint64_t wait_ns = 0;       // total time blocked waiting for collectives
   uint64_t steps_marked = 0;  // step marks written
   uint64_t exiting_ns = 0;    // its program had finished then (CLOCK_MONOTONIC), 0: not (yet)
+  bool recovery_capable = false;     // the worker can recover in place (offset 80 holds 1)
+  uint64_t recovery_generation = 0;  // the launcher's last generation for it, 0: none
 
   // In a collective it entered and has not finished.
   bool in_collective() const { return collective_started > collective_finished; }
@@ -145,6 +154,12 @@ class Heartbeat {
   // The worker's program has finished and the process begins to exit (the
   // first call's time stays).
   void mark_exiting();
+  // In-place recovery (offsets 80 and 88): the worker says it can recover;
+  // the launcher writes the generation a survivor must re-form under, which
+  // the worker's collective waits watch (one relaxed-cost acquire load).
+  void set_recovery_capable(bool capable);
+  void set_recovery_generation(uint64_t generation);
+  uint64_t recovery_generation() const;
 
   // Reader: a consistent-enough copy (each field is read atomically; kind
   // and bytes may belong to a newer collective than collective_started).

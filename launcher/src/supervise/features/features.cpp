@@ -18,6 +18,8 @@ std::vector<std::unique_ptr<Feature>> make_features(AttemptControl& ctl) {
   f.push_back(make_oom_verdict(ctl));
   f.push_back(make_exit_verdict(ctl));
   if (info.plan.opts.event_log_handler == EventLogHandler::Console) f.push_back(make_start_events(ctl));
+  // Last: a failure is taken over only after every other feature heard the exit.
+  if (info.plan.opts.recovery_in_place && info.plan.opts.max_restarts > 0) f.push_back(make_in_place_recovery(ctl));
   return f;
 }
 

@@ -109,6 +109,10 @@ struct LaunchOptions {
   std::string role = "default";
   std::string run_id = "none";
   int max_restarts = 0;
+  // --recovery: true (in_place) brings back only a lost rank when every live
+  // rank advertises in-place recovery (features/recovery.cpp); false
+  // (restart) restarts the whole group, as torchrun does.
+  bool recovery_in_place = true;
   RdzvOptions rdzv;                // --rdzv_backend, --rdzv_endpoint, --rdzv_conf, --nnodes MIN:MAX, --local_addr
   double shutdown_timeout_s = 30.0;
   double stall_timeout_s = 0;      // --stall_timeout: a rank without progress this long ends the attempt; 0 off (progress_watch.h)

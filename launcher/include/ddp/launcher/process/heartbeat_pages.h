@@ -31,6 +31,10 @@ class HeartbeatPages {
   std::shared_ptr<const Heartbeat> page(int local_rank) const;
   // Its heartbeat; nullopt when there is no page or no worker attached yet.
   std::optional<HeartbeatSnapshot> read(int local_rank) const;
+  // In-place recovery: tells the worker of this local rank to re-form its
+  // process group under `generation` (the page's recovery_generation). The
+  // one field of a page the launcher writes after the worker started.
+  void tell_recovery_generation(int local_rank, uint64_t generation);
   // One past the highest local rank a page was asked for.
   int size() const { return static_cast<int>(pages_.size()); }
 

@@ -18,6 +18,7 @@
 #include "ddp/launcher/watch/straggler_scores.h"
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -101,6 +102,19 @@ struct NodeReplacement {
   std::string replaced_host, replaced_pid;  // the node it replaced
 };
 
+// One in-place recovery (supervise/features/recovery.cpp): a lost rank
+// brought back while the others kept their state.
+struct Recovery {
+  int rank = 0;
+  int local_rank = 0;
+  uint64_t generation = 0;                     // the process group's generation it re-formed under
+  std::string cause;                           // the lost worker's status ("SIGKILL", "exit code 1")
+  std::chrono::system_clock::time_point lost;  // when the launcher reaped the lost worker
+  double seconds = 0;                          // from the loss to the rank back in the job; 0 until then
+  uint64_t steps_redone = 0;                   // steps run again (the interrupted one)
+  bool completed = false;                      // false: a second failure came first (a full restart followed)
+};
+
 struct AttemptResult {
   int attempt = 0;                       // 0-based restart count
   std::optional<WorkerExit> root_cause;  // earliest failure; none when ok or stopped by a signal
@@ -138,6 +152,10 @@ struct AttemptResult {
   // report_dump_replaces; diagnose/stack_dump.h): "Stacks (why; N ranks,
   // T s):\n" and format_stack_summary's lines; "" when none was taken.
   std::string stacks;
+  // In-place recoveries during the attempt, in order; each counts against
+  // --max_restarts like a restart. Their lost workers' exits are not in
+  // `exits` (they ended no attempt).
+  std::vector<Recovery> recoveries;
 
   bool succeeded() const { return !root_cause && launcher_signal == 0 && rdzv_stop.empty(); }
   bool restartable() const {
@@ -152,7 +170,8 @@ std::string format_failure_report(const std::vector<AttemptResult>& attempts, co
                                   int max_restarts);
 
 // One line for a failed attempt that will be restarted.
-std::string format_restart_line(const AttemptResult& a, int max_restarts);
+// `restart`: the restart it starts, counting in-place recoveries (0: attempt + 1).
+std::string format_restart_line(const AttemptResult& a, int max_restarts, int restart = 0);
 
 
 }  // namespace ddp::launcher

@@ -53,6 +53,8 @@ class RunTrace {
   void collective(const RankCollective& c);
   // A launcher event at `at_ns`; on a rank's steps thread when `rank` is given.
   void instant(const std::string& name, uint64_t at_ns, std::optional<int> rank = std::nullopt);
+  // A launcher event that lasts (an in-place recovery), on its events thread.
+  void span(const std::string& name, uint64_t begin_ns, uint64_t end_ns);
   // Marks of a rank its page overwrote before the launcher read them.
   void lost(const RankLost& l);
 
@@ -77,6 +79,10 @@ class RunTrace {
     uint64_t at_ns;
     std::optional<int> rank;
   };
+  struct Span {
+    std::string name;
+    uint64_t begin_ns, end_ns;
+  };
   void push(const Slice& s);
 
   std::string path_, host_;
@@ -84,6 +90,7 @@ class RunTrace {
   size_t max_slices_;
   std::deque<Slice> slices_;
   std::vector<Instant> instants_;
+  std::vector<Span> spans_;
   std::map<int, int> ranks_;                // rank -> local rank
   std::map<int, uint64_t> collective_end_;  // rank -> end of its last collective slice
   uint64_t dropped_ = 0;

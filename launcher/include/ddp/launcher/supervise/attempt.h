@@ -57,6 +57,11 @@ class Attempt final : public AttemptControl {
   void worker_output(int local_rank) override;
   int local_rank_of_group(pid_t pgid) const override;
   pid_t worker_pid(int local_rank) const override;
+  bool respawn(int local_rank, const EnvMap& extra_env) override;
+  void record_recovery(const Recovery& r) override;
+  void tell_recovery_generation(int local_rank, uint64_t generation) override {
+    pages_.tell_recovery_generation(local_rank, generation);
+  }
   const AttemptResult& result() const override { return result_; }
   const HeartbeatPages& pages() const override { return pages_; }
 
@@ -72,7 +77,7 @@ class Attempt final : public AttemptControl {
   class TeardownSource;
 
   void start_workers();
-  bool start_worker(int local_rank, GroupSpec& spec, std::string& attempt_log_dir);
+  bool start_worker(int local_rank, GroupSpec& spec, std::string& attempt_log_dir, const EnvMap& extra_env = {});
   void spawn_failed(int local_rank, const SpawnError& e);
   void on_signals();
   void reap();
@@ -98,6 +103,8 @@ class Attempt final : public AttemptControl {
   AttemptResult result_;
   std::map<pid_t, Live> live_;
   std::vector<pid_t> started_;  // by local rank
+  GroupSpec spec_;               // what start_workers() started them with (a respawn reuses it)
+  std::string attempt_log_dir_;
   std::optional<WorkerExit> spawn_failure_;
   std::optional<DumpKind> report_dump_;  // the kind of the dump in result_.stacks
   bool gave_up_ = false;

@@ -73,6 +73,15 @@ class AttemptControl {
   virtual void worker_output(int local_rank) = 0;
   // The local rank whose live process group is `pgid`; -1 when none.
   virtual int local_rank_of_group(pid_t pgid) const = 0;
+  // Starts the worker of this local rank again in the running attempt, as
+  // it was started, with `extra_env` added (in-place recovery). False when
+  // it could not be started (the reason is in the log).
+  virtual bool respawn(int /*local_rank*/, const EnvMap& /*extra_env*/) { return false; }
+  // Writes the recovery generation into this local rank's heartbeat page.
+  virtual void tell_recovery_generation(int /*local_rank*/, uint64_t /*generation*/) {}
+  // Records an in-place recovery in the attempt's result (or updates the
+  // one of the same generation).
+  virtual void record_recovery(const Recovery& /*r*/) {}
   // The pid of the worker started for this local rank; 0 when none.
   virtual pid_t worker_pid(int local_rank) const = 0;
   // The attempt's result so far (where its workers sit, its exits).
@@ -109,6 +118,10 @@ class Feature {
   // Any child that exited was reaped (a worker, or a descendant adopted
   // as subreaper).
   virtual void reaped(pid_t /*pid*/) {}
+  // A worker failed while the others run: true when this feature takes
+  // the failure over (in-place recovery: it brings the worker back), so the
+  // attempt does not fail. Asked in order until one takes it.
+  virtual bool take_failure(const WorkerExit& /*w*/) { return false; }
   // A worker was reaped: its verdicts go into `w` (w.verdicts, report/verdict.h:
   // shown by the report and the summary as they are; or a typed field).
   virtual void exited(WorkerExit& /*w*/) {}

@@ -35,6 +35,9 @@ std::unique_ptr<Feature> make_exit_verdict(AttemptControl& ctl);
 // --event_log_handler console: START for each worker.
 std::unique_ptr<Feature> make_start_events(AttemptControl& ctl);
 
+// --recovery in_place: a lost rank is brought back alone while the others keep their state.
+std::unique_ptr<Feature> make_in_place_recovery(AttemptControl& ctl);
+
 // The features this attempt's plan and setup ask for.
 std::vector<std::unique_ptr<Feature>> make_features(AttemptControl& ctl);
 

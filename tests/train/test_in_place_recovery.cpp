@@ -1,0 +1,129 @@
+// In-place recovery end to end (ddp-launch --recovery in_place, the
+// default): 2 ranks of ddp-train-faults (tests/support/fault_main.cpp), one
+// SIGKILLed before a chosen step. The job ends 0 without a full restart and
+// with the uninterrupted run's weights, bit for bit; rank 0 too (it held the
+// checkpoint directory's lock); a rank that dies again while it comes back
+// means a full restart, said why, or the end when --max_restarts is used up.
+// --recovery restart keeps today's behaviour: test_train_e2e.cpp's killed
+// worker cases run with it.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <iostream>
+#include <regex>
+#include <sstream>
+
+#include "fashion_fixture.h"
+#include "test_support.h"
+#include "training_runs.h"
+#include "test_skip.h"
+
+using namespace ddp::test;
+
+namespace {
+
+// 3 epochs of 6 steps, shuffled with a fixed seed, on the small data.
+std::vector<std::string> recovery_args(const TempDir& tmp, const std::string& name) {
+  return {"--epochs=3", "--max_steps=6", "--seed=11", "--batch_size=32", "--lr_patience=0", "--lr_factor=0.5",
+          "--data_dir=" + small_fashion_dir(), "--checkpoint_dir=" + tmp.file(name),
+          "--save_final=" + tmp.file(name + ".pt")};
+}
+
+std::string file_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The seconds of "rank R is back after S s" (-1 when absent).
+double recovery_seconds(const std::string& output, int rank) {
+  std::smatch m;
+  const std::regex re("ddp-launch: rank " + std::to_string(rank) + " is back after ([0-9.]+) s");
+  return std::regex_search(output, m, re) ? std::stod(m[1].str()) : -1;
+}
+
+// The uninterrupted run of `nproc` ranks, its weights in tmp/plain.pt.
+void run_uninterrupted(const TempDir& tmp, int nproc) {
+  const auto plain = launch_training("ddp-train", nproc, recovery_args(tmp, "plain"), {}, 0, 200);
+  INFO(plain.output);
+  REQUIRE(plain.exit_code == 0);
+}
+
+}  // namespace
+
+TEST_CASE("in-place recovery: a SIGKILLed rank comes back alone and the job ends with the uninterrupted weights, "
+          "bit for bit",
+          "[train][e2e][recovery]") {
+  DDP_REQUIRE_FASHION_DATA();
+  TempDir tmp;
+  run_uninterrupted(tmp, 2);
+
+  for (int lost : {1, 0}) {  // rank 0 too: it holds the checkpoint directory's lock and writes the metrics
+    const std::string name = "lost" + std::to_string(lost);
+    // Before global step 14: epoch 3, step 3 of 6, past the epoch's checkpoint.
+    const auto run = launch_training(
+        "ddp-train-faults", 2, recovery_args(tmp, name),
+        {{"DDP_TEST_DIE_AT", std::to_string(lost) + ":14"}, {"PET_SUMMARY_JSON", tmp.file(name + ".json")}},
+        /*max_restarts=*/1, 240);
+    INFO(run.output);
+    REQUIRE(run.exit_code == 0);
+    CHECK_THAT(run.output, Catch::Contains("ddp-launch: rank " + std::to_string(lost) + " (local_rank " +
+                                           std::to_string(lost) + ", pid ") &&
+                               Catch::Contains("lost (signal 9 (SIGKILL)) at step ") &&
+                               Catch::Contains("bringing back only it, in place (generation 1; the other 1 rank keep "
+                                               "their state; recovery 1 of --max_restarts 1)"));
+    CHECK_THAT(run.output, Catch::Contains("(in-place recovery, generation 1; 1 step redone)"));
+    CHECK_THAT(run.output, !Catch::Contains("restarting the group") && !Catch::Contains("resumed from"));
+    const double seconds = recovery_seconds(run.output, lost);
+    CHECK(seconds > 0);
+    std::cout << "in-place recovery of rank " << lost << " of 2: " << seconds << " s" << std::endl;
+    CHECK(max_relative_difference(tmp.file(name + ".pt"), tmp.file("plain.pt"), 8) == 0);
+    CHECK_THAT(file_text(tmp.file(name + ".json")),
+               Catch::Contains("\"recoveries\": [{\"rank\": " + std::to_string(lost)) &&
+                   Catch::Contains("\"completed\": true"));
+    CHECK(lines_of(tmp.file(name + "/metrics.jsonl")).size() == 3);
+  }
+}
+
+TEST_CASE("in-place recovery: a rank that dies again while it comes back means a full restart, said why, or the end "
+          "once --max_restarts is used up",
+          "[train][e2e][recovery]") {
+  DDP_REQUIRE_FASHION_DATA();
+  TempDir tmp;
+  const std::map<std::string, std::string> again = {{"DDP_TEST_DIE_AT", "1:14"}, {"DDP_TEST_DIE_AGAIN", "1"}};
+  // Budget left: the second failure falls back to the full restart, which
+  // resumes from the epoch's checkpoint and finishes.
+  const auto restarted = launch_training("ddp-train-faults", 2, recovery_args(tmp, "restarted"), again, 2, 240);
+  INFO(restarted.output);
+  CHECK(restarted.exit_code == 0);
+  CHECK_THAT(restarted.output, Catch::Contains("during the recovery of rank 1: a second failure; full restart") &&
+                                   Catch::Contains("restarting the group (restart 2 of 2)") &&
+                                   Catch::Contains("resumed from " + tmp.file("restarted/epoch_2.pt")));
+  // No budget left: the recovery used it, the job ends with the failure.
+  const auto ended = launch_training("ddp-train-faults", 2, recovery_args(tmp, "ended"), again, 1, 240);
+  INFO(ended.output);
+  CHECK(ended.exit_code != 0);
+  CHECK_THAT(ended.output, Catch::Contains("during the recovery of rank 1: a second failure; no restart: "
+                                           "--max_restarts 1 used up (1 restarts and recoveries)"));
+  CHECK_THAT(ended.output, !Catch::Contains("restarting the group"));
+}
+
+// 4 ranks: three survivors agree on the step through the store and the
+// lowest of them hands the state on. Pass 1 only ([program-logic]): the
+// 2-rank case covers the same code in every pass.
+TEST_CASE("in-place recovery: one of 4 ranks SIGKILLed comes back and the weights equal the uninterrupted run's",
+          "[train][e2e][recovery][program-logic]") {
+  DDP_REQUIRE_FASHION_DATA();
+  TempDir tmp;
+  run_uninterrupted(tmp, 4);
+  const auto run = launch_training("ddp-train-faults", 4, recovery_args(tmp, "lost"), {{"DDP_TEST_DIE_AT", "2:14"}},
+                                   /*max_restarts=*/1, 240);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK_THAT(run.output, Catch::Contains("the other 3 ranks keep their state") &&
+                             Catch::Contains("ddp-launch: rank 2 is back after ") &&
+                             !Catch::Contains("restarting the group"));
+  std::cout << "in-place recovery of rank 2 of 4: " << recovery_seconds(run.output, 2) << " s" << std::endl;
+  CHECK(max_relative_difference(tmp.file("lost.pt"), tmp.file("plain.pt"), 8) == 0);
+}
