@@ -2,10 +2,10 @@
 
 #include <torch/torch.h>
 
-#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -49,17 +49,38 @@ void InPlaceRecovery::step_started(int epoch, std::int64_t step, const TrainStat
     ddp::worker::advertise_recovery(pg_, true);
     advertised_ = true;
   }
-  std::swap(previous_, current_);
-  TrainState s = state;
-  // The generators travel as the snapshot's own (this rank's, now), not as
-  // the per-rank states of the last epoch's checkpoint.
-  s.cpu_rng.clear();
-  s.device_rng.clear();
   current_.global_step = state.global_step;
   current_.epoch = epoch;
   current_.step = step;
+  current_.state = state;
+  // The generators travel as the snapshot's own (this rank's, kept below),
+  // not as the per-rank states of the last epoch's checkpoint.
+  current_.state.cpu_rng.clear();
+  current_.state.device_rng.clear();
   current_.sums = sums;
-  current_.bytes = snapshot_to_bytes(s, model_, optimizer_);
+  // Copied into the same tensors every step (allocated once): buffers are
+  // small (running statistics), the weights are not copied at all.
+  torch::NoGradGuard no_grad;
+  const std::vector<at::Tensor> buffers = model_.buffers();
+  if (current_.buffers.size() != buffers.size()) {
+    current_.buffers.clear();
+    for (const auto& b : buffers) current_.buffers.push_back(b.detach().clone());
+  } else {
+    for (std::size_t i = 0; i < buffers.size(); ++i) current_.buffers[i].copy_(buffers[i]);
+  }
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  current_.cpu_rng = gen.get_state();
+}
+
+void InPlaceRecovery::restore_kept() {
+  torch::NoGradGuard no_grad;
+  const std::vector<at::Tensor> buffers = model_.buffers();
+  for (std::size_t i = 0; i < buffers.size() && i < current_.buffers.size(); ++i) buffers[i].copy_(current_.buffers[i]);
+  if (!current_.cpu_rng.defined()) return;
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(current_.cpu_rng);
 }
 
 bool InPlaceRecovery::requested(std::chrono::milliseconds wait) const {
@@ -75,49 +96,46 @@ bool InPlaceRecovery::requested(std::chrono::milliseconds wait) const {
 RedoPoint InPlaceRecovery::recover(const std::function<void()>& drop_ddp, const std::function<void()>& make_ddp) {
   drop_ddp();
   ddp::worker::reform_process_group(pg_, ddp::worker::requested_generation(pg_));
-  RedoPoint p = meet(&current_);
+  RedoPoint p = meet(true);
   make_ddp();
   return p;
 }
 
 RedoPoint InPlaceRecovery::join() {
-  RedoPoint p = meet(nullptr);
+  RedoPoint p = meet(false);
   return p;
 }
 
-RedoPoint InPlaceRecovery::meet(const Kept* mine) {
+RedoPoint InPlaceRecovery::meet(bool survivor) {
   const int rank = pg_.rank();
   const int world = pg_.world_size();
-  const bool survivor = mine != nullptr && mine->global_step >= 0;
+  survivor = survivor && current_.global_step >= 0;
   const std::string key = "redo_" + std::to_string(ddp::worker::group_generation(pg_));
   const std::vector<std::string> all = ddp::worker::exchange_through_store(
-      pg_, key,
-      survivor ? std::to_string(current_.global_step) + " " + std::to_string(previous_.global_step) : "new");
-  // The earliest step a survivor started; every survivor holds it, as its
-  // current or its previous step's start.
-  long long redo = LLONG_MAX;
+      pg_, key, survivor ? std::to_string(current_.global_step) : "new");
+  // The latest step a survivor started, and the lowest survivor there: it
+  // finished the step before with every rank's gradients.
+  long long redo = -1;
   int donor = -1;
-  std::vector<std::pair<long long, long long>> kept(static_cast<std::size_t>(world), {-1, -1});
   for (int r = 0; r < world; ++r) {
-    if (all[static_cast<std::size_t>(r)] == "new") continue;
-    std::istringstream in(all[static_cast<std::size_t>(r)]);
-    in >> kept[static_cast<std::size_t>(r)].first >> kept[static_cast<std::size_t>(r)].second;
-    redo = std::min(redo, kept[static_cast<std::size_t>(r)].first);
-    if (donor < 0) donor = r;
+    const std::string& v = all[static_cast<std::size_t>(r)];
+    if (v == "new") continue;
+    const long long g = std::strtoll(v.c_str(), nullptr, 10);
+    if (g > redo) {
+      redo = g;
+      donor = r;
+    }
   }
   if (donor < 0) throw std::runtime_error("in-place recovery: no rank kept its state; the group must restart");
-  for (int r = 0; r < world; ++r) {
-    const auto& k = kept[static_cast<std::size_t>(r)];
-    if (all[static_cast<std::size_t>(r)] != "new" && k.first != redo && k.second != redo)
-      throw std::runtime_error("in-place recovery: rank " + std::to_string(r) + " kept steps " +
-                               std::to_string(k.second) + " and " + std::to_string(k.first) + ", not step " +
-                               std::to_string(redo) + " that another survivor redoes; the group must restart");
-  }
-  const Kept* use = survivor ? (current_.global_step == redo ? &current_ : &previous_) : nullptr;
+  // What the failed step's forward changed, back to its start.
+  if (survivor) restore_kept();
+  const bool keeps = survivor && current_.global_step == redo;
 
-  // The donor's copy to every rank (the survivors receive and keep their own).
+  // The donor's state to every rank (those at the step keep their own).
   std::string payload;
-  if (rank == donor) payload = redo_header(use->epoch, use->step, use->sums) + use->bytes;
+  if (rank == donor)
+    payload = redo_header(current_.epoch, current_.step, current_.sums) +
+              snapshot_to_bytes(current_.state, model_, optimizer_);
   at::Tensor length = at::full({1}, static_cast<std::int64_t>(payload.size()), at::TensorOptions().dtype(at::kLong));
   pg_.broadcast(length, donor);
   at::Tensor data = at::empty({length.item<std::int64_t>()}, at::kByte);
@@ -126,11 +144,11 @@ RedoPoint InPlaceRecovery::meet(const Kept* mine) {
 
   RedoPoint p;
   const std::string what = "the state from rank " + std::to_string(donor);
-  if (use != nullptr) {
-    p.state = restore_snapshot_bytes(use->bytes, what, model_, optimizer_, rank, world, pg_.device());
-    p.sums = use->sums;
-    p.epoch = use->epoch;
-    p.step = use->step;
+  if (keeps) {
+    p.state = current_.state;
+    p.sums = current_.sums;
+    p.epoch = current_.epoch;
+    p.step = current_.step;
   } else {
     const std::string got(static_cast<const char*>(data.data_ptr()), static_cast<std::size_t>(data.numel()));
     const auto nl = got.find('\n');
@@ -140,8 +158,9 @@ RedoPoint InPlaceRecovery::meet(const Kept* mine) {
     long long step = 0, local = 0, resumed = 0;
     in >> p.epoch >> step >> loss >> local >> resumed >> seconds;
     p.step = step;
-    // Its own sums died with it: the donor's stand in (the recovered
-    // epoch's train_loss line may differ; the weights do not).
+    // Its own sums of the epoch died with it (or lack the donor's step):
+    // the donor's stand in (the recovered epoch's train_loss line may
+    // differ; the weights do not).
     p.sums.loss_sum = std::strtod(loss.c_str(), nullptr);
     p.sums.local_samples = local;
     p.sums.resumed_samples = resumed;

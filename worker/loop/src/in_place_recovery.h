@@ -1,23 +1,28 @@
 #pragma once
 // In-place recovery in the loop (docs/worker-runtime.md, "In-place
 // recovery"): with ddp-launch's --recovery in_place a lost rank comes back
-// alone and the survivors keep their state. Each rank keeps, in memory, its
-// whole state (rank_snapshot.h's bytes: TrainState, model, optimizer, its
-// generator) at the start of the current and of the previous step: a ring
-// allreduce may finish on one survivor and not on another, so survivors can
-// be one step apart when the failure hits. After the group is re-formed
-// under the launcher's new generation (ddp/worker/recovery.h) the ranks
-// agree through the store on the earliest of those steps, each survivor
-// restores its own copy of it, the lowest survivor broadcasts its copy to
-// the returning rank (no disk read), DDP is made anew, and every rank redoes
-// the step: the result is bit for bit an uninterrupted run's. Called by
-// train_epoch.cpp (survivors) and trainer.cpp (the returning rank). Internal
-// to the loop library; it never writes files.
+// alone and the survivors keep their state. A survivor's step fails inside
+// its collectives, before the optimizer's step, so its weights and
+// optimizer are still those of the step's start; what the step's forward
+// changed (the model's buffers, e.g. BatchNorm's running statistics, and
+// the generator) and the loop's own numbers are kept in memory at each
+// step's start: no copy of the weights per step. A ring allreduce may
+// finish on one survivor and not on another, so survivors can be one step
+// apart: the one ahead completed the step with every rank's gradients, so
+// its state is the uninterrupted run's. After the group is re-formed under
+// the launcher's new generation (ddp/worker/recovery.h) the ranks agree
+// through the store on the latest step a survivor started; the lowest
+// survivor there sends its state (rank_snapshot.h's bytes) to the returning
+// rank and to any survivor behind (no disk read), DDP is made anew, and
+// every rank redoes that step: bit for bit an uninterrupted run. Called by
+// train_epoch.cpp (survivors) and trainer.cpp (the returning rank).
+// Internal to the loop library; it never writes files.
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "train_epoch.h"
 #include "ddp/loop/train_state.h"
@@ -64,21 +69,26 @@ class InPlaceRecovery {
   RedoPoint join();
 
  private:
+  // A step's start: the loop's numbers, the model's buffers and the
+  // generator (the weights and the optimizer need no copy: see above).
   struct Kept {
     std::int64_t global_step = -1;  // -1: none
     int epoch = 0;
     std::int64_t step = 0;
-    std::string bytes;
+    TrainState state;
     EpochSteps sums;
+    std::vector<at::Tensor> buffers;
+    at::Tensor cpu_rng;
   };
-  RedoPoint meet(const Kept* mine);
+  RedoPoint meet(bool survivor);
+  void restore_kept();
 
   ddp::worker::ProcessGroup& pg_;
   torch::nn::Module& model_;
   torch::optim::Optimizer& optimizer_;
   bool on_ = false;
   bool advertised_ = false;
-  Kept current_, previous_;
+  Kept current_;
 };
 
 }  // namespace ddp::loop
