@@ -94,8 +94,12 @@ TEST_CASE("the worker environment and argv equal torchrun 2.x's, name by name", 
     CHECK(theirs[r].count("TORCH_FR_DUMP_TEMP_FILE") == 0);
     CHECK_THAT(ours[r]["TORCH_FR_DUMP_TEMP_FILE"], Catch::EndsWith("/attempt_0.nccl_trace_rank_"));
     CHECK(ours[r]["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1");
+    // And the offer of in-place recovery (--max_restarts 1, --recovery
+    // in_place by default; docs/migration.md), which torchrun has not.
+    CHECK(theirs[r].count("DDP_RECOVERY") == 0);
+    CHECK(ours[r]["DDP_RECOVERY"] == "in_place");
     compare(theirs[r], ours[r], {"TORCHELASTIC_ERROR_FILE", "NCCL_ASYNC_ERROR_HANDLING",
-                                 "TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DUMP_ON_TIMEOUT"});
+                                 "TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DUMP_ON_TIMEOUT", "DDP_RECOVERY"});
     CHECK(ours[r]["ARGV"] == "--x|1");
   }
 }
