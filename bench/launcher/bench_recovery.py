@@ -392,7 +392,9 @@ def main():
     lines = table(results, a)
     if "in_place" not in modes and "in_place" in a.modes:
         lines.append("| ddp-train, in-place recovery | skipped: this ddp-launch has no --recovery | | | | |")
-    if a.short or load_after > (os.cpu_count() or 1):
+    # The load before: the bench's own ranks raise the load after past the
+    # cores on a small machine.
+    if a.short or load_before > (os.cpu_count() or 1):
         head = ("**A short check on a loaded machine, not the measurement: rerun at full size on a quiet one "
                 "(below).** " + head)
     body = "\n".join([head, ""] + lines)
