@@ -347,4 +347,10 @@ TEST_CASE("run summary: the hot spares of the attempt's round, in the table's no
   REQUIRE(r.size() == 2);
   CHECK(r[1].node_rank == 12);
   CHECK(r[1].replaced_host == "b");
+  // Host names come from other nodes through the store: quoted, never raw
+  // escapes on the terminal.
+  const auto q = parse_replacements("3:ev\x1b[2Jil:1:n\x07:2");
+  REQUIRE(q.size() == 1);
+  CHECK(q[0].host == "ev\\x1b[2Jil");
+  CHECK(q[0].replaced_host == "n\\x07");
 }

@@ -3,6 +3,7 @@
 #include "ddp/launcher/base/signal_names.h"
 #include "ddp/launcher/elastic/agent_source.h"
 #include "ddp/launcher/process/event_loop.h"
+#include "ddp/common/untrusted_text.h"
 
 #include <algorithm>
 #include <sstream>
@@ -55,7 +56,10 @@ std::vector<NodeReplacement> parse_replacements(const std::string& text) {
     for (std::string x; std::getline(fields, x, ':');) f.push_back(x);
     if (f.size() != 5 || f[0].empty() || f[0].find_first_not_of("0123456789") != std::string::npos || f[0].size() > 9)
       continue;  // not one of ours: shown nowhere rather than wrong
-    out.push_back({std::stoi(f[0]), f[1], f[2], f[3], f[4]});
+    // Host names and pids come from the other nodes, through the store:
+    // quoted here, once, for the log line and the summary.
+    out.push_back({std::stoi(f[0]), ddp::visible_text(f[1]), ddp::visible_text(f[2]), ddp::visible_text(f[3]),
+                   ddp::visible_text(f[4])});
   }
   return out;
 }
