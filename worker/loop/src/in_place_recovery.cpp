@@ -43,7 +43,7 @@ InPlaceRecovery::InPlaceRecovery(ddp::worker::ProcessGroup& pg, torch::nn::Modul
   }
 }
 
-void InPlaceRecovery::step_started(int epoch, std::int64_t step, const TrainState& state, const EpochSteps& sums) {
+void InPlaceRecovery::step_started(int epoch, std::int64_t step, TrainState& state, const EpochSteps& sums) {
   if (!on_) return;
   if (!advertised_) {
     ddp::worker::advertise_recovery(pg_, true);
@@ -52,11 +52,14 @@ void InPlaceRecovery::step_started(int epoch, std::int64_t step, const TrainStat
   current_.global_step = state.global_step;
   current_.epoch = epoch;
   current_.step = step;
-  current_.state = state;
   // The generators travel as the snapshot's own (this rank's, kept below),
-  // not as the per-rank states of the last epoch's checkpoint.
-  current_.state.cpu_rng.clear();
-  current_.state.device_rng.clear();
+  // not as the per-rank states of the last epoch's checkpoint: those (world
+  // x about 5 KB) stay out of the copy, which a step makes.
+  state.cpu_rng.swap(rng_aside_);
+  state.device_rng.swap(device_rng_aside_);
+  current_.state = state;
+  state.cpu_rng.swap(rng_aside_);
+  state.device_rng.swap(device_rng_aside_);
   current_.sums = sums;
   // Copied into the same tensors every step (allocated once): buffers are
   // small (running statistics), the weights are not copied at all.

@@ -52,7 +52,9 @@ class InPlaceRecovery {
   // At the start of each step, before anything of it changes. A returning
   // rank advertises here, at its first step (the one redone): the
   // launcher's sign that it is back.
-  void step_started(int epoch, std::int64_t step, const TrainState& state, const EpochSteps& sums);
+  // `state` is left as it was (its generator states are set aside while it
+  // is copied).
+  void step_started(int epoch, std::int64_t step, TrainState& state, const EpochSteps& sums);
 
   // A step failed: whether the launcher asks for a recovery (its new
   // generation on this rank's page), waited for at most `wait`.
@@ -89,6 +91,9 @@ class InPlaceRecovery {
   bool on_ = false;
   bool advertised_ = false;
   Kept current_;
+  // Empty between calls: where step_started parks the per-rank generator
+  // states while it copies the rest.
+  std::vector<std::string> rng_aside_, device_rng_aside_;
 };
 
 }  // namespace ddp::loop
