@@ -43,6 +43,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -428,6 +429,27 @@ int main(int argc, char** argv) {
         } else if (c.command == lines::Command::Done) {
           running = false;
           say(lines::format_finished(rz.done(idle)));
+        } else if (c.command == lines::Command::Recover) {
+          std::istringstream args(c.arg);
+          int budget = 0, rank = -1;
+          if (!(args >> budget >> rank) || rank < 0) {
+            say(lines::format_recovery_refused(false, 0, "the launcher's recover line '" + c.arg + "' is not one"));
+          } else if (!running) {
+            say(lines::format_recovery_refused(false, 0, "the round is over"));
+          } else {
+            const auto t = rz.recover(budget, rank);
+            say(t.granted ? lines::format_recovery(t.generation, t.used)
+                          : lines::format_recovery_refused(t.used_up, t.used, t.refusal));
+          }
+        } else if (c.command == lines::Command::Recovered) {
+          if (running && c.arg == "void") {
+            rz.cancel_recovery();
+          } else if (running) {
+            try {
+              rz.recovered(std::stoull(c.arg));
+            } catch (const std::logic_error&) {  // not a number: not ours to act on
+            }
+          }
         } else if (c.command == lines::Command::Steps) {
           if (running) say(lines::format_job_steps(rz.share_steps(c.arg)));
         } else if (c.command == lines::Command::Quit) {
@@ -438,6 +460,9 @@ int main(int argc, char** argv) {
       while (auto who = torchrun_nodes.next()) rz.tcpstore_client(*who);
       if (running && Clock::now() >= next_tick) {
         if (auto s = rz.tick(in.silent_s())) report(*s);
+        // Another node's in-place recovery, read by the tick itself.
+        if (auto p = rz.peer_recovery(); p && running)
+          say(lines::format_peer_recovery(p->generation, p->used, p->rank, p->node));
         next_tick = Clock::now() + std::chrono::milliseconds(rz.tick_ms());
         continue;
       }

@@ -357,10 +357,13 @@ void Rendezvous::assign_ranks(int R, int K, long long J, Clock::time_point until
     placed[i] = true;
   }
   // Counted restarts so far: every earlier round that ended by a failure
-  // (one read of R short keys); and who held the ranks newcomers take.
+  // (one read of R short keys) and the job's in-place recoveries (counted
+  // in its recovery record: they share --max_restarts); and who
+  // held the ranks newcomers take.
   int restarts = 0;
   keys.clear();
   for (int j = 0; j < R; ++j) keys.push_back(rkey(j, "restart"));
+  keys.push_back(key("recovery"));
   std::vector<int> replaced_ranks;
   if (replacing)
     for (int rank = 0; rank < K; ++rank)
@@ -371,10 +374,12 @@ void Rendezvous::assign_ranks(int R, int K, long long J, Clock::time_point until
   const auto got = store_.multi_get(keys);
   for (int j = 0; j < R; ++j)
     if (got[j] && got[j]->rfind("1 ", 0) == 0) ++restarts;
+  const long long recoveries = counted_recoveries(got[R]);
+  restarts += static_cast<int>(recoveries);
   // "<node rank>:<host>:<pid>:<host before>:<pid before>", ',' between.
   std::string replaced;
   for (std::size_t j = 0; j < replaced_ranks.size(); ++j) {
-    const auto& before = got[R + j];
+    const auto& before = got[R + 1 + j];
     if (!before) continue;  // a rank round R-1 did not have (the job grew)
     const Descriptor old = parse_descriptor(*before);
     const Descriptor& now = d[holder[replaced_ranks[j]]];
@@ -390,7 +395,8 @@ void Rendezvous::assign_ranks(int R, int K, long long J, Clock::time_point until
     out.emplace_back(rkey(R, "member/" + std::to_string(rank)), *slots[slot]);
     out.emplace_back(rkey(R, "rank/" + std::to_string(slot)), std::to_string(rank) + " " + std::to_string(base) + " " +
                                                                    std::to_string(world) + " " + std::to_string(restarts) +
-                                                                   " " + std::to_string(K));
+                                                                   " " + std::to_string(K) + " " +
+                                                                   std::to_string(recoveries));
     base += d[slot].nproc;
   }
   for (std::size_t c = K; c < candidates.size(); ++c) out.emplace_back(rkey(R, "rank/" + std::to_string(candidates[c])), kSpare);
@@ -451,6 +457,10 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
   next.base_rank = static_cast<int>(stored_int(mine, ranks, 1, 0, kMaxInt));
   next.world_size = static_cast<int>(stored_int(mine, ranks, 2, 1, kMaxInt));
   next.restart_count = static_cast<int>(stored_int(mine, ranks, 3, 0, kMaxInt));
+  recoveries_at_close_ = stored_int(mine, ranks, 5, 0, next.restart_count);
+  my_recovery_.clear();
+  peer_told_ = 0;
+  peer_.reset();
   const int K = next.group_world_size;
   round_ = R;
   current_ = next;
@@ -509,7 +519,8 @@ void Rendezvous::heartbeat() {
 }
 
 std::optional<Stop> Rendezvous::pending_stop() {
-  const auto v = store_.multi_get({key("abort"), rkey(round_, "restart")});
+  const auto v = store_.multi_get({key("abort"), rkey(round_, "restart"), key("recovery")});
+  saw_recovery(v[2]);
   if (v[0]) {
     saw_abort();
     return Stop{Stop::Abort, true, *v[0]};

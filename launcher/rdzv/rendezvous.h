@@ -46,6 +46,16 @@
 //    r<R>/restart (compareSet: one reason per round) and sets r<R>/end;
 //    every node sees it at its next tick and stops. An abort (no restarts
 //    left) goes to the run-wide key.
+//  - in-place recovery across nodes (rendezvous_recovery.cpp): the job's
+//    one key `recovery` holds the latest one, "<generation> <round>
+//    <busy|done|void> <used> <rank> <node rank> <counted> <host>". A node
+//    that loses a rank reads it and compareSets the next generation busy
+//    (two requests; busy of this round: another recovery runs, refused);
+//    when the rank is back, one compareSet to done (void, uncounted: its
+//    launcher gave it up first). The other nodes read it in the tick's one
+//    multi_get (no extra request) and tell their launchers. The closer adds
+//    <counted> to the restart count: restarts and recoveries share
+//    --max_restarts for the job (pytorch#108158).
 //  - exit barrier: nodes whose workers succeeded add to r<R>/done_count; the
 //    last sets r<R>/end, for which all wait (and keep beating); then they add
 //    to r<R>/left, the last sets r<R>/all_left, for which the host waits, so
@@ -161,6 +171,34 @@ class Rendezvous {
   // (the torchrun node was a stray: the job goes on without it).
   void tcpstore_client(const std::string& who);
 
+  // In-place recovery of this node's global rank `rank` (recover's
+  // answer): the job-wide generation G its ranks re-form under, and the
+  // restarts and recoveries of the job before it; refused while another
+  // node's recovery of this round is busy, or once they reach `budget`
+  // (--max_restarts; used_up).
+  struct RecoveryTicket {
+    bool granted = false;
+    bool used_up = false;
+    unsigned long long generation = 0;
+    int used = 0;
+    std::string refusal;  // why not, one clause
+  };
+  RecoveryTicket recover(int budget, int rank);
+  // This node's recovery of `generation` is over (its rank is back).
+  void recovered(unsigned long long generation);
+  // This node's launcher gave its granted recovery up before it began (a
+  // second failure came first): void, it counts not.
+  void cancel_recovery();
+  // A recovery another node of this round began, seen by the last tick;
+  // each one once.
+  struct PeerRecovery {
+    unsigned long long generation = 0;
+    int used = 0;
+    int rank = 0;
+    std::string node;  // "node n<rank> (host <host>)"
+  };
+  std::optional<PeerRecovery> peer_recovery();
+
   // Milliseconds between ticks while workers run.
   int tick_ms() const;
 
@@ -202,6 +240,11 @@ class Rendezvous {
   // The closer's part: every node's rank, in one read and one write.
   void assign_ranks(int R, int K, long long slots, Clock::time_point until, const std::function<bool(int)>& idle);
   std::optional<Stop> pending_stop();
+  // The job's recovery record (key "recovery") as pending_stop read it.
+  void saw_recovery(const std::optional<std::string>& record);
+  // The job's recoveries that count, from its record (0: none); a value
+  // no ddp-launch node writes is a RendezvousError.
+  long long counted_recoveries(const std::optional<std::string>& record) const;
   // Writes a reason to stop the round (the first one wins) and ends it;
   // true when this node's was the one.
   bool stop_round(const std::string& value, bool lost = false);
@@ -230,6 +273,13 @@ class Rendezvous {
   long long abort_seen_count_ = 0; // what this node's add to abort_seen returned (0: not yet)
   std::string tcpstore_client_;     // the first torchrun node seen ("" none)
   Clock::time_point tcpstore_client_at_;
+  // In-place recovery: the job's recoveries when this round closed (the
+  // closer's read), this node's busy record ("" none), the highest
+  // generation told to the launcher, and one not told yet.
+  long long recoveries_at_close_ = 0;
+  std::string my_recovery_;
+  unsigned long long peer_told_ = 0;
+  std::optional<PeerRecovery> peer_;
 };
 
 }  // namespace ddp::rdzv

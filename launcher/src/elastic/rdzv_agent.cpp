@@ -49,6 +49,17 @@ RdzvEvent parse_rdzv_line(const std::string& line) {
     case Answer::Finished: e.kind = RdzvEvent::Finished; return e;
     case Answer::Error: e.kind = RdzvEvent::Error; return e;
     case Answer::JobSteps: e.kind = RdzvEvent::JobSteps; return e;
+    case Answer::Recovery:
+    case Answer::RecoveryRefused:
+    case Answer::PeerRecovery:
+      e.kind = a.answer == Answer::Recovery          ? RdzvEvent::Recovery
+               : a.answer == Answer::RecoveryRefused ? RdzvEvent::RecoveryRefused
+                                                     : RdzvEvent::PeerRecovery;
+      e.generation = a.recovery.generation;
+      e.used = a.recovery.used;
+      e.used_up = a.recovery.used_up;
+      e.rank = a.recovery.rank;
+      return e;
     case Answer::Unexpected: break;
   }
   e.kind = RdzvEvent::Error;

@@ -21,6 +21,7 @@
 #include "ddp/rdzv/agent_lines.h"
 
 #include <chrono>
+#include <cstdint>
 #include <csignal>
 #include <optional>
 #include <string>
@@ -30,7 +31,8 @@
 namespace ddp::launcher {
 
 struct RdzvEvent {
-  enum Kind { Round, Restart, Abort, Aborted, Finished, Error, JobSteps } kind = Error;
+  enum Kind { Round, Restart, Abort, Aborted, Finished, Error, JobSteps, Recovery, RecoveryRefused, PeerRecovery } kind =
+      Error;
   // Round: the round's number, its restart count and this node's place.
   int round = 0;
   int restart_count = 0;
@@ -39,6 +41,14 @@ struct RdzvEvent {
   // Round: hot spares that took the places of nodes that did not come back
   // (agent_lines.h's Round::replaced).
   std::string replaced;
+  // Recovery (this node's, granted), RecoveryRefused, PeerRecovery (another
+  // node's): the job-wide generation, the job's restarts and recoveries
+  // before it, whether they used --max_restarts up (RecoveryRefused) and the
+  // rank lost (PeerRecovery; text: its node, RecoveryRefused: why not).
+  uint64_t generation = 0;
+  int used = 0;
+  bool used_up = false;
+  int rank = -1;
   bool counted = true;  // Restart: counts against --max_restarts (a failure, a node lost)
   std::string text;     // Restart/Abort: the reason; Finished: what cut the exit barrier short; Error: the message;
                         // JobSteps: every node's last window of steps (parse_job_windows)

@@ -18,11 +18,25 @@
 //   steps <payload> -> job_steps <every node's payload, '|' between>
 //                      (while the workers run: the step statistics the
 //                      launchers compare across nodes; Rendezvous::share_steps)
+//   recover <budget> <rank>
+//                   -> recovery <generation> <used>
+//                      | recovery_refused <used_up 0|1> <used> <reason>
+//                      (in-place recovery of a rank lost on this node:
+//                      the job-wide generation, and the restarts and
+//                      recoveries of the job before it; refused while
+//                      another node's recovery runs, or once <used> reaches
+//                      <budget>, --max_restarts: Rendezvous::recover)
+//   recovered <generation>  (no answer: that recovery is over)
+//   recovered void  (no answer: the launcher gave its granted recovery up
+//                    before it began, a second failure first: it counts not)
 //   ping            (no answer: the launcher is alive; it writes one every
 //                    keep_alive_interval / 2 from its poll loops)
 //   quit            (no answer: the helper exits)
 // helper -> launcher, unasked while the workers run:
 //   restart <counted> <reason> | abort <reason>
+//   peer_recovery <generation> <used> <rank> <node>   (another node of the
+//                   round began an in-place recovery of one of its ranks:
+//                   this node's ranks re-form under <generation>)
 // Reasons and messages are free text to the end of the line; a line break
 // in one becomes a space (one_line).
 
@@ -58,7 +72,7 @@ inline std::string one_line(std::string s) {
 
 // ---- launcher -> helper -------------------------------------------------
 
-enum class Command { Join, Fail, Abort, Done, Steps, Ping, Quit, Unknown };
+enum class Command { Join, Fail, Abort, Done, Steps, Recover, Recovered, Ping, Quit, Unknown };
 
 struct CommandLine {
   Command command = Command::Unknown;
@@ -81,6 +95,8 @@ inline const char* command_word(Command c) {
     case Command::Abort: return "abort";
     case Command::Done: return "done";
     case Command::Steps: return "steps";
+    case Command::Recover: return "recover";
+    case Command::Recovered: return "recovered";
     case Command::Ping: return "ping";
     case Command::Quit: return "quit";
     case Command::Unknown: break;
@@ -99,22 +115,45 @@ inline CommandLine parse_command(const std::string& line) {
   const std::string word = line.substr(0, line.find(' '));
   CommandLine c;
   c.arg = line.size() > word.size() ? line.substr(word.size() + 1) : "";
-  for (const Command k : {Command::Join, Command::Fail, Command::Abort, Command::Done, Command::Steps, Command::Ping,
-                          Command::Quit})
+  for (const Command k : {Command::Join, Command::Fail, Command::Abort, Command::Done, Command::Steps,
+                          Command::Recover, Command::Recovered, Command::Ping, Command::Quit})
     if (word == command_word(k)) c.command = k;
   return c;
 }
 
 // ---- helper -> launcher -------------------------------------------------
 
-enum class Answer { Round, Restart, Abort, Aborted, Finished, Error, JobSteps, Unexpected };
+enum class Answer {
+  Round,
+  Restart,
+  Abort,
+  Aborted,
+  Finished,
+  Error,
+  JobSteps,
+  Recovery,
+  RecoveryRefused,
+  PeerRecovery,
+  Unexpected
+};
+
+// In-place recovery across nodes: recovery, recovery_refused and
+// peer_recovery's numbers.
+struct RecoveryLine {
+  unsigned long long generation = 0;
+  int used = 0;       // the job's restarts and recoveries before this one
+  bool used_up = false;
+  int rank = -1;      // peer_recovery: the global rank lost
+};
 
 struct AnswerLine {
   Answer answer = Answer::Unexpected;
   Round round;          // Round
+  RecoveryLine recovery;  // Recovery, RecoveryRefused, PeerRecovery
   bool counted = true;  // Restart: counts against --max_restarts
   std::string text;     // Restart/Abort: the reason; Finished: the note; Error: the message;
-                        // JobSteps: the payloads; Unexpected: the line
+                        // JobSteps: the payloads; RecoveryRefused: the reason;
+                        // PeerRecovery: the node; Unexpected: the line
 };
 
 // Answer lines, without their '\n'.
@@ -132,6 +171,16 @@ inline std::string format_aborted() { return "aborted"; }
 inline std::string format_finished(const std::string& note) { return "finished " + one_line(note); }
 inline std::string format_error(const std::string& message) { return "error " + one_line(message); }
 inline std::string format_job_steps(const std::string& payloads) { return "job_steps " + one_line(payloads); }
+inline std::string format_recovery(unsigned long long generation, int used) {
+  return "recovery " + std::to_string(generation) + " " + std::to_string(used);
+}
+inline std::string format_recovery_refused(bool used_up, int used, const std::string& reason) {
+  return std::string("recovery_refused ") + (used_up ? "1 " : "0 ") + std::to_string(used) + " " + one_line(reason);
+}
+inline std::string format_peer_recovery(unsigned long long generation, int used, int rank, const std::string& node) {
+  return "peer_recovery " + std::to_string(generation) + " " + std::to_string(used) + " " + std::to_string(rank) + " " +
+         one_line(node);
+}
 
 inline AnswerLine parse_answer(const std::string& line) {
   AnswerLine a;
@@ -167,6 +216,27 @@ inline AnswerLine parse_answer(const std::string& line) {
                                     : Answer::JobSteps;
     a.text = rest();
     return a;
+  } else if (word == "recovery") {
+    RecoveryLine& r = a.recovery;
+    if (in >> r.generation >> r.used && r.generation > 0 && r.used >= 0) {
+      a.answer = Answer::Recovery;
+      return a;
+    }
+  } else if (word == "recovery_refused") {
+    int used_up = 0;
+    if (in >> used_up >> a.recovery.used) {
+      a.answer = Answer::RecoveryRefused;
+      a.recovery.used_up = used_up != 0;
+      a.text = rest();
+      return a;
+    }
+  } else if (word == "peer_recovery") {
+    RecoveryLine& r = a.recovery;
+    if (in >> r.generation >> r.used >> r.rank && r.generation > 0 && r.rank >= 0) {
+      a.answer = Answer::PeerRecovery;
+      a.text = rest();
+      return a;
+    }
   } else if (word == "aborted") {
     a.answer = Answer::Aborted;
     return a;
