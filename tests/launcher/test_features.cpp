@@ -814,6 +814,136 @@ TEST_CASE("features: in-place recovery falls back to the full restart, saying wh
   }
 }
 
+// c10d (job_recovery.h): node n0 of 2 nodes x 2 ranks. The generation and
+// the budget are the job's: the rendezvous answers before anything starts,
+// and another node's recovery reaches this node's ranks' pages.
+namespace {
+struct JobRecoveryRig {
+  explicit JobRecoveryRig(int max_restarts) : a(2, 4) {
+    a.plan.opts.max_restarts = max_restarts;
+    node.group_world_size = 2;
+    node.world_size = 4;
+    a.placement.placement = node;
+    a.services.agent = &link;
+    a.services.job_recovery.emplace(link);
+    f = make_in_place_recovery(a);
+    for (int lr = 0; lr < 2; ++lr) {
+      pages.push_back(a.worker_page(lr));
+      pages.back()->set_recovery_capable(true);
+      a.start(*f, lr, 1000 + lr);
+    }
+  }
+  bool kill(int lr) {
+    WorkerExit w = exit_of(lr, lr, a.pids[lr], SIGKILL);
+    f->exited(w);
+    return f->take_failure(w);
+  }
+  void say(RdzvEvent::Kind kind, uint64_t generation, int used, const std::string& text = "", int rank = -1,
+           bool used_up = false) {
+    RdzvEvent e;
+    e.kind = kind;
+    e.generation = generation;
+    e.used = used;
+    e.text = text;
+    e.rank = rank;
+    e.used_up = used_up;
+    CHECK(a.services.job_recovery->heard(e));
+  }
+  // The job's restarts and recoveries this attempt says it used.
+  int used() {
+    AttemptResult res;
+    f->finish(res);
+    return res.restarts_used;
+  }
+  FakeAttempt a;
+  NodePlacement node;
+  FakeLink link;
+  std::unique_ptr<Feature> f;
+  std::vector<std::unique_ptr<ddp::Heartbeat>> pages;
+};
+}  // namespace
+
+TEST_CASE("features: in-place recovery under c10d takes the job's generation from the rendezvous, and another "
+          "node's recovery reaches this node's ranks") {
+  SECTION("this node's rank: asked, granted, back") {
+    JobRecoveryRig r(3);
+    REQUIRE(r.kill(1));  // taken over while the rendezvous answers
+    CHECK(r.link.sent == std::vector<std::string>{"recover 3 1"});
+    CHECK(r.a.respawns.empty());
+    CHECK(r.f->holds_attempt());  // a node whose only rank it was does not end its attempt meanwhile
+    r.say(RdzvEvent::Recovery, 5, 2);
+    CHECK_FALSE(r.f->holds_attempt());
+    REQUIRE(r.a.respawns.size() == 1);
+    CHECK(r.a.respawns[0].second.at("DDP_RECOVERY_GENERATION") == "5");
+    CHECK(r.pages[0]->recovery_generation() == 5);
+    CHECK_THAT(r.a.log_.str(), Catch::Contains("at step 0; bringing back only it, in place (generation 5; the other 3 "
+                                                "ranks keep their state on every node; recovery 3 of --max_restarts 3 "
+                                                "for the job)"));
+    auto back = r.a.worker_page(1);
+    r.a.start(*r.f, 1, ::getpid());
+    back->set_recovery_capable(true);
+    serve(*dynamic_cast<EventLoop::Source*>(r.f.get()), [&] { return r.a.log_.str().find("is back") != std::string::npos; });
+    CHECK(r.link.sent.back() == "recovered 5");
+    CHECK(r.used() == 3);
+  }
+  SECTION("another node's rank: this node's ranks get its generation, one line") {
+    JobRecoveryRig r(3);
+    r.say(RdzvEvent::PeerRecovery, 4, 1, "node n1 (host h1)", 3);
+    CHECK(r.pages[0]->recovery_generation() == 4);
+    CHECK(r.pages[1]->recovery_generation() == 4);
+    CHECK(r.a.log_.str() == "ddp-launch: rank 3 on node n1 (host h1) lost; the 2 ranks here keep their state "
+                            "(in-place recovery, generation 4)\n");
+    CHECK(r.a.failures.empty());
+    // Counted by the node that lost it (its grant may yet be given up).
+    CHECK(r.used() == 0);
+  }
+  SECTION("refused by the rendezvous (another node's recovery runs): a full restart, said why, the lost rank its "
+          "root cause") {
+    JobRecoveryRig r(3);
+    REQUIRE(r.kill(0));
+    r.say(RdzvEvent::RecoveryRefused, 0, 1, "the in-place recovery of rank 3 on node n1 (host h1) (generation 2) is "
+                                            "under way");
+    CHECK(r.a.respawns.empty());
+    REQUIRE(r.a.failures.size() == 1);
+    CHECK(r.a.failures[0].rank == 0);
+    CHECK_THAT(r.a.log_.str(), Catch::Contains("lost (signal 9 (SIGKILL)); full restart: the in-place recovery of rank "
+                                                "3 on node n1 (host h1) (generation 2) is under way"));
+    CHECK(r.f->root_cause(r.a.result())->rank == 0);
+  }
+  SECTION("refused: the job's budget is used up") {
+    JobRecoveryRig r(2);
+    REQUIRE(r.kill(1));
+    r.say(RdzvEvent::RecoveryRefused, 0, 2, "--max_restarts 2 used up (2 restarts and recoveries of the job)", -1,
+          true);
+    CHECK_THAT(r.a.log_.str(), Catch::Contains("; no recovery: --max_restarts 2 used up (2 restarts and recoveries of "
+                                                "the job)"));
+    CHECK(r.used() == 2);
+  }
+  SECTION("a second failure during this node's recovery: void in the rendezvous, the full restart counts, not both") {
+    JobRecoveryRig r(3);
+    REQUIRE(r.kill(1));
+    r.say(RdzvEvent::Recovery, 5, 2);
+    REQUIRE(r.a.respawns.size() == 1);
+    CHECK_FALSE(r.kill(0));
+    CHECK(r.link.sent == std::vector<std::string>{"recover 3 1", "recovered void"});
+    CHECK_THAT(r.a.log_.str(), Catch::Contains("during the recovery of rank 1: a second failure; full restart"));
+    CHECK(r.used() == 2);
+  }
+  SECTION("a second local failure while the rendezvous has not answered: full restart") {
+    JobRecoveryRig r(3);
+    REQUIRE(r.kill(1));
+    CHECK_FALSE(r.kill(0));
+    CHECK_THAT(r.a.log_.str(), Catch::Contains("while the in-place recovery of rank 1 waited for the rendezvous: a "
+                                                "second failure; full restart"));
+    // Given up before it began: the rendezvous voids it (it counts not),
+    // and its grant, when it comes, starts nothing.
+    CHECK(r.link.sent == std::vector<std::string>{"recover 3 1", "recovered void"});
+    r.say(RdzvEvent::Recovery, 5, 2);
+    CHECK(r.a.respawns.empty());
+    CHECK(r.used() == 0);
+  }
+}
+
 TEST_CASE("report: an in-place recovery is in the run summary and --summary_json") {
   AttemptResult a;
   Recovery r;

@@ -8,43 +8,18 @@
 // includes the recoveries. Milliseconds.
 #include <catch2/catch.hpp>
 
-#include <atomic>
 #include <future>
 #include <thread>
 
 #include "memory_store.h"
+#include "rdzv_counting_store.h"
 #include "rdzv_test_nodes.h"
 #include "rendezvous.h"
 
 using namespace ddp::rdzv;
 using namespace std::chrono_literals;
 
-namespace {
-
-class Counting final : public Store {
- public:
-  explicit Counting(Store& inner) : inner_(inner) {}
-  long long take() { return count_.exchange(0); }
-  void set(const std::string& k, const std::string& v) override { ++count_, inner_.set(k, v); }
-  std::string get(const std::string& k) override { return ++count_, inner_.get(k); }
-  std::optional<std::string> try_get(const std::string& k) override { return ++count_, inner_.try_get(k); }
-  long long add(const std::string& k, long long d) override { return ++count_, inner_.add(k, d); }
-  bool check(const std::string& k) override { return ++count_, inner_.check(k); }
-  std::string compare_set(const std::string& k, const std::string& e, const std::string& d) override {
-    return ++count_, inner_.compare_set(k, e, d);
-  }
-  bool wait(const std::string& k, std::chrono::milliseconds t) override { return ++count_, inner_.wait(k, t); }
-  std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>& keys) override {
-    return ++count_, inner_.multi_get(keys);
-  }
-  void multi_set(const std::vector<std::pair<std::string, std::string>>& e) override { ++count_, inner_.multi_set(e); }
-
- private:
-  Store& inner_;
-  std::atomic<long long> count_{0};
-};
-
-}  // namespace
+using Counting = testing::CountingStore;
 
 TEST_CASE("rendezvous: in-place recovery across nodes takes the job's generation in two requests, the other node "
           "hears it in its tick, and restarts and recoveries share one budget") {

@@ -174,10 +174,13 @@ std::vector<std::unique_ptr<Proc>> start_two(const NetNodes& nodes, const std::s
 // ddp-train for 3 epochs of `steps` steps, checkpoints in tmp/ck, --max_restarts 1, on both nodes.
 // ddp-train-faults when `env` sets DDP_TEST_DIE_AT (ddp-train with the
 // tests' fault hook, tests/support/fault_main.cpp), else ddp-train.
+// `extra`: more launcher options.
 std::vector<std::unique_ptr<Proc>> train_three_epochs(const NetNodes& nodes, const std::string& nnodes, int steps,
-                                                      const TempDir& tmp, std::map<std::string, std::string> env) {
+                                                      const TempDir& tmp, std::map<std::string, std::string> env,
+                                                      std::vector<std::string> extra = {}) {
   const std::string program = env.count("DDP_TEST_DIE_AT") ? "ddp-train-faults" : "ddp-train";
-  return start_two(nodes, nnodes, {"--max_restarts=1"},
+  extra.insert(extra.begin(), "--max_restarts=1");
+  return start_two(nodes, nnodes, extra,
                    {bin_path(program), "--epochs=3", "--max_steps=" + std::to_string(steps), "--batch_size=32",
                     "--data_dir=" + small_fashion_dir(), "--checkpoint_dir=" + tmp.file("ck")},
                    node_env(std::move(env)));
@@ -277,8 +280,10 @@ TEST_CASE("multi-node c10d: a worker failure on one node restarts the workers on
   DDP_REQUIRE_FASHION_DATA();
   NetNodes nodes(2);
   TempDir tmp;
-  // Rank 3 (node 1) SIGKILLs itself before global step 14 on the first attempt.
-  auto procs = train_three_epochs(nodes, "2", 6, tmp, {{"DDP_TEST_DIE_AT", "3:14"}});
+  // Rank 3 (node 1) SIGKILLs itself before global step 14 on the first
+  // attempt. --recovery restart: else only rank 3 would come back, in place
+  // (tests/train/test_in_place_recovery_nodes.cpp).
+  auto procs = train_three_epochs(nodes, "2", 6, tmp, {{"DDP_TEST_DIE_AT", "3:14"}}, {"--recovery=restart"});
   std::string processes;
   const auto codes = wait_all(procs, 220, processes);
   for (int i = 0; i < 2; ++i) {

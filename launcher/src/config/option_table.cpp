@@ -55,7 +55,8 @@ po::options_description supported_options() {
       ("recovery", po::value<std::string>()->value_name("in_place|restart"),
        "after a rank is lost: in_place (default) brings back only that rank and the others keep their state, when "
        "every live rank advertises it on its heartbeat page (ddp-launch's C++ runtime loop); else, and with "
-       "restart, the whole group is restarted. Recoveries and restarts share --max_restarts")
+       "restart, the whole group is restarted. Recoveries and restarts share --max_restarts, for the whole job "
+       "(with c10d, every node's)")
       ("shutdown_timeout", po::value<std::string>()->value_name("SECONDS"),
        "grace period between SIGTERM and SIGKILL when tearing down (default 30)")
       ("stall_timeout", po::value<std::string>()->value_name("SECONDS"),

@@ -81,11 +81,12 @@ EnvMap worker_environment(const EnvMap& parent, const GroupSpec& g, int local_ra
   // (a static run of several nodes, srun-per-rank tasks).
   set("TORCHELASTIC_USE_AGENT_STORE", g.agent_store ? "True" : "False");
   set("TORCHELASTIC_ERROR_FILE", error_file);
-  // --recovery in_place with restarts to spend, on the launcher's store of a
-  // static run: the runtime's loop keeps each step's start in memory and
+  // --recovery in_place with restarts to spend, on the launcher's store (a
+  // single node's static run, or a c10d round's: the generation is then the
+  // job's, job_recovery.h): the runtime's loop keeps each step's start in memory and
   // advertises in-place recovery on its page (docs/worker-runtime.md). Else
   // it must not: the parent's value is dropped.
-  if (o.recovery_in_place && o.max_restarts > 0 && g.agent_store && !g.placement) set("DDP_RECOVERY", "in_place");
+  if (o.recovery_in_place && o.max_restarts > 0 && g.agent_store) set("DDP_RECOVERY", "in_place");
   else env.erase("DDP_RECOVERY");
   env.erase("DDP_RECOVERY_GENERATION");  // only a respawn sets it
   if (heartbeat_file.empty()) env.erase(Heartbeat::kEnvVar);

@@ -173,7 +173,10 @@ bool ElasticRun::rejoin(RdzvLink& agent, const RdzvEvent& round, const RoundPlac
     await(agent, {RdzvEvent::Aborted});
     return false;
   }
-  if (last.spawn_failed || (last.rdzv_counted && round.restart_count >= max_restarts)) {
+  // The job's in-place recoveries of this round count too (they share
+  // --max_restarts with the restarts).
+  const int used = std::max(round.restart_count, last.restarts_used);
+  if (last.spawn_failed || (last.rdzv_counted && used >= max_restarts)) {
     agent.send(Command::Abort, reason + "; " + setup.node + " has no restarts left (max_restarts " +
                std::to_string(max_restarts) + ")");
     await(agent, {RdzvEvent::Aborted});
@@ -182,7 +185,7 @@ bool ElasticRun::rejoin(RdzvLink& agent, const RdzvEvent& round, const RoundPlac
   // The round's one reason (every node prints the same), whether it was
   // this node's failure or another's.
   log_ << "ddp-launch: round " << round.round << " ended: " << reason << "; "
-       << (last.rdzv_counted ? "restart " + std::to_string(round.restart_count + 1) + " of " +
+       << (last.rdzv_counted ? "restart " + std::to_string(used + 1) + " of " +
                                    std::to_string(max_restarts)
                              : "not counted as a restart")
        << "; rejoining the rendezvous" << std::endl;

@@ -77,8 +77,11 @@ Attempt::~Attempt() = default;
 AttemptResult Attempt::run() {
   start_workers();
   for (auto& f : features_) f->all_started();
-  while (!group_.empty() && !gave_up_) {
-    if (group_.running_workers() == 0) teardown_.workers_gone();
+  const auto held = [this] {
+    return std::any_of(features_.begin(), features_.end(), [](const auto& f) { return f->holds_attempt(); });
+  };
+  while ((!group_.empty() || held()) && !gave_up_) {
+    if (group_.running_workers() == 0 && !held()) teardown_.workers_gone();
     loop_.run_once();
   }
   for (auto& f : features_) f->drained();

@@ -49,6 +49,7 @@ int Supervisor::run() {
           // the last round's windows say nothing of them.
           run_->services.agent = r.agent;
           if (!run_->services.job_windows) run_->services.job_windows.emplace(*r.agent);
+          if (!run_->services.job_recovery) run_->services.job_recovery.emplace(*r.agent);
           run_->services.job_windows->new_round(r.placement ? r.placement->world_size : 0);
           // Every node's launcher serves when it is the round's node rank
           // 0, so every node's workers are told True; the others' stores,

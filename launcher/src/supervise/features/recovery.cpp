@@ -3,6 +3,7 @@
 #include "ddp/common/duration_text.h"
 #include "ddp/common/heartbeat.h"
 #include "ddp/launcher/base/number_text.h"
+#include "ddp/launcher/elastic/job_recovery.h"
 #include "ddp/launcher/report/run_events.h"
 #include "ddp/launcher/supervise/run_services.h"
 
@@ -32,15 +33,25 @@ constexpr double kRecoveryTimeoutS = 120;
 // (docs/worker-runtime.md, "In-place recovery"). Only when every live rank
 // advertises it on its page (recovery_capable); Python ranks and programs
 // that do not keep the full restart, as does a second failure during a
-// recovery, a rank that does not come back in kRecoveryTimeoutS, a
-// c10d rendezvous job (for now) and a used-up --max_restarts: recoveries and
-// restarts share that budget. Each outcome is one line.
+// recovery, a rank that does not come back in kRecoveryTimeoutS and a
+// used-up --max_restarts: recoveries and restarts share that budget. Each
+// outcome is one line.
+// c10d: the generation and the budget are the job's (job_recovery.h): the
+// rendezvous grants this node's recovery (or refuses it: another node's
+// runs, the budget is used up) before anything starts, and another node's
+// recovery reaches this node's ranks as its generation on their pages.
 class InPlaceRecovery final : public Feature, public EventLoop::Source {
  public:
   explicit InPlaceRecovery(AttemptControl& ctl)
       : ctl_(ctl),
         max_restarts_(ctl.info().plan.opts.max_restarts),
-        used_before_(ctl.info().placement.restart_count) {}
+        used_before_(ctl.info().placement.restart_count),
+        job_(ctl.info().services.job_recovery ? &*ctl.info().services.job_recovery : nullptr) {
+    if (job_) job_->listen([this](const RdzvEvent& e) { heard(e); });
+  }
+  ~InPlaceRecovery() override {
+    if (job_) job_->listen({});
+  }
 
   EventLoop::Source* source() override { return this; }
   bool after_reaping() const override { return true; }
@@ -59,7 +70,7 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
     // still running, and the lost one (it ran the runtime's loop).
     std::optional<int> not_capable;
     bool any_capable = false;
-    uint64_t step = 0;
+    uint64_t step = 0, lost_step = 0;
     int survivors = 0;
     for (int lr = 0; lr < ctl_.info().plan.nproc; ++lr) {
       const bool running = lr != w.local_rank && pids_.count(lr) && !exited_[lr];
@@ -71,16 +82,29 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
       if (running) {
         ++survivors;
         if (s) step = std::max(step, s->step);
+      } else if (s) {
+        lost_step = s->step;
       }
     }
+    // No survivor here (c10d, the others on other nodes): the lost rank's
+    // own page says the step it was in.
+    if (survivors == 0) step = lost_step;
     if (!ctl_.info().plan.opts.recovery_in_place) return false;
     // First: the returning rank has not advertised yet, so "does not
     // advertise" would misname a second failure.
+    if (asked_) {  // the job has not answered for the first one yet: it stays the root cause
+      asked_ = false;
+      job_->cancel();  // granted or not, it never began: it counts not
+      refused_ = asked_exit_;
+      return refuse(lost + " while the in-place recovery of rank " + std::to_string(asked_exit_.rank) +
+                    " waited for the rendezvous: a second failure; full restart");
+    }
     if (recovering_) {
       current_.seconds = 0;
       ctl_.record_recovery(current_);
       recovering_ = false;
-      const int used = used_before_ + recoveries_;
+      // c10d: the full restart replaces it, and only the restart counts.
+      const int used = job_ ? give_up_job_recovery() : used_before_ + recoveries_;
       return refuse(lost + " during the recovery of rank " + std::to_string(current_.rank) + ": a second failure; " +
                     (used < max_restarts_ ? std::string("full restart")
                                           : "no restart: --max_restarts " + std::to_string(max_restarts_) +
@@ -91,16 +115,30 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
     if (not_capable) return refuse(lost + "; full restart: rank " + std::to_string(base + *not_capable) +
                                    " does not advertise in-place recovery on its heartbeat page (a Python rank, or "
                                    "a program outside ddp-launch's training loop)");
-    if (ctl_.info().services.agent)
-      return refuse(lost + "; full restart: in-place recovery is for static rendezvous jobs for now (not c10d)");
     const int used = used_before_ + recoveries_;
     if (used >= max_restarts_) {
       if (max_restarts_ == 0) return false;  // no restart was asked for: today's end, no new line
       return refuse(lost + "; no recovery: --max_restarts " + std::to_string(max_restarts_) + " used up (" +
                     std::to_string(used) + " restarts and recoveries)");
     }
-    if (survivors == 0) return false;  // nobody to keep state: the restart is the recovery
-    const uint64_t generation = ++generation_;
+    // Nobody to keep state: the restart is the recovery.
+    if (survivors == 0 && ranks_elsewhere() == 0) return false;
+    if (job_) {  // c10d: the job's generation and budget first (heard() goes on)
+      job_->ask(max_restarts_, w.rank);
+      asked_ = true;
+      asked_exit_ = w;
+      asked_lost_ = lost;
+      asked_step_ = step;
+      asked_survivors_ = survivors;
+      return true;
+    }
+    return begin(w, lost, ++generation_, used, survivors, step);
+  }
+
+  // Brings the lost worker back under `generation`; `used`: the restarts
+  // and recoveries before this one.
+  bool begin(const WorkerExit& w, const std::string& lost, uint64_t generation, int used, int survivors,
+             uint64_t step) {
     for (const auto& [lr, pid] : pids_)
       if (lr != w.local_rank && !exited_[lr]) ctl_.tell_recovery_generation(lr, generation);
     if (!ctl_.respawn(w.local_rank, {{"DDP_RECOVERY_GENERATION", std::to_string(generation)}}))
@@ -122,12 +160,60 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
     recovering_ = true;
     ctl_.record_recovery(current_);
     event("RECOVERING", w.local_rank, w.pid, "\"recovery_generation\": " + std::to_string(generation));
+    restarts_used_ = std::max(restarts_used_, used + 1);
+    used_at_begin_ = used;
+    const int others = survivors + ranks_elsewhere();
     ctl_.log() << lost << " at step " << step << "; bringing back only it, in place (generation " << generation
-               << "; the other " << survivors << " rank" << (survivors == 1 ? "" : "s")
-               << " keep their state; recovery " << used + 1 << " of --max_restarts " << max_restarts_ << ")"
-               << std::endl;
+               << "; the other " << others << " rank" << (others == 1 ? "" : "s") << " keep their state"
+               << (job_ ? " on every node" : "") << "; recovery " << used + 1 << " of --max_restarts "
+               << max_restarts_ << (job_ ? " for the job" : "") << ")" << std::endl;
     return true;
   }
+
+  // c10d: the rendezvous' answer for this node's lost rank, or another
+  // node's recovery.
+  void heard(const RdzvEvent& e) {
+    if (ctl_.stopping()) {
+      if (asked_ && e.kind == RdzvEvent::Recovery) job_->cancel();  // never begun
+      asked_ = false;
+      return;
+    }
+    if (e.kind == RdzvEvent::PeerRecovery) {
+      // Not counted here: the node of the lost rank counts it (its grant
+      // says the job's count), and its "no restarts left" ends every node.
+      // A grant that node gives up counts not, and this one cannot know.
+      int here = 0;
+      for (const auto& [lr, pid] : pids_)
+        if (!exited_[lr]) {
+          ctl_.tell_recovery_generation(lr, e.generation);
+          ++here;
+        }
+      ctl_.log() << "ddp-launch: rank " << e.rank << " on " << e.text << " lost; the " << here << " rank"
+                 << (here == 1 ? "" : "s") << " here keep their state (in-place recovery, generation "
+                 << e.generation << ")" << std::endl;
+      return;
+    }
+    if (!asked_) return;  // a second failure came first (and cancelled it)
+    asked_ = false;
+    if (e.kind == RdzvEvent::Recovery) {
+      generation_ = e.generation;
+      if (begin(asked_exit_, asked_lost_, e.generation, e.used, asked_survivors_, asked_step_)) return;
+      job_->cancel();  // it could not be started again: the full restart counts, not this
+    } else {
+      restarts_used_ = std::max(restarts_used_, e.used);
+      refuse(asked_lost_ + (e.used_up ? "; no recovery: " : "; full restart: ") + e.text);
+    }
+    refused_ = asked_exit_;
+    ctl_.fail(asked_exit_);
+  }
+
+  // c10d: this node's only rank lost, the rendezvous not answered yet.
+  bool holds_attempt() const override { return asked_ && !ctl_.stopping(); }
+
+  void finish(AttemptResult& r) override {
+    r.restarts_used = std::max(r.restarts_used, restarts_used_);
+  }
+  std::optional<WorkerExit> root_cause(const AttemptResult&) const override { return refused_; }
 
   // EventLoop::Source: while a rank is coming back, look at its page.
   std::optional<EventLoop::Clock::time_point> deadline() override {
@@ -155,6 +241,7 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
                         " redone)",
                     lost_ns_, now);
       }
+      if (job_) job_->back(current_.generation);
       event("RECOVERED", lr, pids_[lr],
             "\"recovery_generation\": " + std::to_string(current_.generation) + ", \"recovery_s\": " +
                 fixed_text(seconds, 3) + ", \"steps_redone\": " + std::to_string(current_.steps_redone));
@@ -165,6 +252,7 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
     }
     if (seconds < kRecoveryTimeoutS) return;
     recovering_ = false;
+    if (job_) give_up_job_recovery();
     ctl_.record_recovery(current_);
     ctl_.log() << "ddp-launch: rank " << current_.rank << " did not rejoin within "
                << ddp::seconds_text(kRecoveryTimeoutS) << " of its loss; full restart" << std::endl;
@@ -188,6 +276,21 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
     ctl_.log() << format_status_event(e) << std::flush;
   }
 
+  // c10d: this node's recovery, cut short, is void in the rendezvous (the
+  // full restart that replaces it counts, not both: the nodes' counts then
+  // agree); the job's restarts and recoveries before it.
+  int give_up_job_recovery() {
+    job_->cancel();
+    restarts_used_ = used_at_begin_;
+    return used_at_begin_;
+  }
+
+  // The job's ranks on other nodes (c10d rounds of several nodes).
+  int ranks_elsewhere() const {
+    const auto& p = ctl_.info().placement.placement;
+    return p ? std::max(0, p->world_size - ctl_.info().plan.nproc) : 0;
+  }
+
   bool refuse(const std::string& line) {
     ctl_.log() << line << std::endl;
     return false;
@@ -196,6 +299,16 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
   AttemptControl& ctl_;
   const int max_restarts_;
   const int used_before_;  // restarts and recoveries before this attempt
+  JobRecovery* const job_;  // c10d: the job's generation and budget; null for static rendezvous
+  // c10d: a lost worker whose recovery waits for the rendezvous' answer.
+  bool asked_ = false;
+  WorkerExit asked_exit_;
+  std::string asked_lost_;
+  uint64_t asked_step_ = 0;
+  int asked_survivors_ = 0;
+  std::optional<WorkerExit> refused_;  // its failure ended the attempt: the root cause
+  int restarts_used_ = 0;              // the job's restarts and recoveries, as far as heard
+  int used_at_begin_ = 0;              // c10d: the job's restarts and recoveries before this node's last one
   int recoveries_ = 0;
   uint64_t generation_ = 0;
   std::map<int, pid_t> pids_;   // by local rank: the worker started last

@@ -42,6 +42,8 @@ class Rendezvous final : public Feature, public AgentSource {
       if (ctl_.info().services.job_windows) ctl_.info().services.job_windows->heard(e.text);
       return;
     }
+    // In-place recovery across the nodes: the recovery feature's.
+    if (auto& recovery = ctl_.info().services.job_recovery; recovery && recovery->heard(e)) return;
     if (e.kind != RdzvEvent::Restart && e.kind != RdzvEvent::Abort && e.kind != RdzvEvent::Error) return;
     if (!stop_.empty()) return;
     stop_ = e.text;

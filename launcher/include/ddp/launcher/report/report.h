@@ -156,6 +156,11 @@ struct AttemptResult {
   // --max_restarts like a restart. Their lost workers' exits are not in
   // `exits` (they ended no attempt).
   std::vector<Recovery> recoveries;
+  // c10d: the job's restarts and in-place recoveries as of this node's last
+  // recovery or refusal, from the rendezvous (every node's before it); 0:
+  // none here. Another node's later recovery is that node's to count: its
+  // "no restarts left" ends the job on every node.
+  int restarts_used = 0;
 
   bool succeeded() const { return !root_cause && launcher_signal == 0 && rdzv_stop.empty(); }
   bool restartable() const {

@@ -122,6 +122,10 @@ class Feature {
   // the failure over (in-place recovery: it brings the worker back), so the
   // attempt does not fail. Asked in order until one takes it.
   virtual bool take_failure(const WorkerExit& /*w*/) { return false; }
+  // A failure it took over waits for an answer with no worker of this node
+  // running (c10d in-place recovery, the node's only rank lost: the
+  // rendezvous' grant): the attempt neither ends nor tears down meanwhile.
+  virtual bool holds_attempt() const { return false; }
   // A worker was reaped: its verdicts go into `w` (w.verdicts, report/verdict.h:
   // shown by the report and the summary as they are; or a typed field).
   virtual void exited(WorkerExit& /*w*/) {}

@@ -5,6 +5,7 @@
 // that needs one is made only when it is there (make_features). Nothing
 // here knows an attempt.
 
+#include "ddp/launcher/elastic/job_recovery.h"
 #include "ddp/launcher/elastic/job_windows.h"
 #include "ddp/launcher/process/workers_store.h"
 #include "ddp/launcher/report/trace_file.h"
@@ -28,6 +29,9 @@ struct RunServices {
   // c10d: every node's last window of steps (job_windows.h); none for
   // static rendezvous.
   std::optional<JobWindows> job_windows;
+  // c10d: in-place recovery across the nodes (job_recovery.h); none for
+  // static rendezvous.
+  std::optional<JobRecovery> job_recovery;
   // The workers' store hosted here (TORCHELASTIC_USE_AGENT_STORE=True). A
   // single node's static run: one for the whole run, emptied before each
   // attempt. c10d: a fresh one bound before each join, kept for the round
