@@ -110,3 +110,31 @@ TEST_CASE("in-place recovery across nodes: a rank SIGKILLed on one node of a 2-n
                    Catch::Contains("\"completed\": true"));
   }
 }
+
+// One budget for the job (pytorch#108158), across the nodes: the returning
+// rank 1 dies again before it is back, so its recovery is void in the
+// rendezvous and the full restart that replaces it is the job's one use of
+// --max_restarts 1. Both nodes count it the same: "restart 1 of 1", round
+// 1 with restart count 1, both end 0. (Counting the recovery as well would
+// have ended the job: 2 of 1.) 8 s on a quiet machine.
+TEST_CASE("in-place recovery across nodes: a rank that dies again before it is back voids its recovery, and both "
+          "nodes count the full restart once against the job's --max_restarts",
+          "[train][e2e][recovery]") {
+  if (auto why = NetNodes::unavailable_reason()) DDP_SKIP(*why);
+  DDP_REQUIRE_FASHION_DATA();
+  TempDir tmp;
+  NetNodes nodes(2);
+  std::vector<std::string> program = {bin_path("ddp-train-faults")};
+  for (const auto& a : nodes_recovery_args(tmp, "again")) program.push_back(a);
+  const TwoNodes r = run_two(nodes, "rec-again", program, tmp, {{"DDP_TEST_DIE_AT", "1:14"}, {"DDP_TEST_DIE_AGAIN", "1"}});
+  INFO("node 0:\n" << r.out[0] << "\nnode 1:\n" << r.out[1]);
+  CHECK(r.code[0] == std::optional<int>(0));
+  CHECK(r.code[1] == std::optional<int>(0));
+  const int at = r.out[0].find("this is node 1 of 2") != std::string::npos ? 0 : 1;  // rank 1's node
+  CHECK_THAT(r.out[at], Catch::Contains("bringing back only it, in place (generation 1;") &&
+                            Catch::Contains("during the recovery of rank 1: a second failure; full restart"));
+  CHECK_THAT(r.out[1 - at], Catch::Contains("ddp-launch: rank 1 on node n1 (host "));
+  for (const std::string& out : r.out)
+    CHECK_THAT(out, Catch::Contains("; restart 1 of 1; rejoining the rendezvous") &&
+                        Catch::Contains("restart count 1") && !Catch::Contains("no restarts left"));
+}
