@@ -286,6 +286,7 @@ int main(int argc, char** argv) {
   cfg.keep_alive_interval_s = std::stod(get("keep_alive_interval", "5"));
   cfg.keep_alive_max_attempt = std::stoi(get("keep_alive_max_attempt", "3"));
   cfg.hot_spares = std::stoi(get("hot_spares", "0"));
+  cfg.launcher_version = DDP_LAUNCH_VERSION;
   const double read_timeout_s = std::stod(get("read_timeout", "60"));
   // A c10d store silent for longer than the keep-alive timeout is gone, as
   // a node would be: its host died without closing the connection (power,

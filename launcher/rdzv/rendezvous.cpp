@@ -1,6 +1,7 @@
 #include "rendezvous.h"
 
 #include "ddp/common/parse.h"
+#include "ddp/common/untrusted_text.h"
 
 #include <algorithm>
 #include <sstream>
@@ -64,6 +65,26 @@ std::vector<std::string> words(const std::string& s) {
   return out;
 }
 
+// The rendezvous format: the words of the values below. Bump it with any
+// change to them (format 1: before hot spares, 6-word descriptors and
+// 4-word rank values; 2: hot spares, 7 and 5 words, no format word; 3: 9
+// and 8 words, the job's recoveries last in a rank value). Its place
+// stays: word 8 of a descriptor, word 6 of a rank value, each followed by
+// the writer's ddp-launch version.
+const std::string kFormatPrefix = "ddp-rdzv/";
+const std::string kFormat = kFormatPrefix + "3";
+
+// Who wrote a value whose word `at` should be kFormat, as far as it says.
+std::string writer(const std::vector<std::string>& w, std::size_t at) {
+  if (at >= w.size()) return "an older ddp-launch (its rendezvous values carry no format)";
+  if (w[at].rfind(kFormatPrefix, 0) != 0)
+    return "an older ddp-launch or another program (no rendezvous format where it belongs)";
+  // Anyone may write the store: a word is shown short and visible.
+  const std::string version = at + 1 < w.size() ? ddp::visible_text(w[at + 1].substr(0, 32)) : "?";
+  return "ddp-launch " + version + " (rendezvous format " +
+         ddp::visible_text(w[at].substr(kFormatPrefix.size(), 16)) + ")";
+}
+
 }  // namespace
 
 // A number that a node wrote to the store, read back. The store takes
@@ -85,9 +106,18 @@ long long Rendezvous::stored_int(const std::string& k, const std::string& value,
   }
 }
 
-namespace {
+std::string Rendezvous::format_mismatch(const std::string& who, const std::vector<std::string>& value,
+                                        std::size_t at) const {
+  return "rendezvous at " + cfg_.endpoint + " (rdzv_id " + cfg_.run_id +
+         "): every node must run the same ddp-launch version; this node runs ddp-launch " + cfg_.launcher_version +
+         " (rendezvous format " + kFormat.substr(kFormatPrefix.size()) + "), " + who + " " + writer(value, at) +
+         ": start every node with one ddp-launch version";
+}
 
-}  // namespace
+void Rendezvous::abort_mixed(const std::string& why) {
+  store_.compare_set(key("abort"), "", why);
+  throw RendezvousError(why);
+}
 
 Rendezvous::Rendezvous(Store& store, Config cfg, std::function<int()> pick_port, Now now)
     : store_(store), cfg_(std::move(cfg)), pick_port_(std::move(pick_port)), now_(std::move(now)) {}
@@ -326,6 +356,15 @@ void Rendezvous::assign_ranks(int R, int K, long long J, Clock::time_point until
   std::vector<int> candidates;
   for (int i = 0; i < J; ++i) {
     if (*slots[i] == kGone) continue;  // a surplus node that left at once
+    // Another format's node (an older ddp-launch never reads the format):
+    // the round cannot be formed; every node ends, saying why.
+    const auto w = words(*slots[i]);
+    if (w.size() < 8 || w[7] != kFormat) {
+      const Descriptor p = parse_descriptor(*slots[i]);
+      abort_mixed(format_mismatch("the node on host " + ddp::visible_text(p.host) + " (pid " + ddp::visible_text(p.pid) +
+                                      ") runs",
+                                  w, 7));
+    }
     d[i] = parse_descriptor(*slots[i]);
     // The numbers that place ranks: read strictly (words 4 to 7).
     d[i].nproc = static_cast<int>(stored_int(keys[i], *slots[i], 3, 1, kMaxInt));
@@ -395,8 +434,8 @@ void Rendezvous::assign_ranks(int R, int K, long long J, Clock::time_point until
     out.emplace_back(rkey(R, "member/" + std::to_string(rank)), *slots[slot]);
     out.emplace_back(rkey(R, "rank/" + std::to_string(slot)), std::to_string(rank) + " " + std::to_string(base) + " " +
                                                                    std::to_string(world) + " " + std::to_string(restarts) +
-                                                                   " " + std::to_string(K) + " " +
-                                                                   std::to_string(recoveries));
+                                                                   " " + std::to_string(K) + " " + kFormat + " " +
+                                                                   cfg_.launcher_version + " " + std::to_string(recoveries));
     base += d[slot].nproc;
   }
   for (std::size_t c = K; c < candidates.size(); ++c) out.emplace_back(rkey(R, "rank/" + std::to_string(candidates[c])), kSpare);
@@ -410,7 +449,7 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
   // The launcher's pid (this helper's parent): the one users see and kill.
   self_ = cfg_.hostname + " " + std::to_string(::getppid()) + " " + cfg_.local_addr + " " + std::to_string(cfg_.nproc) +
           " " + std::to_string(round_ >= 0 ? current_.group_rank : -1) + (cfg_.hosts_store ? " 1 " : " 0 ") +
-          std::to_string(round_);
+          std::to_string(round_) + " " + kFormat + " " + cfg_.launcher_version;
   // The run's newest round, or the one after this node's last.
   auto round_of = [&](const std::string& v) { return static_cast<int>(stored_int(key("round"), v, 0, 0, kMaxRound)); };
   int R = round_of(store_.compare_set(key("round"), "", "0"));
@@ -434,7 +473,14 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
     const auto close_until = now_() + seconds(cfg_.close_timeout_s);
     if (c.closer) assign_ranks(R, c.nodes, c.slots, close_until, idle);
     const std::string mine = rkey(R, "rank/" + std::to_string(n - 1));
-    if (!await_key(mine, close_until, kJoinSlice, idle))
+    // A closer that found a node of another format ends the job instead.
+    auto ended = [&] {
+      if (auto a = value(key("abort"))) {
+        saw_abort();
+        throw RendezvousError("the job was ended: " + *a);
+      }
+    };
+    if (!await_key(mine, close_until, kJoinSlice, idle, ended))
       throw RendezvousError("rendezvous at " + cfg_.endpoint + " (rdzv_id " + cfg_.run_id + "): the node that closed round " +
                             std::to_string(R) + " did not publish the node ranks within " +
                             seconds_text(cfg_.close_timeout_s) + " (close_timeout)");
@@ -450,6 +496,9 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
   tcpstore_client_.clear();
   const auto close_until = now_() + seconds(cfg_.close_timeout_s);
   const std::string mine = rkey(R, "rank/" + std::to_string(slot - 1));
+  // An older ddp-launch closed the round (it never reads the format).
+  if (const auto w = words(ranks); w.size() < 6 || w[5] != kFormat)
+    abort_mixed(format_mismatch("the node that closed round " + std::to_string(R) + " runs", w, 5));
   Round next;
   next.round = R;
   next.group_world_size = static_cast<int>(stored_int(mine, ranks, 4, 1, cfg_.max_nodes));
@@ -457,7 +506,7 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
   next.base_rank = static_cast<int>(stored_int(mine, ranks, 1, 0, kMaxInt));
   next.world_size = static_cast<int>(stored_int(mine, ranks, 2, 1, kMaxInt));
   next.restart_count = static_cast<int>(stored_int(mine, ranks, 3, 0, kMaxInt));
-  recoveries_at_close_ = stored_int(mine, ranks, 5, 0, next.restart_count);
+  recoveries_at_close_ = stored_int(mine, ranks, 7, 0, next.restart_count);
   my_recovery_.clear();
   peer_told_ = 0;
   peer_.reset();

@@ -60,6 +60,15 @@
 //    last sets r<R>/end, for which all wait (and keep beating); then they add
 //    to r<R>/left, the last sets r<R>/all_left, for which the host waits, so
 //    it keeps the store up until all are through.
+//  - the rendezvous format (kFormat, "ddp-rdzv/3"): the words of these
+//    values changed with hot spares, so each descriptor (words 8 and 9: the
+//    node's format and ddp-launch version) and each rank value (words 6 and
+//    7, then the job's recoveries at the close) carry it, at no request's cost. The closer that finds a node of
+//    another format, or a node whose rank value comes from another
+//    format's closer, ends the job (its abort key) with one line naming
+//    both versions; nodes waiting for their rank value read that key. The
+//    round key stays a bare number: an older node advances it by
+//    compare-and-set on that number.
 // Everything that can block takes a deadline; a store that stops answering
 // is reported, never waited on forever.
 //
@@ -108,6 +117,8 @@ struct Config {
   // with no join_timeout, and take the place of a node that left in the
   // next round (0: a node beyond max_nodes waits join_timeout, as torchrun's).
   int hot_spares = 0;
+  // This node's ddp-launch version, for the rendezvous format's messages.
+  std::string launcher_version = "unknown";
 };
 
 // A reason for this node to stop its workers: `counted` restarts (a failure)
@@ -256,6 +267,12 @@ class Rendezvous {
   void heartbeat();
   void saw_abort();
   std::string timeout_message(int round, double waited_s);
+  // The line for a node of another rendezvous format: `who` says who
+  // (e.g. "the node on host h (pid 42) runs"); `value` is the words it
+  // wrote, `at` the index of its format word.
+  std::string format_mismatch(const std::string& who, const std::vector<std::string>& value, std::size_t at) const;
+  // The same line, written to the job's abort key first (every node ends).
+  [[noreturn]] void abort_mixed(const std::string& why);
   double since(Clock::time_point t) const;
 
   Store& store_;

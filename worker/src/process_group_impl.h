@@ -17,6 +17,7 @@
 #include "ddp/worker/env.h"
 #include "ddp/worker/process_group.h"
 #include "heartbeat_recorder.h"
+#include "nccl_abort.h"
 #include "shm_allreduce.h"
 
 namespace ddp::worker {
@@ -40,6 +41,10 @@ struct ProcessGroup::Impl {
   std::uint64_t generation = 0;  // the in-place recovery generation it formed under (recovery.h)
   // The rank's progress heartbeat (DistEnv::heartbeat_file); null: none.
   std::shared_ptr<CollectiveRecorder> heartbeat;
+  // An NCCL rank that advertises in-place recovery: aborts `backend` when
+  // the launcher asks for a new generation (nccl_abort.h). Last, so it is
+  // stopped first.
+  std::unique_ptr<NcclAbortWatch> nccl_watch;
 };
 
 // The one door into a ProcessGroup's Impl for the runtime's free functions

@@ -5,6 +5,7 @@
 
 #include "ddp/common/parse.h"
 #include "make_process_group.h"
+#include "nccl_abort.h"
 #include "process_group_impl.h"
 
 namespace ddp::worker {
@@ -12,6 +13,12 @@ namespace ddp::worker {
 namespace {
 
 std::string recovery_text(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
+
+// An NCCL group that takes part in recovery watches its page (nccl_abort.h).
+void start_nccl_watch(ProcessGroup::Impl& impl, bool capable) {
+  if (!capable || impl.backend_name != "nccl" || !impl.heartbeat || impl.nccl_watch) return;
+  impl.nccl_watch = std::make_unique<NcclAbortWatch>(impl.backend, impl.heartbeat, impl.generation);
+}
 
 }  // namespace
 
@@ -25,12 +32,23 @@ bool recovery_possible(const ProcessGroup& pg) {
   auto& impl = ProcessGroupAccess::impl(const_cast<ProcessGroup&>(pg));
   const char* offered = std::getenv("DDP_RECOVERY");
   return offered != nullptr && std::string(offered) == "in_place" && impl.env.use_agent_store && impl.heartbeat &&
-         impl.backend_name == "gloo" && impl.device.is_cpu() && impl.env.world_size > 1;
+         recovery_backend_supported(impl.backend_name, impl.device.is_cuda()) && impl.env.world_size > 1;
+}
+
+bool recovery_backend_supported(const std::string& backend, bool cuda) {
+  if (backend == "gloo") return !cuda;
+  return backend == "nccl" && cuda && nccl_recovery_compiled();
+}
+
+bool group_interrupted(const ProcessGroup& pg) {
+  auto& impl = ProcessGroupAccess::impl(const_cast<ProcessGroup&>(pg));
+  return impl.nccl_watch && impl.nccl_watch->fired();
 }
 
 void advertise_recovery(ProcessGroup& pg, bool capable) {
   auto& impl = ProcessGroupAccess::impl(pg);
   if (impl.heartbeat) impl.heartbeat->page().set_recovery_capable(capable);
+  start_nccl_watch(impl, capable);
 }
 
 std::uint64_t requested_generation(const ProcessGroup& pg) {
@@ -47,12 +65,18 @@ void reform_process_group(ProcessGroup& pg, std::uint64_t generation) {
   const DistEnv env = impl.env;
   const InitOptions options = impl.options;
   // The old backend goes first: its threads hold sockets to the lost peer
-  // and its shared-memory sums a mapping the new group replaces.
+  // and its shared-memory sums a mapping the new group replaces. An NCCL
+  // communicator with a dead peer is aborted, never just destroyed.
+  const bool watched = impl.nccl_watch != nullptr;
+  const bool aborted = watched && impl.nccl_watch->fired();
+  impl.nccl_watch.reset();
+  if (!aborted) abort_nccl(impl.backend);
   impl.shm.reset();
   impl.host_backend.reset();
   impl.backend.reset();
   std::shared_ptr<ProcessGroup> fresh = make_process_group(env, options, {}, generation);
   std::swap(ProcessGroupAccess::impl_ptr(pg), ProcessGroupAccess::impl_ptr(*fresh));
+  start_nccl_watch(ProcessGroupAccess::impl(pg), watched);
 }
 
 std::vector<std::string> exchange_through_store(ProcessGroup& pg, const std::string& key, const std::string& mine) {

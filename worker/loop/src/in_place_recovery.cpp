@@ -71,15 +71,35 @@ void InPlaceRecovery::step_started(int epoch, std::int64_t step, TrainState& sta
   } else {
     for (std::size_t i = 0; i < buffers.size(); ++i) current_.buffers[i].copy_(buffers[i]);
   }
+  keep_device_rng();
   at::Generator gen = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(gen.mutex());
   current_.cpu_rng = gen.get_state();
+}
+
+// A CUDA rank's generator (dropout on the GPU) at the step's start, as the
+// CPU one; through the context's hooks, so no CUDA header is needed.
+void InPlaceRecovery::keep_device_rng() {
+  if (!pg_.device().is_cuda()) return;
+  at::Generator gen = at::globalContext().defaultGenerator(pg_.device());
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  current_.device_rng = gen.get_state();
+}
+
+void InPlaceRecovery::check_interrupted() const {
+  if (on_ && ddp::worker::group_interrupted(pg_))
+    throw std::runtime_error("in-place recovery: the group was aborted for the launcher's new generation");
 }
 
 void InPlaceRecovery::restore_kept() {
   torch::NoGradGuard no_grad;
   const std::vector<at::Tensor> buffers = model_.buffers();
   for (std::size_t i = 0; i < buffers.size() && i < current_.buffers.size(); ++i) buffers[i].copy_(current_.buffers[i]);
+  if (current_.device_rng.defined()) {
+    at::Generator gen = at::globalContext().defaultGenerator(pg_.device());
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(current_.device_rng);
+  }
   if (!current_.cpu_rng.defined()) return;
   at::Generator gen = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(gen.mutex());
@@ -139,11 +159,15 @@ RedoPoint InPlaceRecovery::meet(bool survivor) {
   if (rank == donor)
     payload = redo_header(current_.epoch, current_.step, current_.sums) +
               snapshot_to_bytes(current_.state, model_, optimizer_);
-  at::Tensor length = at::full({1}, static_cast<std::int64_t>(payload.size()), at::TensorOptions().dtype(at::kLong));
+  // On the group's device (CUDA for NCCL), read back on the CPU.
+  at::Tensor length = at::full({1}, static_cast<std::int64_t>(payload.size()), at::TensorOptions().dtype(at::kLong))
+                          .to(pg_.device());
   pg_.broadcast(length, donor);
-  at::Tensor data = at::empty({length.item<std::int64_t>()}, at::kByte);
+  at::Tensor data = at::empty({length.cpu().item<std::int64_t>()}, at::kByte);
   if (rank == donor) std::memcpy(data.data_ptr(), payload.data(), payload.size());
+  data = data.to(pg_.device());
   pg_.broadcast(data, donor);
+  data = data.cpu();
 
   RedoPoint p;
   const std::string what = "the state from rank " + std::to_string(donor);

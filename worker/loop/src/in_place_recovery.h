@@ -56,6 +56,10 @@ class InPlaceRecovery {
   // is copied).
   void step_started(int epoch, std::int64_t step, TrainState& state, const EpochSteps& sums);
 
+  // Throws when the group was aborted for a recovery (an NCCL group: its
+  // collective in flight returned, yet the step is void).
+  void check_interrupted() const;
+
   // A step failed: whether the launcher asks for a recovery (its new
   // generation on this rank's page), waited for at most `wait`.
   bool requested(std::chrono::milliseconds wait) const;
@@ -81,9 +85,11 @@ class InPlaceRecovery {
     EpochSteps sums;
     std::vector<at::Tensor> buffers;
     at::Tensor cpu_rng;
+    at::Tensor device_rng;  // a CUDA rank's
   };
   RedoPoint meet(bool survivor);
   void restore_kept();
+  void keep_device_rng();
 
   ddp::worker::ProcessGroup& pg_;
   torch::nn::Module& model_;
