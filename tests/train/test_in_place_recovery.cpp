@@ -127,3 +127,60 @@ TEST_CASE("in-place recovery: one of 4 ranks SIGKILLed comes back and the weight
   std::cout << "in-place recovery of rank 2 of 4: " << recovery_seconds(run.output, 2) << " s" << std::endl;
   CHECK(max_relative_difference(tmp.file("lost.pt"), tmp.file("plain.pt"), 8) == 0);
 }
+
+// Two of 4 ranks SIGKILLed before the same step (issue 48): the second is
+// lost before it began to re-form its group, so it comes back under the
+// same generation in the same recovery, which counts once against
+// --max_restarts 1. Pass 1 only ([program-logic]), as the other 4-rank case.
+TEST_CASE("in-place recovery: two of 4 ranks SIGKILLed at the same step come back in one recovery with the "
+          "uninterrupted weights",
+          "[train][e2e][recovery][program-logic]") {
+  DDP_REQUIRE_FASHION_DATA();
+  TempDir tmp;
+  run_uninterrupted(tmp, 4);
+  const auto run = launch_training("ddp-train-faults", 4, recovery_args(tmp, "two"),
+                                   {{"DDP_TEST_DIE_AT", "1,2:14"}, {"PET_SUMMARY_JSON", tmp.file("two.json")}},
+                                   /*max_restarts=*/1, 240);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK_THAT(run.output, Catch::Contains("bringing back only it, in place (generation 1; the other 3 ranks keep their "
+                                         "state; recovery 1 of --max_restarts 1)") &&
+                             Catch::Contains(", before it began to re-form its group: bringing it back with rank ") &&
+                             Catch::Contains("(generation 1; the other 2 ranks keep their state; the same recovery, 1 "
+                                             "of --max_restarts 1)") &&
+                             Catch::Contains("ddp-launch: rank 1 is back after ") &&
+                             Catch::Contains("ddp-launch: rank 2 is back after ") &&
+                             !Catch::Contains("restarting the group") && !Catch::Contains("resumed from"));
+  std::cout << "in-place recovery of ranks 1 and 2 of 4: " << recovery_seconds(run.output, 1) << " s, "
+            << recovery_seconds(run.output, 2) << " s" << std::endl;
+  CHECK(max_relative_difference(tmp.file("two.pt"), tmp.file("plain.pt"), 8) == 0);
+  const std::string summary = file_text(tmp.file("two.json"));
+  CHECK_THAT(summary, Catch::Contains("{\"rank\": 1, \"local_rank\": 1, \"generation\": 1") &&
+                          Catch::Contains("{\"rank\": 2, \"local_rank\": 2, \"generation\": 1"));
+  CHECK_THAT(summary, !Catch::Contains("\"completed\": false"));
+}
+
+// A rank lost outside a step's collectives (issue 48): killed at the end of
+// step 8, before the mid-epoch evaluation, so the survivor fails in the
+// evaluation's collectives, which in-place recovery does not redo: one clear
+// line and the full restart, which resumes and finishes (never a hang).
+TEST_CASE("in-place recovery: a rank lost before an evaluation means the full restart, said why",
+          "[train][e2e][recovery]") {
+  DDP_REQUIRE_FASHION_DATA();
+  TempDir tmp;
+  std::vector<std::string> args = recovery_args(tmp, "eval");
+  args.push_back("--eval_every_steps=4");
+  const auto run = launch_training("ddp-train-faults", 2, args, {{"DDP_TEST_DIE_AFTER_STEP", "1:8"}},
+                                   /*max_restarts=*/2, 240);
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK_THAT(run.output, Catch::Contains("bringing back only it, in place (generation 1") &&
+                             Catch::Contains("during the recovery of rank 1: a second failure, after it had begun to "
+                                             "re-form its group or its training loop had stopped with an error "
+                                             "(outside a training step: an evaluation, the epoch's end, a "
+                                             "checkpoint); full restart") &&
+                             Catch::Contains("in-place recovery: rank 0 was asked to re-form its group (generation 1)") &&
+                             Catch::Contains("restarting the group (restart 2 of 2)") &&
+                             Catch::Contains("resumed from " + tmp.file("eval/epoch_1.pt")));
+  CHECK(lines_of(tmp.file("eval/metrics.jsonl")).size() >= 3);
+}
