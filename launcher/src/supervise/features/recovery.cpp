@@ -99,8 +99,9 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
                     (s && s->recovery_generation > 0
                          ? " does not advertise in-place recovery on its heartbeat page (it is still re-forming its "
                            "group after the last recovery, or its training loop stopped with an error)"
-                         : " does not advertise in-place recovery on its heartbeat page (a Python rank, or a program "
-                           "outside ddp-launch's training loop)"));
+                         : " does not advertise in-place recovery on its heartbeat page (a Python rank, a program "
+                           "outside ddp-launch's training loop, or a training loop that stopped with an error outside "
+                           "a training step: an evaluation, the epoch's end, a checkpoint)"));
     }
     if (ctl_.info().services.agent)
       return refuse(lost + "; full restart: in-place recovery is for static rendezvous jobs for now (not c10d)");
@@ -150,7 +151,7 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
         if (!late) late = &r;
       }
     ctl_.log() << "ddp-launch: rank " << late->rec.rank << " did not rejoin within "
-               << ddp::seconds_text(kRecoveryTimeoutS) << " of its loss; full restart" << std::endl;
+               << ddp::seconds_text(kRecoveryTimeoutS) << " of its loss; " << what_follows() << std::endl;
     WorkerExit w;
     w.rank = late->rec.rank;
     w.local_rank = late->rec.local_rank;
@@ -275,11 +276,15 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
     for (Returning& r : returning_)
       if (!r.rec.completed) ctl_.record_recovery(r.rec);
     recovering_ = false;
+    return refuse(lost + " during the recovery of " + of + ": " + why + "; " + what_follows());
+  }
+
+  // What follows a recovery that failed: the full restart, or the end.
+  std::string what_follows() const {
     const int used = used_before_ + recoveries_;
-    return refuse(lost + " during the recovery of " + of + ": " + why + "; " +
-                  (used < max_restarts_ ? std::string("full restart")
-                                        : "no restart: --max_restarts " + std::to_string(max_restarts_) +
-                                              " used up (" + std::to_string(used) + " restarts and recoveries)"));
+    return used < max_restarts_ ? std::string("full restart")
+                                : "no restart: --max_restarts " + std::to_string(max_restarts_) + " used up (" +
+                                      std::to_string(used) + " restarts and recoveries)";
   }
 
   // --event_log_handler console: ddp-launch's own worker states RECOVERING
