@@ -1,21 +1,27 @@
 // The tests' fault-injecting builds of the training programs
 // (ddp-train-faults, ddp-text-faults: tests/CMakeLists.txt): the program's
-// own main function with two hooks, on the first attempt only
-// (TORCHELASTIC_RESTART_COUNT 0), each SIGKILLing the rank as a killed
-// worker dies: no cleanup, no error file (nor, once brought back in place,
-// again: DDP_TEST_DIE_AGAIN makes it):
+// own main function with hooks that act on the first attempt only
+// (TORCHELASTIC_RESTART_COUNT 0; nor, once brought back in place, again:
+// DDP_TEST_DIE_AGAIN makes it). Two SIGKILL the rank as a killed worker
+// dies: no cleanup, no error file:
 // - DDP_TEST_DIE_AT="RANKS:STEP" (RANKS: one rank or several, "1,2"):
-//   before global step STEP;
-// - DDP_TEST_DIE_AFTER_STEP="RANK:STEP": at the end of global step STEP,
-//   outside the step (before a mid-epoch evaluation or the epoch's end).
-// So the restart and resume cases kill ranks at a known step, and the
-// programs users run carry no test hook.
+//   before global step STEP (0: the run's first);
+// - DDP_TEST_DIE_AFTER_STEP="RANKS:STEP": once STEP steps are done,
+//   outside a step (before a mid-epoch evaluation, a step checkpoint or the
+//   epoch's end).
+// One makes a survivor fall a step behind:
+// - DDP_TEST_FAIL_IN_STEP="RANKS:STEP": global step STEP throws after its
+//   collectives, before the optimizer's step, as a step whose last
+//   collective failed on this rank alone (the others finished it); once.
+// So the restart, resume and recovery cases fail ranks at a known step,
+// and the programs users run carry no test hook.
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include "ddp/worker/run_main.h"
@@ -83,6 +89,17 @@ ddp::loop::LoopHooks fault_hooks() {
   long long after = -1;
   if (parse_spec("DDP_TEST_DIE_AFTER_STEP", after_ranks, after))
     hooks.callbacks.push_back(std::make_shared<DieAfterStep>(after_ranks, after));
+  std::set<int> fail_ranks;
+  long long fail = -1;
+  if (parse_spec("DDP_TEST_FAIL_IN_STEP", fail_ranks, fail))
+    hooks.after_collectives = [fail_ranks, fail, once = std::make_shared<bool>(false)](
+                                  int r, std::int64_t global_step, int restart_count) {
+      if (*once || !fail_ranks.count(r) || global_step != fail || !may_die(restart_count)) return;
+      *once = true;  // a step redone goes through
+      std::cerr << "test fault: rank " << r << "'s global step " << global_step << " fails after its collectives"
+                << std::endl;
+      throw std::runtime_error("test fault: a collective failed on rank " + std::to_string(r) + " alone");
+    };
   return hooks;
 }
 

@@ -133,12 +133,17 @@ TEST_CASE("in-place recovery: one of 4 ranks SIGKILLed comes back and the weight
   CHECK(max_relative_difference(tmp.file("lost.pt"), tmp.file("plain.pt"), 8) == 0);
 }
 
-// Two of 4 ranks SIGKILLed before the same step (issue 48): the second is
-// lost before it began to re-form its group, so it comes back under the
-// same generation in the same recovery, which counts once against
-// --max_restarts 1. Pass 1 only ([program-logic]), as the other 4-rank case.
-TEST_CASE("in-place recovery: two of 4 ranks SIGKILLed at the same step come back in one recovery with the "
-          "uninterrupted weights",
+// Issue 48, 4 ranks, one uninterrupted run for both. Two ranks SIGKILLed
+// before the same step: the second is lost before it began to re-form its
+// group, so it comes back under the same generation in the same recovery,
+// which counts once against --max_restarts 1. A survivor a step behind:
+// rank 0's step 13 fails after its collectives (the others finish it), then
+// rank 2 dies before step 14; rank 0 must take the state of rank 1 (the
+// lowest survivor at step 14) and redo step 14 with the others, not its own
+// step 13 (which ends in mismatched collectives). Pass 1 only
+// ([program-logic]), as the other 4-rank case.
+TEST_CASE("in-place recovery: two of 4 ranks SIGKILLed at the same step come back in one recovery, and a survivor "
+          "a step behind redoes the others' step, with the uninterrupted weights",
           "[train][e2e][recovery][program-logic]") {
   DDP_REQUIRE_FASHION_DATA();
   TempDir tmp;
@@ -163,6 +168,17 @@ TEST_CASE("in-place recovery: two of 4 ranks SIGKILLed at the same step come bac
   CHECK_THAT(summary, Catch::Contains("{\"rank\": 1, \"local_rank\": 1, \"generation\": 1") &&
                           Catch::Contains("{\"rank\": 2, \"local_rank\": 2, \"generation\": 1"));
   CHECK_THAT(summary, !Catch::Contains("\"completed\": false"));
+
+  const auto behind = launch_training("ddp-train-faults", 4, recovery_args(tmp, "behind"),
+                                      {{"DDP_TEST_FAIL_IN_STEP", "0:13"}, {"DDP_TEST_DIE_AT", "2:14"}},
+                                      /*max_restarts=*/1, 240);
+  INFO(behind.output);
+  REQUIRE(behind.exit_code == 0);
+  CHECK_THAT(behind.output, Catch::Contains("test fault: rank 0's global step 13 fails after its collectives") &&
+                                Catch::Contains("ddp-launch: rank 2 is back after ") &&
+                                Catch::Contains("(in-place recovery, generation 1; 1 step redone)") &&
+                                !Catch::Contains("restarting the group"));
+  CHECK(max_relative_difference(tmp.file("behind.pt"), tmp.file("plain.pt"), 8) == 0);
 }
 
 // A rank lost outside a step's collectives (issue 48): killed once STEP
