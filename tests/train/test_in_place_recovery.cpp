@@ -4,8 +4,11 @@
 // with the uninterrupted run's weights, bit for bit; rank 0 too (it held the
 // checkpoint directory's lock); a rank that dies again while it comes back
 // means a full restart, said why, or the end when --max_restarts is used up.
-// --recovery restart keeps today's behaviour: test_train_e2e.cpp's killed
-// worker cases run with it.
+// Issue 48's cases: a rank lost before the first step, two ranks lost at
+// once and a survivor a step behind (4 ranks), failures outside a step (full
+// restart, said why), and a model with buffers (ddp-batchnorm-faults).
+// ddp-text's dropout case is test_text_e2e.cpp's. --recovery restart keeps
+// today's behaviour: test_train_e2e.cpp's killed worker cases run with it.
 #include <catch2/catch.hpp>
 
 #include <fstream>
