@@ -822,6 +822,24 @@ TEST_CASE("features: in-place recovery falls back to the full restart, saying wh
 // Two ranks lost together (issue 48): the second, lost before it began to
 // re-form its group, comes back under the same generation in the same
 // recovery, which counts once.
+// A returning rank that advertised and ended before the launcher's next
+// look at its page (a job that finished within milliseconds of the
+// recovery) is back, not "not back".
+TEST_CASE("features: in-place recovery counts a returning rank back when it ends before the next poll") {
+  RecoveryRig r(2, 3);
+  for (auto& p : r.pages) p->set_recovery_capable(true);
+  REQUIRE(r.kill(1));
+  auto back = r.a.worker_page(1);
+  r.a.start(*r.f, 1, ::getpid());  // the page holds this process's pid
+  back->set_step(7);
+  back->set_recovery_capable(true);
+  WorkerExit done = exit_of(1, 1, ::getpid());  // exit 0, no poll in between
+  r.f->exited(done);
+  CHECK_THAT(r.a.log_.str(), Catch::Contains("ddp-launch: rank 1 is back after "));
+  REQUIRE(r.a.result().recoveries.size() == 1);
+  CHECK(r.a.result().recoveries[0].completed);
+}
+
 TEST_CASE("features: ranks lost together come back in one recovery, and one lost after the group began to re-form "
           "means the full restart") {
   SECTION("a survivor lost before it began to re-form joins the recovery") {

@@ -60,7 +60,14 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
     exited_[local_rank] = false;
     pids_[local_rank] = pid;
   }
-  void exited(WorkerExit& w) override { exited_[w.local_rank] = true; }
+  void exited(WorkerExit& w) override {
+    // A returning rank that was back but ended before the next poll (a job
+    // that finished within milliseconds of the recovery) is back all the same.
+    for (Returning& r : returning_)
+      if (recovering_ && !r.rec.completed && r.rec.local_rank == w.local_rank && advertises(w.local_rank, false))
+        back(r);
+    exited_[w.local_rank] = true;
+  }
 
   bool take_failure(const WorkerExit& w) override {
     const std::string lost = "ddp-launch: rank " + std::to_string(w.rank) + " (local_rank " +
