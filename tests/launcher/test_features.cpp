@@ -78,7 +78,7 @@ class FakeAttempt final : public AttemptControl {
   }
   void record_recovery(const Recovery& r) override {
     for (Recovery& old : result_.recoveries)
-      if (old.generation == r.generation) {
+      if (old.generation == r.generation && old.local_rank == r.local_rank) {
         old = r;
         return;
       }
@@ -770,13 +770,18 @@ TEST_CASE("features: in-place recovery falls back to the full restart, saying wh
     CHECK_FALSE(r.kill(1));
     CHECK(r.a.log_.str().empty());
   }
-  SECTION("a second failure during the recovery") {
+  SECTION("a second failure during the recovery: a survivor that had begun to re-form its group") {
     RecoveryRig r(3, 3);
     for (auto& p : r.pages) p->set_recovery_capable(true);
     REQUIRE(r.kill(1));
+    r.pages[2]->set_recovery_capable(false);  // what a survivor does before it touches generation 1's keys
     CHECK_FALSE(r.kill(2));
+    CHECK(r.a.respawns.size() == 1);
     CHECK_THAT(r.a.log_.str(), Catch::Contains("ddp-launch: rank 2 (local_rank 2, pid 1002) lost (signal 9 (SIGKILL)) "
-                                                "during the recovery of rank 1: a second failure; full restart"));
+                                                "during the recovery of rank 1: a second failure, after it had begun "
+                                                "to re-form its group or its training loop had stopped with an error "
+                                                "(outside a training step: an evaluation, the epoch's end, a "
+                                                "checkpoint); full restart"));
     REQUIRE(r.a.result().recoveries.size() == 1);
     CHECK_FALSE(r.a.result().recoveries[0].completed);
   }
@@ -941,6 +946,99 @@ TEST_CASE("features: in-place recovery under c10d takes the job's generation fro
     r.say(RdzvEvent::Recovery, 5, 2);
     CHECK(r.a.respawns.empty());
     CHECK(r.used() == 0);
+    }
+  }
+}
+
+// Two ranks lost together (issue 48): the second, lost before it began to
+// re-form its group, comes back under the same generation in the same
+// recovery, which counts once.
+// A returning rank that advertised and ended before the launcher's next
+// look at its page (a job that finished within milliseconds of the
+// recovery) is back, not "not back".
+TEST_CASE("features: in-place recovery counts a returning rank back when it ends before the next poll") {
+  RecoveryRig r(2, 3);
+  for (auto& p : r.pages) p->set_recovery_capable(true);
+  REQUIRE(r.kill(1));
+  auto back = r.a.worker_page(1);
+  r.a.start(*r.f, 1, ::getpid());  // the page holds this process's pid
+  back->set_step(7);
+  back->set_recovery_capable(true);
+  WorkerExit done = exit_of(1, 1, ::getpid());  // exit 0, no poll in between
+  r.f->exited(done);
+  CHECK_THAT(r.a.log_.str(), Catch::Contains("ddp-launch: rank 1 is back after "));
+  REQUIRE(r.a.result().recoveries.size() == 1);
+  CHECK(r.a.result().recoveries[0].completed);
+}
+
+TEST_CASE("features: ranks lost together come back in one recovery, and one lost after the group began to re-form "
+          "means the full restart") {
+  SECTION("a survivor lost before it began to re-form joins the recovery") {
+    RecoveryRig r(4, 3);
+    for (auto& p : r.pages) {
+      p->set_recovery_capable(true);
+      p->set_step(7);
+    }
+    REQUIRE(r.kill(1));
+    REQUIRE(r.kill(2));  // its page still says capable: it never touched generation 1
+    CHECK(r.a.failures.empty());
+    REQUIRE(r.a.respawns.size() == 2);
+    CHECK(r.a.respawns[1].first == 2);
+    CHECK(r.a.respawns[1].second.at("DDP_RECOVERY_GENERATION") == "1");
+    CHECK_THAT(r.a.log_.str(), Catch::Contains("ddp-launch: rank 2 (local_rank 2, pid 1002) lost (signal 9 (SIGKILL)) "
+                                                "at step 7, before it began to re-form its group: bringing it back "
+                                                "with rank 1 (generation 1; the other 2 ranks keep their state; the "
+                                                "same recovery, 1 of --max_restarts 3)"));
+    r.a.services.trace.emplace("/unused", "h", 0);
+    auto back1 = r.a.worker_page(1);
+    r.a.start(*r.f, 1, ::getpid());
+    auto back2 = r.a.worker_page(2);
+    r.a.start(*r.f, 2, ::getpid());
+    back1->set_step(7);
+    back2->set_step(7);
+    back1->set_recovery_capable(true);
+    serve(*dynamic_cast<EventLoop::Source*>(r.f.get()), [&] { return r.a.log_.str().find("rank 1 is back") != std::string::npos; });
+    CHECK_THAT(r.a.services.trace->json(), !Catch::Contains("in-place recovery of ranks"));
+    back2->set_recovery_capable(true);
+    serve(*dynamic_cast<EventLoop::Source*>(r.f.get()), [&] { return r.a.log_.str().find("rank 2 is back") != std::string::npos; });
+    REQUIRE(r.a.result().recoveries.size() == 2);
+    for (const Recovery& rec : r.a.result().recoveries) {
+      CHECK(rec.completed);
+      CHECK(rec.generation == 1);
+      CHECK(rec.steps_redone == 1);
+    }
+    CHECK(r.a.result().recoveries_counted() == 1);
+    CHECK_THAT(r.a.services.trace->json(), Catch::Contains("{\"name\":\"in-place recovery of ranks 1, 2 (1 step "
+                                                           "redone)\",\"cat\":\"launcher\",\"ph\":\"X\""));
+    // A later loss is a new recovery, the second of the budget.
+    REQUIRE(r.kill(3));
+    CHECK_THAT(r.a.log_.str(), Catch::Contains("(generation 2; the other 3 ranks keep their state; recovery 2 of "
+                                                "--max_restarts 3)"));
+  }
+  SECTION("a survivor lost once a returning rank is back: the group under the generation has formed") {
+    RecoveryRig r(4, 3);
+    for (auto& p : r.pages) p->set_recovery_capable(true);
+    REQUIRE(r.kill(1));
+    REQUIRE(r.kill(2));
+    auto back1 = r.a.worker_page(1);
+    r.a.start(*r.f, 1, ::getpid());
+    back1->set_recovery_capable(true);  // not polled yet: the loss is seen first
+    CHECK_FALSE(r.kill(0));             // it had set its flag again
+    CHECK_THAT(r.a.log_.str(), Catch::Contains("rank 1 is back") &&
+                                    Catch::Contains("lost (signal 9 (SIGKILL)) during the recovery of ranks 1, 2: a "
+                                                    "second failure, after it had begun to re-form its group"));
+    REQUIRE(r.a.result().recoveries.size() == 2);
+    CHECK(r.a.result().recoveries[0].completed);
+    CHECK_FALSE(r.a.result().recoveries[1].completed);
+  }
+  SECTION("no rank that kept its state is left: full restart") {
+    RecoveryRig r(3, 3);
+    for (auto& p : r.pages) p->set_recovery_capable(true);
+    REQUIRE(r.kill(1));
+    REQUIRE(r.kill(2));
+    CHECK_FALSE(r.kill(0));
+    CHECK_THAT(r.a.log_.str(), Catch::Contains("lost (signal 9 (SIGKILL)) during the recovery of ranks 1, 2: no rank "
+                                                "that kept its state is left; full restart"));
   }
 }
 

@@ -1,8 +1,9 @@
 // ddp-text end to end on the real WordNet under the real ddp-launch, short
 // runs (--max_steps): learning with 2 processes, DDP parity (2 x b against
 // 1 x 2b, with the unused-parameter model), a killed worker restarted and
-// resumed to the uninterrupted weights, the Python twin scoring the C++
-// checkpoint, a quality floor, and bad data as one clear line.
+// resumed (or brought back in place) to the uninterrupted weights, the
+// Python twin scoring the C++ checkpoint, a quality floor, and bad data as
+// one clear line.
 #include <catch2/catch.hpp>
 
 #include <torch/torch.h>
@@ -110,8 +111,10 @@ TEST_CASE("ddp-text: 2 processes x batch 16 end with the weights of 1 process x 
 // Pass 1 only ([program-logic]): the loop's resume is tested in process
 // (tests/loop) and through ddp-train in every pass; this one adds ddp-text's
 // dropout, whose RNG state the checkpoint carries with the same LibTorch
-// calls ddp-train's case makes.
-TEST_CASE("ddp-text: a worker killed mid-epoch is restarted and the job ends with the uninterrupted weights",
+// calls ddp-train's case makes, and its data preparation; the in-place
+// recovery run adds about 15 s.
+TEST_CASE("ddp-text: a worker killed mid-epoch is restarted, or brought back in place, and the job ends with the "
+          "uninterrupted weights",
           "[text][e2e][resume][program-logic]") {
   if (!have_wordnet()) DDP_SKIP("wordnet-base is not installed");
   TempDir tmp;
@@ -135,6 +138,20 @@ TEST_CASE("ddp-text: a worker killed mid-epoch is restarted and the job ends wit
   REQUIRE(a.size() == 3);
   REQUIRE(b.size() == 3);
   for (int i = 0; i < 3; ++i) CHECK(json_number(b[i], "macro_f1") == json_number(a[i], "macro_f1"));
+
+  // In place (issue 48): the survivor's failed step drew its dropout mask
+  // from LibTorch's generator before the collective failed, so the weights
+  // are the uninterrupted run's only if the survivor puts that generator
+  // back (in_place_recovery.cpp's restore_kept) and the returning rank
+  // skips the data preparation's collective (program_setup.cpp), which
+  // held both ranks until the launcher's recovery timeout.
+  const auto in_place = launch_training("ddp-text-faults", 2, args("in_place"), {{"DDP_TEST_DIE_AT", "1:14"}},
+                                        /*max_restarts=*/1, 240);
+  INFO(in_place.output);
+  REQUIRE(in_place.exit_code == 0);
+  CHECK_THAT(in_place.output, Catch::Contains("ddp-launch: rank 1 is back after ") &&
+                                  !Catch::Contains("restarting the group") && !Catch::Contains("resumed from"));
+  CHECK(max_relative_difference(tmp.file("in_place.pt"), tmp.file("plain.pt")) == 0);
 }
 
 TEST_CASE("ddp-text: the Python twin scores the C++ checkpoint with the macro-F1 ddp-text reported",

@@ -176,7 +176,7 @@ bool Attempt::respawn(int local_rank, const EnvMap& extra_env) {
 
 void Attempt::record_recovery(const Recovery& r) {
   for (Recovery& old : result_.recoveries)
-    if (old.generation == r.generation) {
+    if (old.generation == r.generation && old.local_rank == r.local_rank) {
       old = r;
       return;
     }

@@ -133,7 +133,7 @@ void Supervisor::run_static() {
     p.restart_count = used;
     attempts_.push_back(attempt(n, p));
     const AttemptResult& a = attempts_.back();
-    used += static_cast<int>(a.recoveries.size());
+    used += a.recoveries_counted();
     if (a.succeeded() || !a.restartable() || used >= plan_.opts.max_restarts) return;
     ++used;
     log_ << format_restart_line(a, plan_.opts.max_restarts, used) << std::endl;

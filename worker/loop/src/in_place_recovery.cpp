@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <iostream>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
@@ -35,7 +37,11 @@ void set_optimizer_lr(torch::optim::Optimizer& opt, double lr) {
 
 InPlaceRecovery::InPlaceRecovery(ddp::worker::ProcessGroup& pg, torch::nn::Module& model,
                                  torch::optim::Optimizer& optimizer)
-    : pg_(pg), model_(model), optimizer_(optimizer), on_(ddp::worker::recovery_possible(pg)) {
+    : pg_(pg),
+      model_(model),
+      optimizer_(optimizer),
+      on_(ddp::worker::recovery_possible(pg)),
+      exceptions_at_start_(std::uncaught_exceptions()) {
   // A returning rank says it can recover only once it is back (step_started).
   if (on_ && ddp::worker::recovery_generation_at_start() == 0) {
     ddp::worker::advertise_recovery(pg_, true);
@@ -43,11 +49,26 @@ InPlaceRecovery::InPlaceRecovery(ddp::worker::ProcessGroup& pg, torch::nn::Modul
   }
 }
 
+InPlaceRecovery::~InPlaceRecovery() {
+  if (!on_ || std::uncaught_exceptions() <= exceptions_at_start_) return;
+  ddp::worker::advertise_recovery(pg_, false);
+  if (ddp::worker::requested_generation(pg_) > ddp::worker::group_generation(pg_))
+    std::cerr << "in-place recovery: rank " << pg_.rank() << " was asked to re-form its group (generation "
+              << ddp::worker::requested_generation(pg_)
+              << "), but its training loop failed outside a training step (an evaluation, the epoch's end, a "
+                 "checkpoint); ddp-launch restarts the group"
+              << std::endl;
+}
+
 void InPlaceRecovery::step_started(int epoch, std::int64_t step, TrainState& state, const EpochSteps& sums) {
   if (!on_) return;
   if (!advertised_) {
-    ddp::worker::advertise_recovery(pg_, true);
-    advertised_ = true;
+    if (quiet_steps_ > 0) {
+      --quiet_steps_;
+    } else {
+      ddp::worker::advertise_recovery(pg_, true);
+      advertised_ = true;
+    }
   }
   current_.global_step = state.global_step;
   current_.epoch = epoch;
@@ -117,6 +138,11 @@ bool InPlaceRecovery::requested(std::chrono::milliseconds wait) const {
 }
 
 RedoPoint InPlaceRecovery::recover(const std::function<void()>& drop_ddp, const std::function<void()>& make_ddp) {
+  // Before anything of the new generation: from here a loss of this rank
+  // is no longer one the launcher can add to the recovery.
+  ddp::worker::advertise_recovery(pg_, false);
+  advertised_ = false;
+  quiet_steps_ = 1;
   drop_ddp();
   ddp::worker::reform_process_group(pg_, ddp::worker::requested_generation(pg_));
   RedoPoint p = meet(true);

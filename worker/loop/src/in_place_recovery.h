@@ -13,7 +13,8 @@
 // the launcher's new generation (ddp/worker/recovery.h) the ranks agree
 // through the store on the latest step a survivor started; the lowest
 // survivor there sends its state (rank_snapshot.h's bytes) to the returning
-// rank and to any survivor behind (no disk read), DDP is made anew, and
+// ranks (one, or several lost together) and to any survivor behind (no disk
+// read), DDP is made anew, and
 // every rank redoes that step: bit for bit an uninterrupted run. Called by
 // train_epoch.cpp (survivors) and trainer.cpp (the returning rank).
 // Internal to the loop library; it never writes files.
@@ -47,11 +48,23 @@ class InPlaceRecovery {
   // On when the launcher offers it and the group can take part
   // (ddp::worker::recovery_possible); then it advertises on the page.
   InPlaceRecovery(ddp::worker::ProcessGroup& pg, torch::nn::Module& model, torch::optim::Optimizer& optimizer);
+  // Left by an exception (the loop stopped with an error: a failure outside
+  // a step, or a step's that was not a recovery): the rank stops
+  // advertising, so the launcher does not count it as a survivor that can
+  // join a recovery.
+  ~InPlaceRecovery();
+  InPlaceRecovery(const InPlaceRecovery&) = delete;
+  InPlaceRecovery& operator=(const InPlaceRecovery&) = delete;
   bool on() const { return on_; }
 
   // At the start of each step, before anything of it changes. A returning
   // rank advertises here, at its first step (the one redone): the
-  // launcher's sign that it is back.
+  // launcher's sign that it is back. A survivor, which stops advertising
+  // before it touches the new generation's store keys, advertises again one
+  // step later: once the redone step's collectives have met every returning
+  // rank, which had advertised by then. So the launcher reads "a survivor
+  // still advertising while no returning rank is back" as "it never began
+  // to re-form" (a rank lost then joins the recovery).
   // `state` is left as it was (its generator states are set aside while it
   // is copied).
   void step_started(int epoch, std::int64_t step, TrainState& state, const EpochSteps& sums);
@@ -96,6 +109,8 @@ class InPlaceRecovery {
   torch::optim::Optimizer& optimizer_;
   bool on_ = false;
   bool advertised_ = false;
+  int quiet_steps_ = 0;  // step starts a survivor lets pass before it advertises again
+  int exceptions_at_start_ = 0;
   Kept current_;
   // Empty between calls: where step_started parks the per-rank generator
   // states while it copies the rest.

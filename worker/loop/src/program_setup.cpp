@@ -11,6 +11,7 @@
 #include "ddp/worker/collectives.h"
 #include "ddp/worker/env.h"
 #include "ddp/worker/process_group.h"
+#include "ddp/worker/recovery.h"
 
 namespace ddp::loop {
 namespace {
@@ -71,8 +72,14 @@ int run_program(int argc, char** argv, const ProgramSpec& spec, const LoopHooks&
   if (spec.prepare_data) {
     // Rank 0 prepares (the others would race on the same files) and every
     // rank learns whether it worked and whether to go on; then each loads.
+    // A rank brought back in place skips it: the survivors prepared and
+    // went on long ago, and they wait for it in the recovery's exchange,
+    // not in this collective (which would hold both until the launcher's
+    // recovery timeout).
     pg = join();
-    const bool go_on = ddp::worker::rank0_decides_int(*pg, [&] { return spec.prepare_data(opts, out) ? 1 : 0; }) != 0;
+    const bool returning = ddp::worker::recovery_possible(*pg) && ddp::worker::recovery_generation_at_start() > 0;
+    const bool go_on =
+        returning || ddp::worker::rank0_decides_int(*pg, [&] { return spec.prepare_data(opts, out) ? 1 : 0; }) != 0;
     if (!go_on) return 0;
   }
   TrainingTask& task = spec.setup(opts);

@@ -212,6 +212,7 @@ EpochSteps train_epoch(EpochContext& ctx, int epoch, const std::vector<std::int6
       // slower one; 0.7 ms a step in a 2-process ddp-train run).
       stop = stop_on_non_finite_loss(pg, step_loss, epoch, step + 1, ctx.steps_per_epoch, state.global_step + 1,
                                      state.learning_rate);
+      if (ctx.hooks.after_collectives) ctx.hooks.after_collectives(rank, state.global_step, ctx.restart_count);
       if (ctx.recovery) ctx.recovery->check_interrupted();
     } catch (const std::exception&) {
       // A peer was lost in a collective: with in-place recovery the

@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace ddp::launcher {
 
@@ -40,6 +41,16 @@ constexpr double kRecoveryTimeoutS = 120;
 // rendezvous grants this node's recovery (or refuses it: another node's
 // runs, the budget is used up) before anything starts, and another node's
 // recovery reaches this node's ranks as its generation on their pages.
+//
+// Several ranks lost together (join_recovery): a survivor lost during a
+// recovery joins it, respawned under the same G, when it had not begun to
+// re-form its group yet. Its page says so: a survivor clears
+// recovery_capable before it touches generation G's store keys and sets it
+// again only after every returning rank has advertised (which comes first:
+// the returning ranks advertise before the DDP construction they share with
+// the survivors). So "still capable, and no returning rank back" means
+// "never touched G". One recovery (one G) counts once against
+// --max_restarts, however many ranks it brings back.
 class InPlaceRecovery final : public Feature, public EventLoop::Source {
  public:
   explicit InPlaceRecovery(AttemptControl& ctl)
@@ -60,7 +71,14 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
     exited_[local_rank] = false;
     pids_[local_rank] = pid;
   }
-  void exited(WorkerExit& w) override { exited_[w.local_rank] = true; }
+  void exited(WorkerExit& w) override {
+    // A returning rank that was back but ended before the next poll (a job
+    // that finished within milliseconds of the recovery) is back all the same.
+    for (Returning& r : returning_)
+      if (recovering_ && !r.rec.completed && r.rec.local_rank == w.local_rank && advertises(w.local_rank, false))
+        back(r);
+    exited_[w.local_rank] = true;
+  }
 
   bool take_failure(const WorkerExit& w) override {
     const std::string lost = "ddp-launch: rank " + std::to_string(w.rank) + " (local_rank " +
@@ -91,7 +109,8 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
     if (survivors == 0) step = lost_step;
     if (!ctl_.info().plan.opts.recovery_in_place) return false;
     // First: the returning rank has not advertised yet, so "does not
-    // advertise" would misname a second failure.
+    // advertise" would misname a second failure. A recovery whose ranks are
+    // all back, though not polled yet, is over.
     if (asked_) {  // the job has not answered for the first one yet: it stays the root cause
       asked_ = false;
       job_->cancel();  // granted or not, it never began: it counts not
@@ -99,22 +118,21 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
       return refuse(lost + " while the in-place recovery of rank " + std::to_string(asked_exit_.rank) +
                     " waited for the rendezvous: a second failure; full restart");
     }
-    if (recovering_) {
-      current_.seconds = 0;
-      ctl_.record_recovery(current_);
-      recovering_ = false;
-      // c10d: the full restart replaces it, and only the restart counts.
-      const int used = job_ ? give_up_job_recovery() : used_before_ + recoveries_;
-      return refuse(lost + " during the recovery of rank " + std::to_string(current_.rank) + ": a second failure; " +
-                    (used < max_restarts_ ? std::string("full restart")
-                                          : "no restart: --max_restarts " + std::to_string(max_restarts_) +
-                                                " used up (" + std::to_string(used) + " restarts and recoveries)"));
-    }
+    for (Returning& r : returning_)
+      if (recovering_ && !r.rec.completed && advertises(r.rec.local_rank, false)) back(r);
+    if (recovering_) return join_recovery(w, lost);
     if (!any_capable) return false;  // today's restart, no new line
     const int base = ctl_.info().base_rank;
-    if (not_capable) return refuse(lost + "; full restart: rank " + std::to_string(base + *not_capable) +
-                                   " does not advertise in-place recovery on its heartbeat page (a Python rank, or "
-                                   "a program outside ddp-launch's training loop)");
+    if (not_capable) {
+      const std::optional<HeartbeatSnapshot> s = ctl_.pages().read(*not_capable);
+      return refuse(lost + "; full restart: rank " + std::to_string(base + *not_capable) +
+                    (s && s->recovery_generation > 0
+                         ? " does not advertise in-place recovery on its heartbeat page (it is still re-forming its "
+                           "group after the last recovery, or its training loop stopped with an error)"
+                         : " does not advertise in-place recovery on its heartbeat page (a Python rank, a program "
+                           "outside ddp-launch's training loop, or a training loop that stopped with an error outside "
+                           "a training step: an evaluation, the epoch's end, a checkpoint)"));
+    }
     const int used = used_before_ + recoveries_;
     if (used >= max_restarts_) {
       if (max_restarts_ == 0) return false;  // no restart was asked for: today's end, no new line
@@ -144,22 +162,12 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
     if (!ctl_.respawn(w.local_rank, {{"DDP_RECOVERY_GENERATION", std::to_string(generation)}}))
       return refuse(lost + "; full restart: it could not be started again");
     ++recoveries_;
-    current_ = Recovery{};
-    current_.rank = w.rank;
-    current_.local_rank = w.local_rank;
-    current_.generation = generation;
-    current_.cause = w.status_text();
-    current_.lost = w.time;
+    returning_.clear();
     lost_at_ = Clock::now();
     lost_ns_ = monotonic_ns();
-    if (auto& trace = ctl_.info().services.trace)
-      trace->instant("rank " + std::to_string(w.rank) + " lost (" + w.status_text() + "): in-place recovery, generation " +
-                         std::to_string(generation),
-                     lost_ns_, w.rank);
     step_at_loss_ = step;
     recovering_ = true;
-    ctl_.record_recovery(current_);
-    event("RECOVERING", w.local_rank, w.pid, "\"recovery_generation\": " + std::to_string(generation));
+    bring_back(w, generation);
     restarts_used_ = std::max(restarts_used_, used + 1);
     used_at_begin_ = used;
     const int others = survivors + ranks_elsewhere();
@@ -222,43 +230,24 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
   }
   void due() override {
     if (!recovering_ || ctl_.stopping()) return;
-    const int lr = current_.local_rank;
-    const std::optional<HeartbeatSnapshot> s = ctl_.pages().read(lr);
+    for (Returning& r : returning_)
+      if (!r.rec.completed && advertises(r.rec.local_rank, true)) back(r);
+    if (!recovering_) return;
     const double seconds = std::chrono::duration<double>(Clock::now() - lost_at_).count();
-    // Back: the returning rank writes recovery_capable once it holds the
-    // survivors' state and is in the step they redo (its page's step).
-    if (s && s->recovery_capable && pids_.count(lr) && s->pid == static_cast<uint64_t>(pids_[lr]) && !exited_[lr]) {
-      recovering_ = false;
-      current_.seconds = seconds;
-      current_.steps_redone = s->step > 0 && step_at_loss_ + 1 >= s->step ? step_at_loss_ + 1 - s->step : 0;
-      current_.completed = true;
-      ctl_.record_recovery(current_);
-      if (auto& trace = ctl_.info().services.trace) {
-        const uint64_t now = monotonic_ns();
-        trace->instant("rank " + std::to_string(current_.rank) + " back", now, current_.rank);
-        trace->span("in-place recovery of rank " + std::to_string(current_.rank) + " (" +
-                        std::to_string(current_.steps_redone) + (current_.steps_redone == 1 ? " step" : " steps") +
-                        " redone)",
-                    lost_ns_, now);
-      }
-      if (job_) job_->back(current_.generation);
-      event("RECOVERED", lr, pids_[lr],
-            "\"recovery_generation\": " + std::to_string(current_.generation) + ", \"recovery_s\": " +
-                fixed_text(seconds, 3) + ", \"steps_redone\": " + std::to_string(current_.steps_redone));
-      ctl_.log() << "ddp-launch: rank " << current_.rank << " is back after " << fixed_text(seconds, 2)
-                 << " s (in-place recovery, generation " << current_.generation << "; " << current_.steps_redone
-                 << " step" << (current_.steps_redone == 1 ? "" : "s") << " redone)" << std::endl;
-      return;
-    }
     if (seconds < kRecoveryTimeoutS) return;
     recovering_ = false;
-    if (job_) give_up_job_recovery();
-    ctl_.record_recovery(current_);
-    ctl_.log() << "ddp-launch: rank " << current_.rank << " did not rejoin within "
-               << ddp::seconds_text(kRecoveryTimeoutS) << " of its loss; full restart" << std::endl;
+    const Returning* late = nullptr;
+    for (const Returning& r : returning_)
+      if (!r.rec.completed) {
+        ctl_.record_recovery(r.rec);
+        if (!late) late = &r;
+      }
+    const int used = job_ ? give_up_job_recovery() : used_before_ + recoveries_;
+    ctl_.log() << "ddp-launch: rank " << late->rec.rank << " did not rejoin within "
+               << ddp::seconds_text(kRecoveryTimeoutS) << " of its loss; " << what_follows(used) << std::endl;
     WorkerExit w;
-    w.rank = current_.rank;
-    w.local_rank = lr;
+    w.rank = late->rec.rank;
+    w.local_rank = late->rec.local_rank;
     w.signaled = false;
     w.code = 1;
     w.time = std::chrono::system_clock::now();
@@ -267,6 +256,136 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
   }
 
  private:
+  // One rank this recovery brings back, from its loss until it is back.
+  struct Returning {
+    Recovery rec;
+    Clock::time_point since;
+  };
+
+  // Records the lost rank, respawned under `generation` (the caller says
+  // the lost line).
+  void bring_back(const WorkerExit& w, uint64_t generation) {
+    Returning r;
+    r.rec.rank = w.rank;
+    r.rec.local_rank = w.local_rank;
+    r.rec.generation = generation;
+    r.rec.cause = w.status_text();
+    r.rec.lost = w.time;
+    r.since = Clock::now();
+    returning_.push_back(r);
+    if (auto& trace = ctl_.info().services.trace)
+      trace->instant("rank " + std::to_string(w.rank) + " lost (" + w.status_text() + "): in-place recovery, generation " +
+                         std::to_string(generation),
+                     monotonic_ns(), w.rank);
+    ctl_.record_recovery(r.rec);
+    event("RECOVERING", w.local_rank, w.pid, "\"recovery_generation\": " + std::to_string(generation));
+  }
+
+  // Whether this local rank's worker started last writes recovery_capable
+  // (`running`: and has not exited).
+  bool advertises(int lr, bool running) const {
+    const std::optional<HeartbeatSnapshot> s = ctl_.pages().read(lr);
+    const auto it = pids_.find(lr);
+    return s && s->recovery_capable && it != pids_.end() && s->pid == static_cast<uint64_t>(it->second) &&
+           !(running && exited_.at(lr));
+  }
+
+  // Back: the returning rank writes recovery_capable once it holds the
+  // survivors' state (its page's step: the one they redo).
+  void back(Returning& r) {
+    const int lr = r.rec.local_rank;
+    const std::optional<HeartbeatSnapshot> s = ctl_.pages().read(lr);
+    const double seconds = std::chrono::duration<double>(Clock::now() - r.since).count();
+    r.rec.seconds = seconds;
+    const uint64_t at = s ? s->step : 0;
+    r.rec.steps_redone = at > 0 && step_at_loss_ + 1 >= at ? step_at_loss_ + 1 - at : 0;
+    r.rec.completed = true;
+    ctl_.record_recovery(r.rec);
+    const bool all = std::all_of(returning_.begin(), returning_.end(), [](const Returning& x) { return x.rec.completed; });
+    if (auto& trace = ctl_.info().services.trace) {
+      const uint64_t now = monotonic_ns();
+      trace->instant("rank " + std::to_string(r.rec.rank) + " back", now, r.rec.rank);
+      // One slice for the recovery, from its first loss to its last rank back.
+      if (all)
+        trace->span("in-place recovery of " + ranks_text() + " (" + std::to_string(r.rec.steps_redone) +
+                        (r.rec.steps_redone == 1 ? " step" : " steps") + " redone)",
+                    lost_ns_, now);
+    }
+    event("RECOVERED", lr, pids_[lr],
+          "\"recovery_generation\": " + std::to_string(r.rec.generation) + ", \"recovery_s\": " +
+              fixed_text(seconds, 3) + ", \"steps_redone\": " + std::to_string(r.rec.steps_redone));
+    ctl_.log() << "ddp-launch: rank " << r.rec.rank << " is back after " << fixed_text(seconds, 2)
+               << " s (in-place recovery, generation " << r.rec.generation << "; " << r.rec.steps_redone << " step"
+               << (r.rec.steps_redone == 1 ? "" : "s") << " redone)" << std::endl;
+    if (all) {
+      recovering_ = false;
+      if (job_) job_->back(r.rec.generation);
+    }
+  }
+
+  // "rank 1" or "ranks 1, 2": this recovery's.
+  std::string ranks_text() const {
+    std::string out = returning_.size() == 1 ? "rank " : "ranks ";
+    for (size_t i = 0; i < returning_.size(); ++i)
+      out += (i ? ", " : "") + std::to_string(returning_[i].rec.rank);
+    return out;
+  }
+
+  // A failure while ranks come back: a survivor that had not begun to
+  // re-form its group joins the recovery (see the class's comment); any
+  // other means the full restart.
+  bool join_recovery(const WorkerExit& w, const std::string& lost) {
+    const bool returning = std::any_of(returning_.begin(), returning_.end(),
+                                       [&](const Returning& r) { return r.rec.local_rank == w.local_rank; });
+    const bool formed = std::any_of(returning_.begin(), returning_.end(), [](const Returning& r) { return r.rec.completed; });
+    if (returning) return second_failure(lost, "a second failure");
+    const std::optional<HeartbeatSnapshot> page = ctl_.pages().read(w.local_rank);  // the lost worker's own
+    if (formed || !page || !page->recovery_capable)
+      return second_failure(lost, "a second failure, after it had begun to re-form its group or its training loop had "
+                                  "stopped with an error (outside a training step: an evaluation, the epoch's end, a "
+                                  "checkpoint)");
+    int survivors = 0;
+    uint64_t step = 0;
+    for (const auto& [lr, pid] : pids_) {
+      const bool coming = std::any_of(returning_.begin(), returning_.end(),
+                                      [lr = lr](const Returning& r) { return r.rec.local_rank == lr; });
+      if (lr == w.local_rank || exited_[lr] || coming) continue;
+      ++survivors;
+      if (const std::optional<HeartbeatSnapshot> s = ctl_.pages().read(lr)) step = std::max(step, s->step);
+    }
+    if (survivors == 0 && ranks_elsewhere() == 0) return second_failure(lost, "no rank that kept its state is left");
+    if (!ctl_.respawn(w.local_rank, {{"DDP_RECOVERY_GENERATION", std::to_string(generation_)}}))
+      return second_failure(lost, "it could not be started again");
+    const std::string with = ranks_text();
+    step_at_loss_ = std::max(step_at_loss_, step);
+    bring_back(w, generation_);
+    ctl_.log() << lost << " at step " << step << ", before it began to re-form its group: bringing it back with "
+               << with << " (generation " << generation_ << "; the other " << survivors << " rank"
+               << (survivors == 1 ? "" : "s") << " keep their state; the same recovery, "
+               << (job_ ? used_at_begin_ + 1 : used_before_ + recoveries_) << " of --max_restarts " << max_restarts_
+               << ")" << std::endl;
+    return true;
+  }
+
+  // Ends the recovery: the full restart, or the end when the budget is used up.
+  bool second_failure(const std::string& lost, const std::string& why) {
+    const std::string of = ranks_text();
+    for (Returning& r : returning_)
+      if (!r.rec.completed) ctl_.record_recovery(r.rec);
+    recovering_ = false;
+    // c10d: the full restart replaces it, and only the restart counts.
+    const int used = job_ ? give_up_job_recovery() : used_before_ + recoveries_;
+    return refuse(lost + " during the recovery of " + of + ": " + why + "; " + what_follows(used));
+  }
+
+  // What follows a recovery that failed (`used`: the restarts and
+  // recoveries counted): the full restart, or the end.
+  std::string what_follows(int used) const {
+    return used < max_restarts_ ? std::string("full restart")
+                                : "no restart: --max_restarts " + std::to_string(max_restarts_) + " used up (" +
+                                      std::to_string(used) + " restarts and recoveries)";
+  }
+
   // --event_log_handler console: ddp-launch's own worker states RECOVERING
   // (the lost worker) and RECOVERED (the one back), as STRAGGLER is.
   void event(const char* state, int local_rank, pid_t pid, const std::string& more) {
@@ -274,21 +393,6 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
     StatusEvent e = worker_event(ctl_.info().plan, state, ctl_.result(), local_rank, pid);
     e.more_metadata = more;
     ctl_.log() << format_status_event(e) << std::flush;
-  }
-
-  // c10d: this node's recovery, cut short, is void in the rendezvous (the
-  // full restart that replaces it counts, not both: the nodes' counts then
-  // agree); the job's restarts and recoveries before it.
-  int give_up_job_recovery() {
-    job_->cancel();
-    restarts_used_ = used_at_begin_;
-    return used_at_begin_;
-  }
-
-  // The job's ranks on other nodes (c10d rounds of several nodes).
-  int ranks_elsewhere() const {
-    const auto& p = ctl_.info().placement.placement;
-    return p ? std::max(0, p->world_size - ctl_.info().plan.nproc) : 0;
   }
 
   bool refuse(const std::string& line) {
@@ -300,6 +404,15 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
   const int max_restarts_;
   const int used_before_;  // restarts and recoveries before this attempt
   JobRecovery* const job_;  // c10d: the job's generation and budget; null for static rendezvous
+  int recoveries_ = 0;
+  uint64_t generation_ = 0;
+  std::map<int, pid_t> pids_;   // by local rank: the worker started last
+  std::map<int, bool> exited_;  // by local rank: that worker was reaped
+  bool recovering_ = false;
+  std::vector<Returning> returning_;  // the ranks of the recovery, in the order lost
+  Clock::time_point lost_at_;         // its first loss
+  uint64_t lost_ns_ = 0;              // the same, on the trace's clock
+  uint64_t step_at_loss_ = 0;         // the latest step a survivor was in then
   // c10d: a lost worker whose recovery waits for the rendezvous' answer.
   bool asked_ = false;
   WorkerExit asked_exit_;
@@ -309,15 +422,6 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
   std::optional<WorkerExit> refused_;  // its failure ended the attempt: the root cause
   int restarts_used_ = 0;              // the job's restarts and recoveries, as far as heard
   int used_at_begin_ = 0;              // c10d: the job's restarts and recoveries before this node's last one
-  int recoveries_ = 0;
-  uint64_t generation_ = 0;
-  std::map<int, pid_t> pids_;   // by local rank: the worker started last
-  std::map<int, bool> exited_;  // by local rank: that worker was reaped
-  bool recovering_ = false;
-  Recovery current_;
-  Clock::time_point lost_at_;
-  uint64_t lost_ns_ = 0;  // the same, on the trace's clock
-  uint64_t step_at_loss_ = 0;
 };
 
 }  // namespace

@@ -152,15 +152,22 @@ struct AttemptResult {
   // report_dump_replaces; diagnose/stack_dump.h): "Stacks (why; N ranks,
   // T s):\n" and format_stack_summary's lines; "" when none was taken.
   std::string stacks;
-  // In-place recoveries during the attempt, in order; each counts against
-  // --max_restarts like a restart. Their lost workers' exits are not in
-  // `exits` (they ended no attempt).
+  // In-place recoveries during the attempt, one a rank brought back, in
+  // order; each generation (one recovery, however many ranks it brought
+  // back together) counts against --max_restarts like a restart. Their lost
+  // workers' exits are not in `exits` (they ended no attempt).
   std::vector<Recovery> recoveries;
   // c10d: the job's restarts and in-place recoveries as of this node's last
   // recovery or refusal, from the rendezvous (every node's before it); 0:
   // none here. Another node's later recovery is that node's to count: its
   // "no restarts left" ends the job on every node.
   int restarts_used = 0;
+  int recoveries_counted() const {
+    int n = 0;
+    for (size_t i = 0; i < recoveries.size(); ++i)
+      if (i == 0 || recoveries[i].generation != recoveries[i - 1].generation) ++n;
+    return n;
+  }
 
   bool succeeded() const { return !root_cause && launcher_signal == 0 && rdzv_stop.empty(); }
   bool restartable() const {

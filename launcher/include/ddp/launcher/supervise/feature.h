@@ -79,8 +79,8 @@ class AttemptControl {
   virtual bool respawn(int /*local_rank*/, const EnvMap& /*extra_env*/) { return false; }
   // Writes the recovery generation into this local rank's heartbeat page.
   virtual void tell_recovery_generation(int /*local_rank*/, uint64_t /*generation*/) {}
-  // Records an in-place recovery in the attempt's result (or updates the
-  // one of the same generation).
+  // Records an in-place recovery of one rank in the attempt's result (or
+  // updates the one of the same generation and local rank).
   virtual void record_recovery(const Recovery& /*r*/) {}
   // The pid of the worker started for this local rank; 0 when none.
   virtual pid_t worker_pid(int local_rank) const = 0;

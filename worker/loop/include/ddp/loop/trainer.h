@@ -41,6 +41,10 @@ struct LoopHooks {
   // On every rank before each training step, with the global step about to
   // run (0 = the run's first) and TORCHELASTIC_RESTART_COUNT.
   std::function<void(int rank, std::int64_t global_step, int restart_count)> before_step;
+  // The same, inside each step after its collectives and before the
+  // optimizer's step: an exception here is the step failing on this rank
+  // alone (the tests' fault programs make a survivor a step behind so).
+  std::function<void(int rank, std::int64_t global_step, int restart_count)> after_collectives;
   // Told of every step's, evaluation's and epoch's end, in this order,
   // after the loop's own metrics.jsonl writer (callbacks.h).
   Callbacks callbacks;
