@@ -9,6 +9,9 @@ Modes (each round runs them one after the other, interleaved over rounds):
   every     the same with ddp-train --checkpoint_every_steps N;
   in_place  ddp-train under ddp-launch --recovery in_place: only the lost rank comes
             back (run only when `ddp-launch --help` lists --recovery).
+With --before_build DIR the in_place mode also runs with that build's ddp-launch and
+ddp-train, before the other in each round: a change to the recovery path, before and
+after, side by side in one run.
 Every job trains the same CNN on Fashion-MNIST (--steps_per_epoch steps of batch 64
 per rank an epoch, --epochs epochs), with --nproc ranks and OMP_NUM_THREADS =
 cores / ranks for both tools. When rank 0 reports global step --kill_step (mid-epoch
@@ -66,6 +69,7 @@ TORCH2_PY = os.path.join(os.environ.get("DDP_TORCH2_CACHE") or os.path.join(
     "venv", "bin", "python3")
 PLOT = os.path.join(ROOT, "docs", "recovery.png")
 MODES = ("python", "restart", "every", "in_place")
+BEFORE = "in_place_before"  # the in_place mode with --before_build's binaries
 # Stock torchrun 2.11 shares its rendezvous store with the workers, and a
 # restarted Gloo group here read the killed attempt's addresses from it and
 # failed to connect (connectFullMesh: Connection refused): 3 of the 4 restarts
@@ -171,12 +175,13 @@ def command(mode, a, work, port):
         return [a.torch2_python, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={a.nproc}",
                 "--max_restarts=1", os.path.join(HERE, "recovery_twin.py"),
                 f"--checkpoint_dir={ck}"] + per_epoch
-    launch = [os.path.join(a.build, "bin", "ddp-launch"), f"--nproc_per_node={a.nproc}", "--max_restarts=1",
+    build = a.before_build if mode == BEFORE else a.build
+    launch = [os.path.join(build, "bin", "ddp-launch"), f"--nproc_per_node={a.nproc}", "--max_restarts=1",
               f"--master_port={port}", f"--trace_file={os.path.join(work, 'trace.json')}",
               f"--summary_json={os.path.join(work, 'summary.json')}"]
     if a.has_recovery:
-        launch.append("--recovery=in_place" if mode == "in_place" else "--recovery=restart")
-    train = [os.path.join(a.build, "bin", "ddp-train"), "--device=cpu", "--log_interval=1",
+        launch.append("--recovery=in_place" if mode in ("in_place", BEFORE) else "--recovery=restart")
+    train = [os.path.join(build, "bin", "ddp-train"), "--device=cpu", "--log_interval=1",
              f"--checkpoint_dir={ck}"] + per_epoch
     if mode == "every":
         train.append(f"--checkpoint_every_steps={a.every}")
@@ -291,7 +296,8 @@ def label(mode, a):
     return {"python": "Python DDP, torchrun 2.11 --max_restarts 1, per-epoch checkpoints",
             "restart": "ddp-train, full restart, per-epoch checkpoints",
             "every": f"ddp-train, full restart, --checkpoint_every_steps {a.every}",
-            "in_place": "ddp-train, in-place recovery"}[mode]
+            "in_place": "ddp-train, in-place recovery",
+            BEFORE: f"ddp-train, in-place recovery, --before_build {getattr(a, 'before_build', None)}"}[mode]
 
 
 def table(results, a):
@@ -311,6 +317,7 @@ def table(results, a):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--before_build", help="also run the in_place mode with this build (the commit before a change)")
     ap.add_argument("--nproc", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps_per_epoch", type=int, default=60)
@@ -346,6 +353,14 @@ def main():
     if "in_place" in modes and not a.has_recovery:
         print("in_place skipped: this ddp-launch has no --recovery", file=sys.stderr)
         modes.remove("in_place")
+    if a.before_build:
+        before = os.path.join(a.before_build, "bin", "ddp-launch")
+        if "in_place" not in modes:
+            sys.exit("bench_recovery: --before_build compares the in_place mode: keep in_place in --modes")
+        if not os.access(before, os.X_OK) or not has_recovery_option(before):
+            sys.exit(f"bench_recovery: --before_build: {before} is missing or has no --recovery; build it "
+                     f"(cmake --build {a.before_build} --target ddp-launch ddp-train)")
+        modes.insert(modes.index("in_place"), BEFORE)
     if "python" in modes and not os.access(a.torch2_python, os.X_OK):
         print(f"python skipped: {a.torch2_python} is missing (scripts/install-torch2)", file=sys.stderr)
         modes.remove("python")

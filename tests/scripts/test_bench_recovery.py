@@ -79,6 +79,16 @@ check(b.trace_recovery({"traceEvents": [e for e in ev if e["ph"] != "i"]}, 1), N
 check(b.recover_keys({"exit_code": 0, "attempts": [{"recoveries": [{"rank": 1, "s": 0.4}]}]}),
       {"attempts.0.recoveries": [{"rank": 1, "s": 0.4}]}, "summary: recovery keys")
 
+# --before_build: the in-place mode once more with the other build's binaries
+# (and --recovery in_place), the usual mode with --build's.
+args = type("Args", (), dict(build="/after", before_build="/before", nproc=4, epochs=2, steps_per_epoch=60,
+                               every=10, has_recovery=True))()
+for mode, build in ((b.BEFORE, "/before"), ("in_place", "/after")):
+    cmd = b.command(mode, args, "/w", 1234)
+    check((cmd[0], next(c for c in cmd if c.endswith("ddp-train")), "--recovery=in_place" in cmd),
+          (f"{build}/bin/ddp-launch", f"{build}/bin/ddp-train", True), f"command of {mode}")
+check(b.label(b.BEFORE, args), "ddp-train, in-place recovery, --before_build /before", "label of the before build")
+
 # The picture: without recovery events (a full restart), then with an in-place
 # recovery's instant and slice.
 with tempfile.TemporaryDirectory() as d:

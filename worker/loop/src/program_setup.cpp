@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <future>
 #include <iostream>
 #include <thread>
 #include <vector>
@@ -45,6 +46,31 @@ void configure_threads(const TrainOptions& o, int local_world_size) {
   }
 }
 
+// Loads the data (spec.setup), then joins the group; a rank brought back
+// by an in-place recovery (DDP_RECOVERY_GENERATION) does both at once: the
+// survivors wait for it, and the join is mostly waiting for their answers.
+// Its data set was read once already, in its first life, so the reason for
+// the order (a missing data set said before any rendezvous wait) is gone.
+// The join stays on this thread (it binds the thread to its GPU); the load
+// runs beside it, and an error of either is the error it would be alone.
+template <typename Join>
+TrainingTask& setup_and_join(const ProgramSpec& spec, const TrainOptions& opts, const Join& join, bool returning,
+                             std::shared_ptr<ddp::worker::ProcessGroup>& pg) {
+  if (!returning) {
+    TrainingTask& task = spec.setup(opts);
+    pg = join();
+    return task;
+  }
+  std::future<TrainingTask*> loaded = std::async(std::launch::async, [&] { return &spec.setup(opts); });
+  try {
+    pg = join();
+  } catch (...) {
+    loaded.wait();  // the load uses opts and the program's state: done before they go
+    throw;
+  }
+  return *loaded.get();
+}
+
 }  // namespace
 
 int run_program(int argc, char** argv, const ProgramSpec& spec, const LoopHooks& hooks,
@@ -82,8 +108,9 @@ int run_program(int argc, char** argv, const ProgramSpec& spec, const LoopHooks&
         returning || ddp::worker::rank0_decides_int(*pg, [&] { return spec.prepare_data(opts, out) ? 1 : 0; }) != 0;
     if (!go_on) return 0;
   }
-  TrainingTask& task = spec.setup(opts);
-  if (!pg) pg = join();
+  const bool returning =
+      !pg && !context.join && ddp::worker::DistEnv::launched() && ddp::worker::recovery_generation_at_start() > 0;
+  TrainingTask& task = pg ? spec.setup(opts) : setup_and_join(spec, opts, join, returning, pg);
   configure_threads(opts, pg->local_world_size());
   // A progress bar only on a terminal: rank 0's, when it writes to stdout.
   const bool tty = pg->rank() == 0 && &out == &std::cout && ::isatty(STDOUT_FILENO);

@@ -44,7 +44,8 @@ struct ProgramSpec {
   // Every rank: loads the data and returns the task to train. The task (and
   // the data it reads) must outlive run_program: keep them in main. Without
   // prepare_data it runs before the join, so a missing data set is reported
-  // before any rendezvous wait.
+  // before any rendezvous wait; on a rank brought back by an in-place
+  // recovery it runs on a thread of its own while the join goes on.
   std::function<TrainingTask&(const TrainOptions& opts)> setup;
 };
 
