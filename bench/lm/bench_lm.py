@@ -101,7 +101,7 @@ def main():
     p.add_argument("--python", action="append",
                    help="python3 with torch for the twin; repeat for several (default: /usr/bin/python3 and "
                         "scripts/install-torch2's venv when installed)")
-    p.add_argument("--total_steps", type=int, default=300)
+    p.add_argument("--total_steps", type=int, default=150)
     p.add_argument("--batch_size", type=int, default=32, help="per process")
     p.add_argument("--accumulate_batches", type=int, default=1)
     p.add_argument("--context", type=int, default=64)
