@@ -929,10 +929,25 @@ TEST_CASE("features: in-place recovery under c10d takes the job's generation fro
     REQUIRE(r.kill(1));
     r.say(RdzvEvent::Recovery, 5, 2);
     REQUIRE(r.a.respawns.size() == 1);
+    r.pages[0]->set_recovery_capable(false);  // it had begun to re-form its group
     CHECK_FALSE(r.kill(0));
     CHECK(r.link.sent == std::vector<std::string>{"recover 3 1", "recovered void"});
-    CHECK_THAT(r.a.log_.str(), Catch::Contains("during the recovery of rank 1: a second failure; full restart"));
+    CHECK_THAT(r.a.log_.str(), Catch::Contains("during the recovery of rank 1: a second failure, after it had begun") &&
+                                    Catch::Contains("; full restart"));
     CHECK(r.used() == 2);
+  }
+  SECTION("a survivor lost before it began to re-form joins the job's recovery, which counts once") {
+    JobRecoveryRig r(3);
+    REQUIRE(r.kill(1));
+    r.say(RdzvEvent::Recovery, 5, 2);
+    REQUIRE(r.kill(0));
+    REQUIRE(r.a.respawns.size() == 2);
+    CHECK(r.a.respawns[1].second.at("DDP_RECOVERY_GENERATION") == "5");
+    CHECK(r.link.sent == std::vector<std::string>{"recover 3 1"});
+    CHECK_THAT(r.a.log_.str(), Catch::Contains("before it began to re-form its group: bringing it back with rank 1 "
+                                                "(generation 5; the other 2 ranks keep their state; the same "
+                                                "recovery, 3 of --max_restarts 3)"));
+    CHECK(r.used() == 3);
   }
   SECTION("a second local failure while the rendezvous has not answered: full restart") {
     JobRecoveryRig r(3);
@@ -946,7 +961,6 @@ TEST_CASE("features: in-place recovery under c10d takes the job's generation fro
     r.say(RdzvEvent::Recovery, 5, 2);
     CHECK(r.a.respawns.empty());
     CHECK(r.used() == 0);
-    }
   }
 }
 

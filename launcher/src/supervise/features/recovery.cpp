@@ -357,6 +357,7 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
     if (!ctl_.respawn(w.local_rank, {{"DDP_RECOVERY_GENERATION", std::to_string(generation_)}}))
       return second_failure(lost, "it could not be started again");
     const std::string with = ranks_text();
+    survivors += ranks_elsewhere();
     step_at_loss_ = std::max(step_at_loss_, step);
     bring_back(w, generation_);
     ctl_.log() << lost << " at step " << step << ", before it began to re-form its group: bringing it back with "
@@ -393,6 +394,21 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
     StatusEvent e = worker_event(ctl_.info().plan, state, ctl_.result(), local_rank, pid);
     e.more_metadata = more;
     ctl_.log() << format_status_event(e) << std::flush;
+  }
+
+  // c10d: this node's recovery, cut short, is void in the rendezvous (the
+  // full restart that replaces it counts, not both: the nodes' counts then
+  // agree); the job's restarts and recoveries before it.
+  int give_up_job_recovery() {
+    job_->cancel();
+    restarts_used_ = used_at_begin_;
+    return used_at_begin_;
+  }
+
+  // The job's ranks on other nodes (c10d rounds of several nodes).
+  int ranks_elsewhere() const {
+    const auto& p = ctl_.info().placement.placement;
+    return p ? std::max(0, p->world_size - ctl_.info().plan.nproc) : 0;
   }
 
   bool refuse(const std::string& line) {
