@@ -87,9 +87,19 @@ std::string writer(const std::vector<std::string>& w, std::size_t at) {
 
 }  // namespace
 
+// A value no ddp-launch node writes, found at key k: named (its start: a
+// value may be megabytes) as the store's content, never taken for a lost
+// store (issue 51 item 8). `what`: what was wrong with it, or "".
+RendezvousError Rendezvous::foreign_value(const std::string& k, const std::string& value,
+                                          const std::string& what) const {
+  const std::string shown = value.size() > 64 ? value.substr(0, 64) + "..." : value;
+  return RendezvousError("rendezvous at " + cfg_.endpoint + " (rdzv_id " + cfg_.run_id + "): the store's key " + k +
+                         " holds '" + shown + "', which no ddp-launch node writes" + what +
+                         "; another program wrote to the rendezvous store: start the job with another --rdzv_id");
+}
+
 // A number that a node wrote to the store, read back. The store takes
-// anyone's requests, so a bad one is named (its key and value) as the
-// store's content, never taken for a lost store (issue 51 item 8).
+// anyone's requests, so a bad one is a foreign_value.
 long long Rendezvous::stored_int(const std::string& k, const std::string& value, std::size_t word, long long lo,
                                  long long hi) const {
   const auto w = words(value);
@@ -97,12 +107,8 @@ long long Rendezvous::stored_int(const std::string& k, const std::string& value,
     if (word >= w.size()) throw std::invalid_argument("too few words");
     return ddp::parse_int(w[word], k, lo, hi);
   } catch (const std::invalid_argument&) {
-    // A value may be megabytes: its start says enough.
-    const std::string shown = value.size() > 64 ? value.substr(0, 64) + "..." : value;
-    throw RendezvousError("rendezvous at " + cfg_.endpoint + " (rdzv_id " + cfg_.run_id + "): the store's key " + k +
-                          " holds '" + shown + "', which no ddp-launch node writes (word " + std::to_string(word + 1) +
-                          " should be a number from " + std::to_string(lo) + " to " + std::to_string(hi) +
-                          "); another program wrote to the rendezvous store: start the job with another --rdzv_id");
+    throw foreign_value(k, value, " (word " + std::to_string(word + 1) + " should be a number from " +
+                                      std::to_string(lo) + " to " + std::to_string(hi) + ")");
   }
 }
 

@@ -225,6 +225,9 @@ class Rendezvous {
   std::string rkey(int round, const std::string& k) const;
   long long counter(const std::string& full_key);
   std::optional<std::string> value(const std::string& full_key);
+  // The error for a value at key k that no ddp-launch node writes
+  // (`what`: how it is wrong, or "").
+  RendezvousError foreign_value(const std::string& k, const std::string& value, const std::string& what) const;
   // Word `word` (0-based) of key k's value as an integer in [lo, hi];
   // RendezvousError naming the key and the value otherwise.
   long long stored_int(const std::string& k, const std::string& value, std::size_t word, long long lo,

@@ -146,13 +146,7 @@ void Rendezvous::cancel_recovery() {
 long long Rendezvous::counted_recoveries(const std::optional<std::string>& value) const {
   if (!value) return 0;
   const std::optional<Record> r = parse_record(*value);
-  if (!r) {
-    const std::string shown = value->size() > 64 ? value->substr(0, 64) + "..." : *value;
-    throw RendezvousError("rendezvous at " + cfg_.endpoint + " (rdzv_id " + cfg_.run_id + "): the store's key " +
-                          key("recovery") + " holds '" + shown +
-                          "', which no ddp-launch node writes; another program wrote to the rendezvous store: start "
-                          "the job with another --rdzv_id");
-  }
+  if (!r) throw foreign_value(key("recovery"), *value, "");
   return r->counted;
 }
 

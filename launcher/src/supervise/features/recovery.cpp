@@ -108,9 +108,6 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
     // own page says the step it was in.
     if (survivors == 0) step = lost_step;
     if (!ctl_.info().plan.opts.recovery_in_place) return false;
-    // First: the returning rank has not advertised yet, so "does not
-    // advertise" would misname a second failure. A recovery whose ranks are
-    // all back, though not polled yet, is over.
     if (asked_) {  // the job has not answered for the first one yet: it stays the root cause
       asked_ = false;
       job_->cancel();  // granted or not, it never began: it counts not
@@ -118,6 +115,9 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
       return refuse(lost + " while the in-place recovery of rank " + std::to_string(asked_exit_.rank) +
                     " waited for the rendezvous: a second failure; full restart");
     }
+    // First: the returning rank has not advertised yet, so "does not
+    // advertise" would misname a second failure. A recovery whose ranks are
+    // all back, though not polled yet, is over.
     for (Returning& r : returning_)
       if (recovering_ && !r.rec.completed && advertises(r.rec.local_rank, false)) back(r);
     if (recovering_) return join_recovery(w, lost);
