@@ -74,7 +74,7 @@ long long number(const std::string& key, const std::string& v) {
   errno = 0;
   const long long n = std::strtoll(v.c_str(), &end, 10);
   if (v.empty() || *end != '\0' || errno == ERANGE)
-    throw StoreRefused("etcd: add to key '" + key + "', whose value is not a number: '" + (v.size() > 64 ? v.substr(0, 64) + "..." : v) + "'");
+    throw StoreRefused("etcd: " + not_a_number(key, v));
   return n;
 }
 

@@ -92,9 +92,8 @@ std::string writer(const std::vector<std::string>& w, std::size_t at) {
 // store (issue 51 item 8). `what`: what was wrong with it, or "".
 RendezvousError Rendezvous::foreign_value(const std::string& k, const std::string& value,
                                           const std::string& what) const {
-  const std::string shown = value.size() > 64 ? value.substr(0, 64) + "..." : value;
   return RendezvousError("rendezvous at " + cfg_.endpoint + " (rdzv_id " + cfg_.run_id + "): the store's key " + k +
-                         " holds '" + shown + "', which no ddp-launch node writes" + what +
+                         " holds '" + shown_value(value) + "', which no ddp-launch node writes" + what +
                          "; another program wrote to the rendezvous store: start the job with another --rdzv_id");
 }
 

@@ -30,6 +30,16 @@ struct StoreRefused : StoreError {
   using StoreError::StoreError;
 };
 
+// A stored value in a message: its first 64 bytes (a value may be megabytes).
+inline std::string shown_value(const std::string& value) {
+  return value.size() > 64 ? value.substr(0, 64) + "..." : value;
+}
+
+// Why an add was refused, in the same words from every store.
+inline std::string not_a_number(const std::string& key, const std::string& value) {
+  return "add to key '" + key + "', whose value is not a number: '" + shown_value(value) + "'";
+}
+
 class Store {
  public:
   virtual ~Store() = default;

@@ -1,5 +1,6 @@
 #include "store_server.h"
 
+#include "store.h"
 #include "store_protocol.h"
 
 #include "ddp/common/listen_any.h"
@@ -236,9 +237,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
         auto it = values.find(key);
         const auto before = it == values.end() ? std::optional<long long>(0) : integer(it->second);
         if (!before)
-          return send(status(Status::Error).str("add to key '" + key + "', whose value is not a number: '" +
-                                                (it->second.size() > 64 ? it->second.substr(0, 64) + "..." : it->second) +
-                                                "'"));
+          return send(status(Status::Error).str(not_a_number(key, it->second)));
         std::string sum = std::to_string(*before + delta);
         if (auto why = table_.refusal({{key, sum}}); !why.empty()) return send(status(Status::Error).str(why));
         table_.put(key, std::move(sum));
