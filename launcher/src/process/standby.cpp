@@ -1,5 +1,6 @@
 #include "ddp/launcher/process/standby.h"
 
+#include "ddp/common/duration_text.h"
 #include "ddp/common/fd_io.h"
 #include "ddp/common/heartbeat.h"
 #include "ddp/common/standby_protocol.h"
@@ -23,9 +24,6 @@ namespace {
 // How long adopt() waits for the standby's "ok": it installs a few fds and
 // an environment, microseconds; this is for a standby that hangs.
 constexpr int kConfirmTimeoutMs = 2000;
-// How long adopt() waits for a standby still loading its libraries: about
-// a fresh start's time on a loaded machine.
-constexpr int kReadyWaitMs = 5000;
 
 bool identity(const std::string& k) {
   static const char* const names[] = {"RANK",        "LOCAL_RANK",      "WORLD_SIZE",      "LOCAL_WORLD_SIZE",
@@ -45,7 +43,8 @@ EnvMap standby_environment(const EnvMap& rank_env) {
   return out;
 }
 
-Standby::Standby(const sigset_t& child_mask, Watchdog* watchdog) : child_mask_(child_mask), watchdog_(watchdog) {}
+Standby::Standby(const sigset_t& child_mask, Watchdog* watchdog, int ready_wait_ms)
+    : child_mask_(child_mask), watchdog_(watchdog), ready_wait_ms_(ready_wait_ms) {}
 
 Standby::~Standby() { stop(); }
 
@@ -121,9 +120,9 @@ pid_t Standby::adopt(const SpawnSpec& spec, std::string& why) {
   }
   // Still loading: it is ahead of a fresh start all the same (which would
   // compete with it for the CPUs), so wait for it, within bounds.
-  if (!ready(kReadyWaitMs)) {
+  if (!ready(ready_wait_ms_)) {
     const bool alive = ::kill(pid_, 0) == 0;
-    return failed(alive ? "it was not ready within " + std::to_string(kReadyWaitMs / 1000) + " s"
+    return failed(alive ? "it was not ready within " + ddp::seconds_text(ready_wait_ms_ / 1000.0)
                         : "it ended before it was ready");
   }
   std::vector<int> fds = {spec.stdin_fd, spec.stdout_fd >= 0 ? spec.stdout_fd : 1,

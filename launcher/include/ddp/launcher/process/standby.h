@@ -38,8 +38,12 @@ EnvMap standby_environment(const EnvMap& rank_env);
 
 class Standby {
  public:
+  // How long adopt() waits for a standby still loading its libraries: about
+  // a fresh start's time on a loaded machine.
+  static constexpr int kReadyWaitMs = 5000;
+
   // child_mask: the signal mask workers get back before exec.
-  Standby(const sigset_t& child_mask, Watchdog* watchdog);
+  Standby(const sigset_t& child_mask, Watchdog* watchdog, int ready_wait_ms = kReadyWaitMs);
   ~Standby();  // stop()
   Standby(const Standby&) = delete;
   Standby& operator=(const Standby&) = delete;
@@ -73,6 +77,7 @@ class Standby {
 
   sigset_t child_mask_;
   Watchdog* watchdog_;
+  int ready_wait_ms_;
   pid_t pid_ = 0;
   int sock_ = -1;      // the launcher's end
   bool ready_ = false;
