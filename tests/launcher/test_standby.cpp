@@ -109,7 +109,8 @@ TEST_CASE("standby: adopted, its main runs with the rank's fds at their numbers,
   // The extra fd at a number of its own, as a heartbeat page's.
   const int at = ::fcntl(extra.w, F_DUPFD_CLOEXEC, 40);
   ::close(extra.w);
-  SpawnSpec s = rank_spec({"a", "b"}, "new");
+  // The arguments' values are the rank's: one as long (in place), one longer (a copy).
+  SpawnSpec s = rank_spec({"x", "yz"}, "new");
   s.env["TEST_EXTRA_FD"] = std::to_string(at);
   s.stdin_fd = null;
   s.stdout_fd = out.w;
@@ -121,29 +122,33 @@ TEST_CASE("standby: adopted, its main runs with the rank's fds at their numbers,
   REQUIRE(pid > 0);
   CHECK(sb.pid() == 0);  // the worker's now
   for (int fd : {out.w, err.w, at, null}) ::close(fd);
-  CHECK(drain(out.r) == "main argv=a b RANK=3 FOO=new STANDBY=-\n");
+  CHECK(drain(out.r) == "main argv=x yz RANK=3 FOO=new STANDBY=-\n");
   CHECK(drain(err.r) == "err\n");
   CHECK(drain(extra.r) == "extra\n");
   CHECK(exit_code(pid) == 0);
 }
 
-TEST_CASE("standby: not adopted when its arguments differ, the rank keeps the stdin or asks for CPUs, and it keeps running") {
+TEST_CASE("standby: not adopted for another number of arguments or program, CPUs or a terminal's session, and it "
+          "keeps running") {
   const sigset_t mask = current_mask();
   Standby sb(mask, nullptr);
   sb.start(rank_spec({"a", "b"}, "old"));
   const pid_t standby = sb.pid();
   std::string why;
-  SpawnSpec other = rank_spec({"a", "c"}, "new");
-  other.stdin_fd = 0;
+  CHECK(sb.adopt(rank_spec({"a"}, "new"), why) == 0);
+  CHECK(why == "its program or number of arguments differ from the rank's");
+  SpawnSpec other = rank_spec({"a", "b"}, "new");
+  other.exe = "/bin/true";
   CHECK(sb.adopt(other, why) == 0);
-  CHECK(why == "its program or arguments differ from the rank's");
+  CHECK(why == "its program or number of arguments differ from the rank's");
   SpawnSpec cpus = rank_spec({"a", "b"}, "new");
-  cpus.stdin_fd = 0;
   cpus.cpus = {0};
   CHECK(sb.adopt(cpus, why) == 0);
   CHECK(why == "the rank is bound to CPUs (--numa_binding)");
-  CHECK(sb.adopt(rank_spec({"a", "b"}, "new"), why) == 0);  // stdin_fd -1: the launcher's stdin
-  CHECK(why == "the rank keeps the launcher's stdin");
+  SpawnSpec tty = rank_spec({"a", "b"}, "new");
+  tty.new_session = true;
+  CHECK(sb.adopt(tty, why) == 0);
+  CHECK(why == "the rank keeps the launcher's terminal");
   CHECK(sb.pid() == standby);
   CHECK(::kill(standby, 0) == 0);
   sb.stop();
@@ -201,8 +206,10 @@ TEST_CASE("standby hook: EOF exits 0 before main, and a malformed message is ans
     CHECK(drain(raw.out.r).empty());  // main never ran
   }
   using namespace std::string_literals;
-  for (const std::string& bad : {"adopt 2\nfds \n"s, "adopt 1\nfds 0 1\nA=1\0"s, "adopt 1\nfds \nNOEQUALS\0"s,
-                                 "adopt 1\nfds \nA=1"s}) {
+  // (The worker's argc is 1: its path alone.)
+  for (const std::string& bad :
+       {"adopt 2\nfds \n"s, "adopt 1\nfds 0 1\nargv 1\nw\0A=1\0"s, "adopt 1\nfds \nargv 1\nw\0NOEQUALS\0"s,
+        "adopt 1\nfds \nargv 1\nw\0A=1"s, "adopt 1\nfds \nargv 2\nw\0x\0A=1\0"s, "adopt 1\nfds \nA=1\0"s}) {
     RawStandby raw;
     REQUIRE(::send(raw.sock, bad.data(), bad.size(), 0) == static_cast<ssize_t>(bad.size()));
     char buf[512];

@@ -48,10 +48,12 @@ int fd_number(const std::string& s) {
 
 struct Adoption {
   std::vector<int> targets;          // where each received fd goes
+  std::vector<std::string> argv;     // the rank's, argv[0] first
   std::vector<std::string> env;      // "K=V"
 };
 
-// Parses step 2 of the wire; "" when it is well formed, else why not.
+// Parses step 2 of the wire (common/standby_protocol.h); "" when it is well
+// formed, else why not.
 std::string parse(const std::string& msg, size_t fds_received, Adoption& out) {
   const std::string head = "adopt " + std::to_string(sb::kProtocol) + "\n";
   if (msg.compare(0, head.size(), head) != 0) return "the launcher's message does not start with 'adopt " +
@@ -74,7 +76,19 @@ std::string parse(const std::string& msg, size_t fds_received, Adoption& out) {
   }
   if (out.targets.size() != fds_received)
     return std::to_string(out.targets.size()) + " fd targets for " + std::to_string(fds_received) + " fds received";
-  for (size_t at = line_end + 1; at < msg.size();) {
+  const size_t argv_end = msg.find('\n', line_end + 1);
+  if (argv_end == std::string::npos || msg.compare(line_end + 1, 5, "argv ") != 0)
+    return "the launcher's message has no 'argv' line";
+  const int argc = fd_number(msg.substr(line_end + 6, argv_end - line_end - 6));
+  if (argc < 1) return "the launcher's 'argv' line names no count";
+  size_t at = argv_end + 1;
+  for (int i = 0; i < argc; ++i) {
+    const size_t nul = msg.find('\0', at);
+    if (nul == std::string::npos) return "the launcher's message has fewer than " + std::to_string(argc) + " arguments";
+    out.argv.push_back(msg.substr(at, nul - at));
+    at = nul + 1;
+  }
+  while (at < msg.size()) {
     const size_t nul = msg.find('\0', at);
     if (nul == std::string::npos) return "the environment's last entry is not NUL-terminated";
     std::string entry = msg.substr(at, nul - at);
@@ -90,7 +104,10 @@ void close_all(const std::vector<int>& fds) {
   for (int fd : fds) ::close(fd);
 }
 
-__attribute__((constructor)) void wait_as_standby() {
+// glibc calls constructors with main's argc and argv (the same array main
+// gets), so the rank's arguments replace the standby's before main: in place
+// where one has the same length (ps shows it), else a copy.
+__attribute__((constructor)) void wait_as_standby(int argc, char** argv, char**) {
   const char* v = std::getenv(sb::kFdEnvVar);
   if (v == nullptr) return;
   const int sock = fd_number(v);
@@ -134,7 +151,10 @@ __attribute__((constructor)) void wait_as_standby() {
     fail(sock, "the launcher's message was cut short (more than " + std::to_string(sb::kMaxFds) + " fds?)");
   }
   Adoption a;
-  if (const std::string why = parse(msg, received.size(), a); !why.empty()) {
+  std::string why = parse(msg, received.size(), a);
+  if (why.empty() && a.argv.size() != static_cast<size_t>(argc))
+    why = "the rank has " + std::to_string(a.argv.size()) + " arguments, the standby " + std::to_string(argc);
+  if (!why.empty()) {
     close_all(received);
     fail(sock, why);
   }
@@ -169,6 +189,12 @@ __attribute__((constructor)) void wait_as_standby() {
     e[eq] = '\0';
     if (::setenv(e.c_str(), e.c_str() + eq + 1, 1) != 0)
       fail(s, "setenv " + std::string(e.c_str()) + ": " + std::strerror(errno));
+  }
+  for (int i = 0; i < argc; ++i) {
+    const std::string& want = a.argv[static_cast<size_t>(i)];
+    if (want == argv[i]) continue;
+    if (want.size() == std::strlen(argv[i])) std::memcpy(argv[i], want.data(), want.size());
+    else if ((argv[i] = ::strdup(want.c_str())) == nullptr) fail(s, "no memory for the rank's arguments");
   }
   for (size_t i = 0; i < received.size(); ++i)
     if (::dup2(received[i], a.targets[i]) < 0)

@@ -106,16 +106,18 @@ pid_t Standby::adopt(const SpawnSpec& spec, std::string& why) {
   };
   // Each refusal leaves it running: another rank may fit (an argv that
   // differs by local rank), and stop() ends it with the attempt.
-  if (spec.exe != exe_ || spec.args != args_) {
-    why = "its program or arguments differ from the rank's";
+  // The arguments' values may differ (--local_rank=N), their number not:
+  // the standby's main gets its own argc.
+  if (spec.exe != exe_ || spec.args.size() != args_.size()) {
+    why = "its program or number of arguments differ from the rank's";
     return 0;
   }
   if (!spec.cpus.empty()) {
     why = "the rank is bound to CPUs (--numa_binding)";
     return 0;
   }
-  if (spec.stdin_fd < 0) {
-    why = "the rank keeps the launcher's stdin";
+  if (spec.new_session) {  // a group leader cannot start a session
+    why = "the rank keeps the launcher's terminal";
     return 0;
   }
   // Still loading: it is ahead of a fresh start all the same (which would
@@ -125,14 +127,17 @@ pid_t Standby::adopt(const SpawnSpec& spec, std::string& why) {
     return failed(alive ? "it was not ready within " + ddp::seconds_text(ready_wait_ms_ / 1000.0)
                         : "it ended before it was ready");
   }
-  std::vector<int> fds = {spec.stdin_fd, spec.stdout_fd >= 0 ? spec.stdout_fd : 1,
+  // -1: the launcher's own, as a spawned worker would inherit it.
+  std::vector<int> fds = {spec.stdin_fd >= 0 ? spec.stdin_fd : 0, spec.stdout_fd >= 0 ? spec.stdout_fd : 1,
                           spec.stderr_fd >= 0 ? spec.stderr_fd : 2};
   std::string msg = "adopt " + std::to_string(sb::kProtocol) + "\nfds 0 1 2";
   for (int fd : spec.inherit_fds) {
     fds.push_back(fd);
     msg += " " + std::to_string(fd);
   }
-  msg += "\n";
+  msg += "\nargv " + std::to_string(spec.args.size() + 1) + "\n";
+  msg.append(spec.exe).push_back('\0');
+  for (const std::string& arg : spec.args) msg.append(arg).push_back('\0');
   for (const auto& [k, v] : spec.env) {
     msg += k + "=" + v;
     msg.push_back('\0');

@@ -46,7 +46,8 @@ pid_t WorkerGroup::spawn(SpawnSpec spec, int local_rank, bool keeps_stdin) {
 }
 
 pid_t WorkerGroup::adopt(Standby& standby, SpawnSpec spec, int local_rank, bool keeps_stdin, std::string& why) {
-  spec.stdin_fd = keeps_stdin ? -1 : devnull_;  // -1: Standby::adopt refuses it
+  spec.stdin_fd = keeps_stdin ? -1 : devnull_;
+  spec.new_session = keeps_stdin && ::isatty(0);  // Standby::adopt refuses it
   const pid_t pid = standby.adopt(spec, why);
   if (pid <= 1) return 0;
   workers_.push_back({pid, local_rank, false});

@@ -7,8 +7,10 @@
 //  1. The standby, once LibTorch is loaded and its static initializers ran:
 //     "ready 1\n" (1: kProtocol).
 //  2. The launcher, to make it a rank: one packet, "adopt 1\n", then
-//     "fds T0 T1 ...\n", then the rank's whole environment as "K=V\0" entries;
-//     the fds to install at T0, T1, ... ride along by SCM_RIGHTS, in that order.
+//     "fds T0 T1 ...\n", then "argv N\n" and N "ARG\0" (argv[0] first; N is
+//     the standby's own argc: only the values may differ, e.g. --local_rank=1
+//     for 3), then the rank's whole environment as "K=V\0" entries; the fds
+//     to install at T0, T1, ... ride along by SCM_RIGHTS, in that order.
 //  3. The standby: "ok\n" once every fd is at its number and the environment
 //     is replaced; main() then runs as in a freshly spawned rank. Anything
 //     malformed or not installable: "error <why>\n", one line on stderr, and

@@ -13,11 +13,12 @@
 //    files are removed from its environment (standby_environment), so a
 //    program that ignores DDP_STANDBY_FD cannot join the job as a second rank;
 //  - is adopted unless it said "ready" (adopt() waits a few seconds for a
-//    standby still loading: it is ahead of a fresh start) and its program and arguments are the
-//    ones the rank would be spawned with, no CPU binding is asked
-//    (--numa_binding) and the rank does not keep the launcher's stdin; nor
-//    before the standby confirmed that every fd and the environment are
-//    installed: otherwise the caller spawns the rank afresh;
+//    standby still loading: it is ahead of a fresh start), its program and
+//    number of arguments are the rank's (the values are sent: --local_rank=N
+//    differs by rank), no CPU binding is asked (--numa_binding) and the rank
+//    does not keep the launcher's terminal (a session of its own); nor before
+//    the standby confirmed that its arguments, every fd and the environment
+//    are installed: otherwise the caller spawns the rank afresh;
 //  - counts as a worker: its exit before adoption is no failure (died()).
 // The watchdog hears of its group at start(); after adopt() the group is the
 // worker's, and WorkerGroup owns it from then on.
@@ -58,7 +59,7 @@ class Standby {
   // wait_ms for it).
   bool ready(int wait_ms = 0);
 
-  // Hands the standby the rank of `spec` (its env, and the fds it would get:
+  // Hands the standby the rank of `spec` (its argv and env, and the fds it would get:
   // stdin_fd, stdout_fd and stderr_fd at 0, 1, 2, or the launcher's own
   // where -1; every inherit_fd at its number). Returns its pid once it
   // confirmed; 0, with `why` set, when it is not adoptable or the hand-over

@@ -56,7 +56,8 @@ class WorkerGroup : public Workers {
   // stdin (see stdin_is_ours), else /dev/null. Throws SpawnError.
   pid_t spawn(SpawnSpec spec, int local_rank, bool keeps_stdin);
   // The same worker, from the standby when it can take it (standby.h: the
-  // same program and arguments, ready, no CPU binding, not keeps_stdin),
+  // same program and number of arguments, ready, no CPU binding, not a
+  // terminal's session),
   // recorded exactly as spawn() records its own. Returns 0 when it could
   // not (`why` says why): the caller then spawns. Its group is already the
   // watchdog's (the standby told it).
