@@ -147,10 +147,8 @@ def recover_keys(obj, path=""):
     return found
 
 
-def worker_pids(tag, rank):
-    """The processes of this job (environment tag) whose RANK is rank and that were not restarted."""
-    want = (f"BENCH_RECOVERY_TAG={tag}".encode(), f"RANK={rank}".encode())
-    pids = []
+def job_processes(tag):
+    """(pid, environment entries) of every process of this job (its environment tag)."""
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
@@ -159,9 +157,14 @@ def worker_pids(tag, rank):
                 env = f.read().split(b"\0")
         except OSError:
             continue
-        if all(w in env for w in want) and b"TORCHELASTIC_RESTART_COUNT=0" in env:
-            pids.append(int(d))
-    return pids
+        if f"BENCH_RECOVERY_TAG={tag}".encode() in env:
+            yield int(d), env
+
+
+def worker_pids(tag, rank):
+    """The processes of this job whose RANK is rank and that were not restarted."""
+    return [pid for pid, env in job_processes(tag)
+            if f"RANK={rank}".encode() in env and b"TORCHELASTIC_RESTART_COUNT=0" in env]
 
 
 def has_recovery_option(launcher, option="--recovery"):
@@ -172,17 +175,13 @@ def has_recovery_option(launcher, option="--recovery"):
 def standby_usage(tag):
     """RSS (kB) and CPU seconds so far of this job's standby process (DDP_STANDBY_FD in its
     environment), or None when it has none."""
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
+    for pid, env in job_processes(tag):
+        if not any(e.startswith(b"DDP_STANDBY_FD=") for e in env):
             continue
         try:
-            with open(f"/proc/{d}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-            if f"BENCH_RECOVERY_TAG={tag}".encode() not in env or not any(e.startswith(b"DDP_STANDBY_FD=") for e in env):
-                continue
-            with open(f"/proc/{d}/status") as f:
+            with open(f"/proc/{pid}/status") as f:
                 rss = next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
-            with open(f"/proc/{d}/stat") as f:
+            with open(f"/proc/{pid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
             return {"rss_kb": rss, "cpu_s": (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")}
         except (OSError, StopIteration, ValueError, IndexError):

@@ -56,14 +56,12 @@ int exit_code(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// A pipe: p[0] read, p[1] write (close-on-exec: only what a spawn installs reaches a child).
 struct Pipe {
-  int r = -1, w = -1;
-  Pipe() {
-    int p[2];
-    REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
-    r = p[0];
-    w = p[1];
-  }
+  int p[2] = {-1, -1};
+  int& r = p[0];
+  int& w = p[1];
+  Pipe() { REQUIRE(::pipe2(p, O_CLOEXEC) == 0); }
 };
 
 // The test worker started by hand with DDP_STANDBY_FD, its "ready" read.
