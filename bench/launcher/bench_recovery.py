@@ -326,7 +326,7 @@ def label(mode, a):
     return {"python": "Python DDP, torchrun 2.11 --max_restarts 1, per-epoch checkpoints",
             "restart": "ddp-train, full restart, per-epoch checkpoints",
             "every": f"ddp-train, full restart, --checkpoint_every_steps {a.every}",
-            "in_place": "ddp-train, in-place recovery" + (", from the standby process" if a.has_standby else ""),
+            "in_place": "ddp-train, in-place recovery" + (", from the standby process" if getattr(a, "has_standby", False) else ""),
             "in_place_cold": "ddp-train, in-place recovery, --recovery_standby off (a fresh process)",
             BEFORE: f"ddp-train, in-place recovery, --before_build {getattr(a, 'before_build', None)}"}[mode]
 
