@@ -196,7 +196,10 @@ pid_t Attempt::spawn_or_adopt(SpawnSpec spec, int lr) {
 }
 
 void Attempt::start_standby() {
-  if (!plan_.opts.recovery_standby || teardown_.stopping() || standby_.pid() != 0 || standby_deaths_ >= 2) return;
+  // --numa_binding: a bound rank is never adopted (its CPUs are set before exec).
+  if (!plan_.opts.recovery_standby || !plan_.cpu_binding.empty() || teardown_.stopping() || standby_.pid() != 0 ||
+      standby_deaths_ >= 2)
+    return;
   // The spec of the last local rank: not rank 0, which may keep the stdin;
   // a program whose arguments differ by local rank (--local_rank=N) gets
   // this one's only.
