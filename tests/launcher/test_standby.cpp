@@ -178,6 +178,20 @@ TEST_CASE("standby: one that never says ready is not adopted, and is killed, and
   CHECK(drain(out.r) == "RANK=unset MASTER_PORT=unset FOO=kept\n");
 }
 
+TEST_CASE("standby: one that died before the launcher reaped it is not adopted, and said so") {
+  const sigset_t mask = current_mask();
+  Standby sb(mask, nullptr);
+  SpawnSpec s;
+  s.exe = "/bin/sh";
+  s.args = {"-c", "exit 0"};  // ignores DDP_STANDBY_FD: EOF on the socket, never "ready"
+  sb.start(s);
+  s.stdin_fd = 0;
+  std::string why;
+  CHECK(sb.adopt(s, why) == 0);
+  CHECK(why == "it ended before it was ready");
+  CHECK(sb.pid() == 0);
+}
+
 TEST_CASE("standby: one that died is noticed and not adopted") {
   const sigset_t mask = current_mask();
   Standby sb(mask, nullptr);

@@ -88,7 +88,8 @@ bool Standby::ready(int wait_ms) {
   if (wait_ms > 0 && ddp::fd::retry_eintr([&] { return ::poll(&p, 1, wait_ms); }) <= 0) return false;
   char buf[64];
   const ssize_t n = ddp::fd::retry_eintr([&] { return ::recv(sock_, buf, sizeof buf, MSG_DONTWAIT); });
-  if (n <= 0) return false;  // nothing yet, or it is gone (died() follows)
+  if (n == 0) ended_ = true;  // EOF: it is gone (died() follows)
+  if (n <= 0) return false;
   ready_ = std::string(buf, static_cast<size_t>(n)) == "ready " + std::to_string(sb::kProtocol) + "\n";
   return ready_;
 }
@@ -122,11 +123,9 @@ pid_t Standby::adopt(const SpawnSpec& spec, std::string& why) {
   }
   // Still loading: it is ahead of a fresh start all the same (which would
   // compete with it for the CPUs), so wait for it, within bounds.
-  if (!ready(ready_wait_ms_)) {
-    const bool alive = ::kill(pid_, 0) == 0;
-    return failed(alive ? "it was not ready within " + ddp::seconds_text(ready_wait_ms_ / 1000.0)
-                        : "it ended before it was ready");
-  }
+  if (!ready(ready_wait_ms_))
+    return failed(ended_ ? "it ended before it was ready"
+                         : "it was not ready within " + ddp::seconds_text(ready_wait_ms_ / 1000.0));
   // -1: the launcher's own, as a spawned worker would inherit it.
   std::vector<int> fds = {spec.stdin_fd >= 0 ? spec.stdin_fd : 0, spec.stdout_fd >= 0 ? spec.stdout_fd : 1,
                           spec.stderr_fd >= 0 ? spec.stderr_fd : 2};
@@ -191,7 +190,7 @@ void Standby::forget() {
   if (sock_ >= 0) ::close(sock_);
   sock_ = -1;
   pid_ = 0;
-  ready_ = false;
+  ready_ = ended_ = false;
 }
 
 }  // namespace ddp::launcher

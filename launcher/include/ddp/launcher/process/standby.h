@@ -82,6 +82,7 @@ class Standby {
   pid_t pid_ = 0;
   int sock_ = -1;      // the launcher's end
   bool ready_ = false;
+  bool ended_ = false;  // its end of the socket is closed: it is gone
   std::string exe_;
   std::vector<std::string> args_;
 };
