@@ -226,9 +226,10 @@ void Attempt::standby_died(const WorkerGroup::Event& e) {
     start_standby();
     return;
   }
-  log_ << "ddp-launch: the standby process (pid " << e.pid << ") ended before it was needed ("
-       << (WIFSIGNALED(e.status) ? "signal " + std::to_string(WTERMSIG(e.status)) + " (" + signal_name(WTERMSIG(e.status)) + ")"
-                                  : "exit code " + std::to_string(WEXITSTATUS(e.status)))
+  const int sig = WIFSIGNALED(e.status) ? WTERMSIG(e.status) : 0;
+  const std::string how = sig ? "signal " + std::to_string(sig) + " (" + signal_name(sig) + ")"
+                              : "exit code " + std::to_string(WEXITSTATUS(e.status));
+  log_ << "ddp-launch: the standby process (pid " << e.pid << ") ended before it was needed (" << how
        << ") a second time; a returning rank starts afresh in this attempt" << std::endl;
 }
 
