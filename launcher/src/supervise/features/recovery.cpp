@@ -231,7 +231,10 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
   std::optional<EventLoop::Clock::time_point> deadline() override {
     std::optional<EventLoop::Clock::time_point> at;
     if (!standby_asked_) at = standby_look_;
-    if (recovering_) at = std::min(at.value_or(EventLoop::Clock::time_point::max()), EventLoop::Clock::now() + kPollEvery);
+    if (recovering_) {
+      const auto poll = EventLoop::Clock::now() + kPollEvery;
+      at = at ? std::min(*at, poll) : poll;
+    }
     return at;
   }
   void due() override {
@@ -441,7 +444,8 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
   std::map<int, pid_t> pids_;   // by local rank: the worker started last
   std::map<int, bool> exited_;  // by local rank: that worker was reaped
   bool recovering_ = false;
-  bool standby_asked_ = false;        // a rank advertised: the attempt keeps a standby from then on
+  // A rank advertised (the attempt keeps a standby from then on), or --recovery_standby off.
+  bool standby_asked_ = !ctl_.info().plan.opts.recovery_standby;
   EventLoop::Clock::time_point standby_look_ = EventLoop::Clock::now() + kStandbyPollEvery;  // the next look for one
   std::vector<Returning> returning_;  // the ranks of the recovery, in the order lost
   Clock::time_point lost_at_;         // its first loss
