@@ -8,7 +8,10 @@ Modes (each round runs them one after the other, interleaved over rounds):
             the whole group restarted (--recovery restart where ddp-launch has it);
   every     the same with ddp-train --checkpoint_every_steps N;
   in_place  ddp-train under ddp-launch --recovery in_place: only the lost rank comes
-            back (run only when `ddp-launch --help` lists --recovery).
+            back (run only when `ddp-launch --help` lists --recovery), in the standby
+            process (LibTorch already loaded) where ddp-launch has --recovery_standby;
+  in_place_cold  the same with --recovery_standby off: the lost rank starts afresh
+            (run only when `ddp-launch --help` lists --recovery_standby).
 With --before_build DIR the in_place mode also runs with that build's ddp-launch and
 ddp-train, before the other in each round: a change to the recovery path, before and
 after, side by side in one run.
@@ -68,7 +71,7 @@ TORCH2_PY = os.path.join(os.environ.get("DDP_TORCH2_CACHE") or os.path.join(
     os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "ddp-launch", "torch-2.11.0"),
     "venv", "bin", "python3")
 PLOT = os.path.join(ROOT, "docs", "recovery.png")
-MODES = ("python", "restart", "every", "in_place")
+MODES = ("python", "restart", "every", "in_place_cold", "in_place")
 BEFORE = "in_place_before"  # the in_place mode with --before_build's binaries
 # Stock torchrun 2.11 shares its rendezvous store with the workers, and a
 # restarted Gloo group here read the killed attempt's addresses from it and
@@ -144,10 +147,8 @@ def recover_keys(obj, path=""):
     return found
 
 
-def worker_pids(tag, rank):
-    """The processes of this job (environment tag) whose RANK is rank and that were not restarted."""
-    want = (f"BENCH_RECOVERY_TAG={tag}".encode(), f"RANK={rank}".encode())
-    pids = []
+def job_processes(tag):
+    """(pid, environment entries) of every process of this job (its environment tag)."""
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
@@ -156,14 +157,36 @@ def worker_pids(tag, rank):
                 env = f.read().split(b"\0")
         except OSError:
             continue
-        if all(w in env for w in want) and b"TORCHELASTIC_RESTART_COUNT=0" in env:
-            pids.append(int(d))
-    return pids
+        if f"BENCH_RECOVERY_TAG={tag}".encode() in env:
+            yield int(d), env
 
 
-def has_recovery_option(launcher):
+def worker_pids(tag, rank):
+    """The processes of this job whose RANK is rank and that were not restarted."""
+    return [pid for pid, env in job_processes(tag)
+            if f"RANK={rank}".encode() in env and b"TORCHELASTIC_RESTART_COUNT=0" in env]
+
+
+def has_recovery_option(launcher, option="--recovery"):
     r = subprocess.run([launcher, "--help"], capture_output=True, text=True)
-    return "--recovery" in r.stdout + r.stderr
+    return option + " " in r.stdout + r.stderr
+
+
+def standby_usage(tag):
+    """RSS (kB) and CPU seconds so far of this job's standby process (DDP_STANDBY_FD in its
+    environment), or None when it has none."""
+    for pid, env in job_processes(tag):
+        if not any(e.startswith(b"DDP_STANDBY_FD=") for e in env):
+            continue
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                rss = next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return {"rss_kb": rss, "cpu_s": (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")}
+        except (OSError, StopIteration, ValueError, IndexError):
+            continue
+    return None
 
 
 def command(mode, a, work, port):
@@ -180,7 +203,9 @@ def command(mode, a, work, port):
               f"--master_port={port}", f"--trace_file={os.path.join(work, 'trace.json')}",
               f"--summary_json={os.path.join(work, 'summary.json')}"]
     if a.has_recovery:
-        launch.append("--recovery=in_place" if mode in ("in_place", BEFORE) else "--recovery=restart")
+        launch.append("--recovery=in_place" if mode in ("in_place", "in_place_cold", BEFORE) else "--recovery=restart")
+    if mode == "in_place_cold":
+        launch.append("--recovery_standby=off")
     train = [os.path.join(build, "bin", "ddp-train"), "--device=cpu", "--log_interval=1",
              f"--checkpoint_dir={ck}"] + per_epoch
     if mode == "every":
@@ -207,7 +232,7 @@ def run_once(mode, a, work):
 
     timer = threading.Timer(a.timeout, expire)
     timer.start()
-    lines, out, t_kill, victims = [], [], None, []
+    lines, out, t_kill, victims, standby = [], [], None, [], None
     resumed_after = None  # index in lines of the first step after a "resumed from" line
     seen_resume = False
     try:
@@ -229,6 +254,7 @@ def run_once(mode, a, work):
                 victims = [p for p in victims if os.path.exists(f"/proc/{p}")] or worker_pids(tag, a.kill_rank)
                 if not victims:
                     return {"failed": f"no process of rank {a.kill_rank} to kill at step {s[0]}"}
+                standby = standby_usage(tag) if mode == "in_place" else None
                 t_kill = time.monotonic()
                 for p in victims:
                     os.kill(p, signal.SIGKILL)
@@ -252,6 +278,10 @@ def run_once(mode, a, work):
     if rc != 0:
         return failed(f"exit {rc} after the kill")
     row = {"killed_pids": victims, "lines": len(lines)}
+    if mode == "in_place":
+        row["from_standby"] = any("starts in the standby process" in l for l in out)
+        if standby:
+            row["standby_rss_kb"], row["standby_cpu_s"] = standby["rss_kb"], standby["cpu_s"]
     if mode == "python":
         m = analyse(lines, t_kill, lambda i, l: (l[2] or 0) > 0)
         if m is not None and lines[m["post"]][3] is not None:
@@ -296,7 +326,8 @@ def label(mode, a):
     return {"python": "Python DDP, torchrun 2.11 --max_restarts 1, per-epoch checkpoints",
             "restart": "ddp-train, full restart, per-epoch checkpoints",
             "every": f"ddp-train, full restart, --checkpoint_every_steps {a.every}",
-            "in_place": "ddp-train, in-place recovery",
+            "in_place": "ddp-train, in-place recovery" + (", from the standby process" if getattr(a, "has_standby", False) else ""),
+            "in_place_cold": "ddp-train, in-place recovery, --recovery_standby off (a fresh process)",
             BEFORE: f"ddp-train, in-place recovery, --before_build {getattr(a, 'before_build', None)}"}[mode]
 
 
@@ -346,6 +377,7 @@ def main():
     if not os.access(launcher, os.X_OK):
         sys.exit(f"bench_recovery: {launcher} is missing; build it (cmake --build {a.build} --target ddp-launch ddp-train)")
     a.has_recovery = has_recovery_option(launcher)
+    a.has_standby = has_recovery_option(launcher, "--recovery_standby")
     modes = [m for m in a.modes.split(",") if m]
     bad = [m for m in modes if m not in MODES]
     if bad:
@@ -353,6 +385,9 @@ def main():
     if "in_place" in modes and not a.has_recovery:
         print("in_place skipped: this ddp-launch has no --recovery", file=sys.stderr)
         modes.remove("in_place")
+    if "in_place_cold" in modes and not a.has_standby:
+        print("in_place_cold skipped: this ddp-launch has no --recovery_standby", file=sys.stderr)
+        modes.remove("in_place_cold")
     if a.before_build:
         before = os.path.join(a.before_build, "bin", "ddp-launch")
         if "in_place" not in modes:
@@ -405,6 +440,14 @@ def main():
             "time.monotonic() at the step's end." +
             (" " + SHARED_STORE_NOTE + "." if "python" in modes else ""))
     lines = table(results, a)
+    used = [r for r in results.get("in_place", []) if "failed" not in r]
+    if used and a.has_standby:
+        rss = median_of(used, "standby_rss_kb")
+        cpu = median_of(used, "standby_cpu_s")
+        lines += ["", f"In-place runs whose returning rank started in the standby process: "
+                      f"{sum(1 for r in used if r.get('from_standby'))}/{len(used)}. The standby (one idle process "
+                      "per node, LibTorch loaded): RSS " + ("–" if rss is None else f"{rss / 1024:.0f} MiB") +
+                      ", CPU " + ("–" if cpu is None else f"{cpu:.2f} s") + " spent at its start, none while it waits."]
     if "in_place" not in modes and "in_place" in a.modes:
         lines.append("| ddp-train, in-place recovery | skipped: this ddp-launch has no --recovery | | | | |")
     # The load before: the bench's own ranks raise the load after past the

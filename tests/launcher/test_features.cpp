@@ -73,6 +73,7 @@ class FakeAttempt final : public AttemptControl {
     respawns.push_back({local_rank, extra_env});
     return respawn_works;
   }
+  void start_standby() override { ++standbys; }
   void tell_recovery_generation(int local_rank, uint64_t generation) override {
     pages_.tell_recovery_generation(local_rank, generation);
   }
@@ -117,6 +118,7 @@ class FakeAttempt final : public AttemptControl {
   std::vector<WorkerExit> failures;
   std::vector<std::pair<int, EnvMap>> respawns;
   bool respawn_works = true;
+  int standbys = 0;  // start_standby() calls
   std::vector<std::string> stops, dumps;
   std::string timer_file;
   bool killed_ = false;
@@ -754,6 +756,35 @@ TEST_CASE("features: in-place recovery brings back only the lost rank, tells the
   CHECK_THAT(trace, Catch::Contains("{\"name\":\"rank 1 back\",\"cat\":\"launcher\",\"ph\":\"i\"") &&
                         Catch::Contains("{\"name\":\"in-place recovery of rank 1 (1 step redone)\",\"cat\":"
                                         "\"launcher\",\"ph\":\"X\""));
+}
+
+TEST_CASE("features: in-place recovery asks for a standby process once a rank advertises it, and again once a "
+          "recovery is back") {
+  FakeAttempt a(2, 2);
+  a.plan.opts.max_restarts = 1;
+  auto f = make_in_place_recovery(a);
+  std::vector<std::unique_ptr<ddp::Heartbeat>> pages;
+  for (int lr = 0; lr < 2; ++lr) {
+    pages.push_back(a.worker_page(lr));
+    a.start(*f, lr, ::getpid());  // the pages hold this process's pid
+  }
+  auto& source = *dynamic_cast<EventLoop::Source*>(f.get());
+  serve(source, [] { return false; }, 300ms);  // a poll or more: nobody advertises (a Python rank's job)
+  CHECK(a.standbys == 0);
+  pages[1]->set_recovery_capable(true);
+  serve(source, [&] { return a.standbys > 0; });
+  CHECK(a.standbys == 1);
+  pages[0]->set_recovery_capable(true);
+  pages[0]->set_step(4);
+  WorkerExit w = exit_of(1, 1, ::getpid(), SIGKILL);
+  f->exited(w);
+  REQUIRE(f->take_failure(w));
+  auto back = a.worker_page(1);
+  a.start(*f, 1, ::getpid());
+  back->set_step(4);
+  back->set_recovery_capable(true);
+  serve(source, [&] { return a.log_.str().find("is back") != std::string::npos; });
+  CHECK(a.standbys == 2);  // for the next loss
 }
 
 TEST_CASE("features: in-place recovery falls back to the full restart, saying why in one line") {

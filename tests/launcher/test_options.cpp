@@ -516,4 +516,11 @@ TEST_CASE("the recovery option: --recovery in_place by default, restart as torch
                                                              Catch::Contains("use in_place") &&
                                                              Catch::Contains("or restart"));
   CHECK_THAT(usage_message({"x"}, {{"PET_RECOVERY", "later"}}), Catch::Contains("PET_RECOVERY=later: not a recovery mode"));
+  // The standby process of in-place recovery (process/standby.h): on by default.
+  CHECK(parse({"x"}).recovery_standby);
+  CHECK_FALSE(parse({"--recovery_standby=off", "x"}).recovery_standby);
+  CHECK_FALSE(parse({"x"}, {{"PET_RECOVERY_STANDBY", "off"}}).recovery_standby);
+  CHECK_THAT(usage_message({"--recovery_standby=maybe", "x"}),
+             Catch::Contains("--recovery_standby maybe: use on (a returning rank starts in a pre-started process) or "
+                             "off (it starts afresh)"));
 }

@@ -46,6 +46,14 @@ double recovery_seconds(const std::string& output, int rank) {
   return std::regex_search(output, m, re) ? std::stod(m[1].str()) : -1;
 }
 
+// The pid of "rank R (local_rank R) starts in the standby process, pid P" (0 when absent).
+pid_t standby_pid(const std::string& output, int rank) {
+  std::smatch m;
+  const std::regex re("ddp-launch: rank " + std::to_string(rank) + " \\(local_rank " + std::to_string(rank) +
+                      "\\) starts in the standby process, pid ([0-9]+)");
+  return std::regex_search(output, m, re) ? static_cast<pid_t>(std::stol(m[1].str())) : 0;
+}
+
 // Whether every tensor of two weight files is equal, bit for bit (the
 // integer num_batches_tracked too, which max_relative_difference cannot
 // take a norm of).
@@ -100,6 +108,10 @@ TEST_CASE("in-place recovery: a SIGKILLed rank comes back alone and the job ends
                                                "their state; recovery 1 of --max_restarts 1)"));
     CHECK_THAT(run.output, Catch::Contains("(in-place recovery, generation 1; 1 step redone)"));
     CHECK_THAT(run.output, !Catch::Contains("restarting the group") && !Catch::Contains("resumed from"));
+    // The returning rank started in the standby process (process/standby.h);
+    // "is back" (above) needs its page's pid to be the adopted one. Not
+    // before step 0: the launcher asks for a standby once a rank advertised.
+    if (at > 0) CHECK(standby_pid(run.output, lost) > 0);
     const double seconds = recovery_seconds(run.output, lost);
     CHECK(seconds > 0);
     std::cout << "in-place recovery of rank " << lost << " of 2 before step " << at << ": " << seconds << " s"

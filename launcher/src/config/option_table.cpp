@@ -57,6 +57,10 @@ po::options_description supported_options() {
        "every live rank advertises it on its heartbeat page (ddp-launch's C++ runtime loop); else, and with "
        "restart, the whole group is restarted. Recoveries and restarts share --max_restarts, for the whole job "
        "(with c10d, every node's)")
+      ("recovery_standby", po::value<std::string>()->value_name("on|off"),
+       "with --recovery in_place, once a rank advertises it: on (default) keeps one idle process per node with the "
+       "program's libraries loaded (LibTorch: ~half a second of a rank's start), in which a returning rank starts; "
+       "off starts it afresh")
       ("shutdown_timeout", po::value<std::string>()->value_name("SECONDS"),
        "grace period between SIGTERM and SIGKILL when tearing down (default 30)")
       ("stall_timeout", po::value<std::string>()->value_name("SECONDS"),

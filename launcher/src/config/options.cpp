@@ -245,6 +245,12 @@ void read_restarts_and_timeouts(OptionReader& r, LaunchOptions& o) {
                        "the whole group, as torchrun does)");
     o.recovery_in_place = v->first == "in_place";
   }
+  if (auto v = r.value("recovery_standby")) {
+    if (v->first != "on" && v->first != "off")
+      throw UsageError(r.given_as("recovery_standby", *v) +
+                       ": use on (a returning rank starts in a pre-started process) or off (it starts afresh)");
+    o.recovery_standby = v->first == "on";
+  }
   if (auto v = r.value("shutdown_timeout"))
     o.shutdown_timeout_s = usage_checked([&] { return parse_seconds(v->first, v->second); });
   if (auto v = r.value("stall_timeout")) {

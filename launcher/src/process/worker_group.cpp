@@ -3,6 +3,7 @@
 #include "ddp/common/fd_io.h"
 
 #include "ddp/launcher/process/shm_segments.h"
+#include "ddp/launcher/process/standby.h"
 #include "ddp/launcher/process/watchdog.h"
 
 #include <algorithm>
@@ -41,6 +42,17 @@ pid_t WorkerGroup::spawn(SpawnSpec spec, int local_rank, bool keeps_stdin) {
   groups_.push_back(pid);
   ++running_;
   if (watchdog_) watchdog_->add_group(pid);
+  return pid;
+}
+
+pid_t WorkerGroup::adopt(Standby& standby, SpawnSpec spec, int local_rank, bool keeps_stdin, std::string& why) {
+  spec.stdin_fd = keeps_stdin ? -1 : devnull_;
+  spec.new_session = keeps_stdin && ::isatty(0);  // Standby::adopt refuses it
+  const pid_t pid = standby.adopt(spec, why);
+  if (pid <= 1) return 0;
+  workers_.push_back({pid, local_rank, false});
+  groups_.push_back(pid);
+  ++running_;
   return pid;
 }
 

@@ -6,6 +6,7 @@
 #include <boost/asio.hpp>
 
 #include <array>
+#include <fcntl.h>
 #include <csignal>
 #include <deque>
 #include <future>
@@ -314,6 +315,13 @@ void Table::woken(const std::string& key) {
   for (auto& c : woken) c->key_set();
 }
 
+// Asio opens and accepts without SOCK_CLOEXEC: without this every worker
+// spawned later held the listening socket and copies of the other workers'
+// connections (a standby process, standby.h, then found those numbers taken
+// when the launcher reused them). A spawn between accept and this call can
+// still inherit one connection; its use is the same as before.
+void close_on_exec(int fd) { ::fcntl(fd, F_SETFD, FD_CLOEXEC); }
+
 }  // namespace
 
 struct WorkersStore::Impl {
@@ -348,6 +356,7 @@ struct WorkersStore::Impl {
       } else {
         boost::system::error_code ignored;
         socket.set_option(tcp::no_delay(true), ignored);
+        close_on_exec(socket.native_handle());
         auto c = std::make_shared<Connection>(std::move(socket), table);
         table.open.insert(c);
         c->start();
@@ -383,6 +392,7 @@ WorkersStore::WorkersStore(WorkersStoreOptions opts) : impl_(std::make_unique<Im
                              e.code().message() + "; pick a free --master_port (0: any free port)");
   }
   impl_->port = impl_->acceptor.local_endpoint().port();
+  close_on_exec(impl_->acceptor.native_handle());
   impl_->accept();
   // The store's thread takes no signal: the launcher's signals are its main
   // thread's (signals.h).

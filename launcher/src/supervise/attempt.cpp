@@ -47,6 +47,7 @@ Attempt::Attempt(const LaunchPlan& plan, RunDirectory& dir, SignalChannel& signa
       stdin_to_rank0_(stdin_to_rank0),
       log_(log),
       group_(signals.original_mask(), &watchdog),
+      standby_(signals.original_mask(), &watchdog),
       teardown_(group_, plan.opts.shutdown_timeout_s, kAfterKillWaitS),
       outcome_(group_, teardown_),
       stacks_(info_, watchdog, log) {
@@ -82,8 +83,10 @@ AttemptResult Attempt::run() {
   };
   while ((!group_.empty() || held()) && !gave_up_) {
     if (group_.running_workers() == 0 && !held()) teardown_.workers_gone();
+    if (teardown_.stopping()) standby_.stop();  // no respawn follows
     loop_.run_once();
   }
+  standby_.stop();
   for (auto& f : features_) f->drained();
   // Stopped while starting: the workers after the last started (or failed to start) never were.
   for (int lr = static_cast<int>(started_.size()) + (spawn_failure_ ? 1 : 0); lr < plan_.nproc; ++lr)
@@ -148,7 +151,7 @@ bool Attempt::start_worker(int lr, GroupSpec& spec, std::string& attempt_log_dir
     s.env = worker_environment(plan_.parent_env, spec, lr, live.error_file, heartbeat_file);
     for (const auto& [k, v] : extra_env) s.env[k] = v;
     live.start = std::chrono::steady_clock::now();
-    const pid_t pid = group_.spawn(std::move(s), lr, lr == 0 && stdin_to_rank0_);
+    const pid_t pid = spawn_or_adopt(std::move(s), lr);
     for (int fd : close_after) ::close(fd);
     pages_.started(lr);
     live_[pid] = live;
@@ -172,6 +175,62 @@ bool Attempt::respawn(int local_rank, const EnvMap& extra_env) {
       live_.count(started_[static_cast<size_t>(local_rank)]))
     return false;  // still running
   return start_worker(local_rank, spec_, attempt_log_dir_, extra_env);
+}
+
+// A standby, when there is one, takes the worker; else (or when it cannot)
+// a fresh spawn. Throws SpawnError as spawn does.
+pid_t Attempt::spawn_or_adopt(SpawnSpec spec, int lr) {
+  const bool keeps_stdin = lr == 0 && stdin_to_rank0_;
+  if (standby_.pid() != 0) {
+    const pid_t standby = standby_.pid();
+    std::string why;
+    if (const pid_t pid = group_.adopt(standby_, spec, lr, keeps_stdin, why)) {
+      log_ << "ddp-launch: rank " << info_.base_rank + lr << " (local_rank " << lr
+           << ") starts in the standby process, pid " << pid << " (its libraries already loaded)" << std::endl;
+      return pid;
+    }
+    log_ << "ddp-launch: the standby process (pid " << standby << ") cannot take rank " << info_.base_rank + lr
+         << ": " << why << "; starting it afresh" << std::endl;
+  }
+  return group_.spawn(std::move(spec), lr, keeps_stdin);
+}
+
+void Attempt::start_standby() {
+  // --numa_binding: a bound rank is never adopted (its CPUs are set before exec).
+  if (!plan_.opts.recovery_standby || !plan_.cpu_binding.empty() || teardown_.stopping() || standby_.pid() != 0 ||
+      standby_deaths_ >= 2)
+    return;
+  // The spec of the last local rank: not rank 0, which may keep the stdin;
+  // a program whose arguments differ by local rank (--local_rank=N) gets
+  // this one's only.
+  const int lr = plan_.nproc - 1;
+  SpawnSpec s;
+  s.exe = plan_.command.exe;
+  s.args = plan_.command.argv_for(lr);
+  s.env = worker_environment(plan_.parent_env, spec_, lr, "", "");
+  try {
+    standby_.start(s);
+  } catch (const SpawnError& e) {
+    standby_deaths_ = 2;
+    log_ << "ddp-launch: no standby process for in-place recovery (" << e.what()
+         << "); a returning rank starts afresh" << std::endl;
+  }
+}
+
+// A standby ends unasked (killed, or a program that exits before main):
+// one more, then none for this attempt, so a program that cannot stand by
+// is not started in a loop.
+void Attempt::standby_died(const WorkerGroup::Event& e) {
+  if (teardown_.stopping()) return;
+  if (++standby_deaths_ < 2) {
+    start_standby();
+    return;
+  }
+  const int sig = WIFSIGNALED(e.status) ? WTERMSIG(e.status) : 0;
+  const std::string how = sig ? "signal " + std::to_string(sig) + " (" + signal_name(sig) + ")"
+                              : "exit code " + std::to_string(WEXITSTATUS(e.status));
+  log_ << "ddp-launch: the standby process (pid " << e.pid << ") ended before it was needed (" << how
+       << ") a second time; a returning rank starts afresh in this attempt" << std::endl;
 }
 
 void Attempt::record_recovery(const Recovery& r) {
@@ -255,6 +314,10 @@ void Attempt::reap() {
       for (auto& f : features_) f->reaped(e.pid);
     if (e.is_watchdog) {
       log_ << watchdog_.replace_dead(e.status, group_.groups()) << std::endl;
+      continue;
+    }
+    if (e.kind == WorkerGroup::Event::Exited && standby_.died(e.pid)) {
+      standby_died(e);
       continue;
     }
     if (!e.is_worker) continue;  // an orphaned descendant we adopted as subreaper

@@ -25,6 +25,7 @@ using Clock = std::chrono::steady_clock;
 // their collective timeout; this one catches a rank that never rejoins).
 constexpr auto kPollEvery = std::chrono::milliseconds(10);
 constexpr double kRecoveryTimeoutS = 120;
+constexpr auto kStandbyPollEvery = std::chrono::milliseconds(250);
 
 // --recovery in_place: a failed worker is brought back alone, with the same
 // rank and environment plus DDP_RECOVERY_GENERATION=G, while the others keep
@@ -224,11 +225,28 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
   std::optional<WorkerExit> root_cause(const AttemptResult&) const override { return refused_; }
 
   // EventLoop::Source: while a rank is coming back, look at its page.
+  // And, until a rank advertises in-place recovery, look for one every
+  // kStandbyPollEvery: then a standby process is worth its memory (standby.h).
+  // (A fixed time: other sources' wakes must not keep moving it.)
   std::optional<EventLoop::Clock::time_point> deadline() override {
-    if (!recovering_) return std::nullopt;
-    return EventLoop::Clock::now() + kPollEvery;
+    std::optional<EventLoop::Clock::time_point> at;
+    if (!standby_asked_) at = standby_look_;
+    if (recovering_) {
+      const auto poll = EventLoop::Clock::now() + kPollEvery;
+      at = at ? std::min(*at, poll) : poll;
+    }
+    return at;
   }
   void due() override {
+    if (!standby_asked_ && !ctl_.stopping() && EventLoop::Clock::now() >= standby_look_) {
+      standby_look_ = EventLoop::Clock::now() + kStandbyPollEvery;
+      for (const auto& [lr, pid] : pids_)
+        if (!exited_[lr] && advertises(lr, true)) {
+          standby_asked_ = true;
+          ctl_.start_standby();
+          break;
+        }
+    }
     if (!recovering_ || ctl_.stopping()) return;
     for (Returning& r : returning_)
       if (!r.rec.completed && advertises(r.rec.local_rank, true)) back(r);
@@ -320,6 +338,7 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
     if (all) {
       recovering_ = false;
       if (job_) job_->back(r.rec.generation);
+      ctl_.start_standby();  // for the next loss; not earlier: it would compete with this recovery
     }
   }
 
@@ -425,6 +444,9 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
   std::map<int, pid_t> pids_;   // by local rank: the worker started last
   std::map<int, bool> exited_;  // by local rank: that worker was reaped
   bool recovering_ = false;
+  // A rank advertised (the attempt keeps a standby from then on), or --recovery_standby off.
+  bool standby_asked_ = !ctl_.info().plan.opts.recovery_standby;
+  EventLoop::Clock::time_point standby_look_ = EventLoop::Clock::now() + kStandbyPollEvery;  // the next look for one
   std::vector<Returning> returning_;  // the ranks of the recovery, in the order lost
   Clock::time_point lost_at_;         // its first loss
   uint64_t lost_ns_ = 0;              // the same, on the trace's clock

@@ -113,6 +113,9 @@ struct LaunchOptions {
   // rank advertises in-place recovery (features/recovery.cpp); false
   // (restart) restarts the whole group, as torchrun does.
   bool recovery_in_place = true;
+  // --recovery_standby: with in_place, a pre-started process per node (its
+  // libraries loaded) that a returning rank starts in (process/standby.h).
+  bool recovery_standby = true;
   RdzvOptions rdzv;                // --rdzv_backend, --rdzv_endpoint, --rdzv_conf, --nnodes MIN:MAX, --local_addr
   double shutdown_timeout_s = 30.0;
   double stall_timeout_s = 0;      // --stall_timeout: a rank without progress this long ends the attempt; 0 off (progress_watch.h)

@@ -41,6 +41,7 @@
 
 namespace ddp::launcher {
 
+class Standby;
 class Watchdog;
 
 class WorkerGroup : public Workers {
@@ -54,6 +55,13 @@ class WorkerGroup : public Workers {
   // Starts one worker as its own group. keeps_stdin: it reads the launcher's
   // stdin (see stdin_is_ours), else /dev/null. Throws SpawnError.
   pid_t spawn(SpawnSpec spec, int local_rank, bool keeps_stdin);
+  // The same worker, from the standby when it can take it (standby.h: the
+  // same program and number of arguments, ready, no CPU binding, not a
+  // terminal's session),
+  // recorded exactly as spawn() records its own. Returns 0 when it could
+  // not (`why` says why): the caller then spawns. Its group is already the
+  // watchdog's (the standby told it).
+  pid_t adopt(Standby& standby, SpawnSpec spec, int local_rank, bool keeps_stdin, std::string& why);
 
   struct Event {
     enum Kind { Exited, Stopped, Continued } kind = Exited;

@@ -16,11 +16,16 @@
 //    forwarded, on SIGUSR2 unless it is a handled signal (a live dump:
 //    nothing else happens), and before the SIGKILL of workers that outlived
 //    the grace period;
+//  - with --recovery in_place a standby process (standby.h), once asked for
+//    (start_standby), waits with its libraries loaded; a respawn adopts it
+//    when it can (WorkerGroup::adopt), else spawns, and the standby ends
+//    with the attempt (SIGKILL at the teardown's start or the attempt's end);
 //  - a watchdog that dies (reaped like any child, told apart by its pid) is
 //    replaced at once, with one warning line, and told the live groups.
 
 #include "ddp/launcher/process/event_loop.h"
 #include "ddp/launcher/process/signals.h"
+#include "ddp/launcher/process/standby.h"
 #include "ddp/launcher/process/watchdog.h"
 #include "ddp/launcher/process/worker_group.h"
 #include "ddp/launcher/supervise/feature.h"
@@ -58,6 +63,7 @@ class Attempt final : public AttemptControl {
   int local_rank_of_group(pid_t pgid) const override;
   pid_t worker_pid(int local_rank) const override;
   bool respawn(int local_rank, const EnvMap& extra_env) override;
+  void start_standby() override;
   void record_recovery(const Recovery& r) override;
   void tell_recovery_generation(int local_rank, uint64_t generation) override {
     pages_.tell_recovery_generation(local_rank, generation);
@@ -82,6 +88,8 @@ class Attempt final : public AttemptControl {
   void on_signals();
   void reap();
   void worker_exited(const WorkerGroup::Event& e, const Live& live, bool after_teardown);
+  pid_t spawn_or_adopt(SpawnSpec spec, int local_rank);
+  void standby_died(const WorkerGroup::Event& e);
   void teardown_due();
 
   const LaunchPlan& plan_;
@@ -92,6 +100,8 @@ class Attempt final : public AttemptControl {
   bool stdin_to_rank0_;
   std::ostream& log_;
   WorkerGroup group_;
+  Standby standby_;       // --recovery in_place: a respawn's process, pre-started
+  int standby_deaths_ = 0;  // its unexpected ends this attempt (after two, none is started again)
   Teardown teardown_;
   Outcome outcome_;
   StackDumps stacks_;

@@ -77,6 +77,10 @@ class AttemptControl {
   // it was started, with `extra_env` added (in-place recovery). False when
   // it could not be started (the reason is in the log).
   virtual bool respawn(int /*local_rank*/, const EnvMap& /*extra_env*/) { return false; }
+  // Pre-starts a standby process (standby.h) that a later respawn() adopts
+  // instead of spawning; nothing when one runs, --recovery_standby off or
+  // the attempt ends. In-place recovery asks once a rank advertised it.
+  virtual void start_standby() {}
   // Writes the recovery generation into this local rank's heartbeat page.
   virtual void tell_recovery_generation(int /*local_rank*/, uint64_t /*generation*/) {}
   // Records an in-place recovery of one rank in the attempt's result (or
