@@ -529,7 +529,6 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
   my_recovery_.clear();
   peer_told_ = 0;
   peer_.reset();
-  const int K = next.group_world_size;
   round_ = R;
   current_ = next;
   // Node rank 0 publishes the workers' store of the round: the port its
@@ -549,14 +548,7 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
   current_.master_addr = words(m).empty() ? "" : words(m)[0];
   current_.master_port = static_cast<int>(stored_int(master, m, 1, 1, 65535));
   current_.replaced = got[1].value_or("");
-  // The keep-alive ring: this node watches the next node rank.
-  watched_ = K > 1 ? (current_.group_rank + 1) % K : -1;
-  watched_beats_ = -1;
-  watched_seen_ = now_();
-  watched_read_ = Clock::time_point{};
-  last_beat_sent_ = Clock::time_point{};
-  abort_seen_count_ = 0;
-  heartbeat();
+  watch_ring();
   return current_;
 }
 
@@ -578,6 +570,21 @@ void Rendezvous::check_spare_room(int R, long long n) {
                         std::to_string(n - 1 - (cfg_.max_nodes - running)) + " hot spares stand by (--hot_spares " +
                         std::to_string(cfg_.hot_spares) + "); this node is not needed: stop it, or start the job "
                         "with a larger --hot_spares");
+}
+
+// The keep-alive ring: this node watches the next node rank, and beats.
+void Rendezvous::watch_ring() {
+  const int K = current_.group_world_size;
+  watched_ = K > 1 ? (current_.group_rank + 1) % K : -1;
+  watched_beats_ = -1;
+  watched_seen_ = now_();
+  watched_read_ = Clock::time_point{};
+  last_beat_sent_ = Clock::time_point{};
+  abort_seen_count_ = 0;
+  takeover_rank_ = -1;
+  takeover_.clear();
+  takeover_record_.clear();
+  heartbeat();
 }
 
 void Rendezvous::heartbeat() {
@@ -673,6 +680,7 @@ std::optional<Stop> Rendezvous::tick(double agent_silent_s) {
 
 Stop Rendezvous::fail(const std::string& reason) {
   stop_round("1 " + reason);
+  void_takeover("before the round ended");  // unclaimed: it counts not
   return *pending_stop();
 }
 

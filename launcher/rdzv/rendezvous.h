@@ -56,7 +56,7 @@
 //    multi_get (no extra request) and tell their launchers. The closer adds
 //    <counted> to the restart count: restarts and recoveries share
 //    --max_restarts for the job (pytorch#108158).
-//  - takeover (rendezvous_takeover.cpp; --recovery in_place with
+//  - takeover (rendezvous_recovery.cpp; --recovery in_place with
 //    --hot_spares): the watcher that finds a node other than n0 lost does
 //    not end the round; it takes the job's next recovery generation (the
 //    record above, counted once) and posts r<R>/takeover, "open <G> <used>
@@ -132,7 +132,7 @@ struct Config {
   // --recovery in_place and --max_restarts (the job's budget, shared by
   // restarts and recoveries): with hot_spares, a node lost while a round
   // runs is replaced within that round by a spare whose ranks come back in
-  // place (rendezvous_takeover.cpp); without, the round ends as before.
+  // place (rendezvous_recovery.cpp); without, the round ends as before.
   bool recovery_in_place = false;
   int max_restarts = 0;
   // This node's ddp-launch version, for the rendezvous format's messages.
@@ -285,7 +285,7 @@ class Rendezvous {
   // the next round knows how many of this one's nodes come back.
   void stop_round_lost(const std::string& why);
   std::optional<std::string> lost_node();
-  // Takeover (rendezvous_takeover.cpp). The watcher: posts one for the
+  // Takeover (rendezvous_recovery.cpp). The watcher: posts one for the
   // watched node, lost (`why`); "" when posted, else the clause that says
   // why not (nothing when the job has no spares or no in-place recovery:
   // the text stays today's).
@@ -299,6 +299,8 @@ class Rendezvous {
   // How long a spare may take to see a takeover (its standby read).
   Clock::duration standby_slice() const;
   std::string node_name(int rank);
+  // Starts the keep-alive ring of the round this node runs in (current_).
+  void watch_ring();
   void heartbeat();
   void saw_abort();
   std::string timeout_message(int round, double waited_s);

@@ -298,15 +298,7 @@ bool Rendezvous::claim_takeover(int R, const std::string& open, long long slot) 
   my_recovery_ = *v[2];
   peer_told_ = r.recovery_generation;
   peer_.reset();
-  const int K = r.group_world_size;
-  watched_ = K > 1 ? (r.group_rank + 1) % K : -1;
-  watched_beats_ = -1;
-  watched_seen_ = now_();
-  watched_read_ = Clock::time_point{};
-  last_beat_sent_ = Clock::time_point{};
-  abort_seen_count_ = 0;
-  takeover_rank_ = -1;
-  heartbeat();  // the ring is whole again
+  watch_ring();  // its beat on the lost node's key: the ring is whole again
   return true;
 }
 

@@ -30,6 +30,20 @@ std::vector<std::string> nodes_recovery_args(const TempDir& tmp, const std::stri
           "--save_final=" + tmp.file(name + ".pt")};
 }
 
+// The uninterrupted run: 2 ranks (world 2) on one node, its weights at plain.pt.
+void run_plain(const TempDir& tmp) {
+  const auto plain = launch_training("ddp-train", 2, nodes_recovery_args(tmp, "plain"), {}, 0, 200);
+  INFO(plain.output);
+  REQUIRE(plain.exit_code == 0);
+}
+
+// ddp-train-faults with those arguments (its weights at <name>.pt).
+std::vector<std::string> faults_program(const TempDir& tmp, const std::string& name) {
+  std::vector<std::string> program = {bin_path("ddp-train-faults")};
+  for (const auto& a : nodes_recovery_args(tmp, name)) program.push_back(a);
+  return program;
+}
+
 // Node i's launcher: 1 rank, c10d at node 0's address, --max_restarts 1.
 std::vector<std::string> node_launch(const NetNodes& nodes, const std::string& id,
                                      const std::vector<std::string>& program, const std::string& summary) {
@@ -73,16 +87,12 @@ TEST_CASE("in-place recovery across nodes: a rank SIGKILLed on one node of a 2-n
   if (auto why = NetNodes::unavailable_reason()) DDP_SKIP(*why);
   DDP_REQUIRE_FASHION_DATA();
   TempDir tmp;
-  // The uninterrupted run: 2 ranks (world 2) on one node.
-  const auto plain = launch_training("ddp-train", 2, nodes_recovery_args(tmp, "plain"), {}, 0, 200);
-  INFO(plain.output);
-  REQUIRE(plain.exit_code == 0);
+  run_plain(tmp);
 
   NetNodes nodes(2);
   for (int lost : {1, 0}) {
     const std::string name = "lost" + std::to_string(lost);
-    std::vector<std::string> program = {bin_path("ddp-train-faults")};
-    for (const auto& a : nodes_recovery_args(tmp, name)) program.push_back(a);
+    const std::vector<std::string> program = faults_program(tmp, name);
     const TwoNodes r = run_two(nodes, "rec-" + name, program, tmp, {{"DDP_TEST_DIE_AT", std::to_string(lost) + ":14"}});
     INFO("node 0:\n" << r.out[0] << "\nnode 1:\n" << r.out[1]);
     REQUIRE(r.code[0] == std::optional<int>(0));
@@ -124,8 +134,7 @@ TEST_CASE("in-place recovery across nodes: a rank that dies again before it is b
   DDP_REQUIRE_FASHION_DATA();
   TempDir tmp;
   NetNodes nodes(2);
-  std::vector<std::string> program = {bin_path("ddp-train-faults")};
-  for (const auto& a : nodes_recovery_args(tmp, "again")) program.push_back(a);
+  const std::vector<std::string> program = faults_program(tmp, "again");
   const TwoNodes r = run_two(nodes, "rec-again", program, tmp, {{"DDP_TEST_DIE_AT", "1:14"}, {"DDP_TEST_DIE_AGAIN", "1"}});
   INFO("node 0:\n" << r.out[0] << "\nnode 1:\n" << r.out[1]);
   CHECK(r.code[0] == std::optional<int>(0));
@@ -156,13 +165,10 @@ TEST_CASE("in-place recovery across nodes: a node lost with its launcher is repl
   if (auto why = NetNodes::unavailable_reason()) DDP_SKIP(*why);
   DDP_REQUIRE_FASHION_DATA();
   TempDir tmp;
-  const auto plain = launch_training("ddp-train", 2, nodes_recovery_args(tmp, "plain"), {}, 0, 200);
-  INFO(plain.output);
-  REQUIRE(plain.exit_code == 0);
+  run_plain(tmp);
 
   NetNodes nodes(3);
-  std::vector<std::string> program = {bin_path("ddp-train-faults")};
-  for (const auto& a : nodes_recovery_args(tmp, "spare")) program.push_back(a);
+  const std::vector<std::string> program = faults_program(tmp, "spare");
   std::map<std::string, std::string> env = {{"GLOO_SOCKET_IFNAME", "eth0"},
                                             {"DDP_TIMEOUT_S", "60"},
                                             {"OMP_NUM_THREADS", "1"},
