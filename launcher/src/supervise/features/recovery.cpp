@@ -81,6 +81,7 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
   void take_over(int local_rank, pid_t pid) {
     const Placement& p = ctl_.info().placement;
     if (returning_.empty()) {
+      took_over_ = true;
       generation_ = p.recovery_generation;
       used_at_begin_ = p.recovery_used;
       restarts_used_ = std::max(restarts_used_, p.recovery_used + 1);
@@ -332,7 +333,10 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
     const double seconds = std::chrono::duration<double>(Clock::now() - r.since).count();
     r.rec.seconds = seconds;
     const uint64_t at = s ? s->step : 0;
-    r.rec.steps_redone = at > 0 && step_at_loss_ + 1 >= at ? step_at_loss_ + 1 - at : 0;
+    // A takeover's spare never saw the lost node's step: its ranks join
+    // the one the survivors redo (the interrupted one).
+    if (took_over_) r.rec.steps_redone = at > 0 ? 1 : 0;
+    else r.rec.steps_redone = at > 0 && step_at_loss_ + 1 >= at ? step_at_loss_ + 1 - at : 0;
     r.rec.completed = true;
     ctl_.record_recovery(r.rec);
     const bool all = std::all_of(returning_.begin(), returning_.end(), [](const Returning& x) { return x.rec.completed; });
@@ -459,6 +463,7 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
   std::map<int, pid_t> pids_;   // by local rank: the worker started last
   std::map<int, bool> exited_;  // by local rank: that worker was reaped
   bool recovering_ = false;
+  bool took_over_ = false;  // c10d: this node, a hot spare, took a lost node's place (take_over)
   std::vector<Returning> returning_;  // the ranks of the recovery, in the order lost
   Clock::time_point lost_at_;         // its first loss
   uint64_t lost_ns_ = 0;              // the same, on the trace's clock
