@@ -19,7 +19,8 @@
 //            [--backend=c10d|etcd-v3] [--endpoints=H:P,...]
 //            [--is_host=auto|1|0] [--join_timeout=S] [--last_call_timeout=S]
 //            [--close_timeout=S] [--read_timeout=S] [--keep_alive_interval=S]
-//            [--keep_alive_max_attempt=N]
+//            [--keep_alive_max_attempt=N] [--hot_spares=K]
+//            [--recovery=in_place|restart] [--max_restarts=N]
 #include "ddp/common/host_resolve.h"
 #include "ddp/common/fd_io.h"
 #include "ddp/common/free_port.h"
@@ -286,6 +287,8 @@ int main(int argc, char** argv) {
   cfg.keep_alive_interval_s = std::stod(get("keep_alive_interval", "5"));
   cfg.keep_alive_max_attempt = std::stoi(get("keep_alive_max_attempt", "3"));
   cfg.hot_spares = std::stoi(get("hot_spares", "0"));
+  cfg.recovery_in_place = get("recovery", "restart") == "in_place";
+  cfg.max_restarts = std::stoi(get("max_restarts", "0"));
   cfg.launcher_version = DDP_LAUNCH_VERSION;
   const double read_timeout_s = std::stod(get("read_timeout", "60"));
   // A c10d store silent for longer than the keep-alive timeout is gone, as

@@ -239,7 +239,12 @@ Rendezvous::Closed Rendezvous::await_close(int R, long long n, bool survivor, Cl
   };
   while (true) {
     if (!prev_over) {
-      const auto v = store_.multi_get({key("abort"), prev_end});
+      // A spare also reads round R-1's takeover (rendezvous_recovery.cpp),
+      // in the same request.
+      const bool may_take_over = cfg_.hot_spares > 0 && cfg_.recovery_in_place && !survivor && R > 0;
+      std::vector<std::string> ks = {key("abort"), prev_end};
+      if (may_take_over) ks.push_back(rkey(R - 1, "takeover"));
+      const auto v = store_.multi_get(ks);
       if (v[0]) {
         saw_abort();
         throw RendezvousError("the job was ended: " + *v[0]);
@@ -257,6 +262,8 @@ Rendezvous::Closed Rendezvous::await_close(int R, long long n, bool survivor, Cl
         prev_seen = now_();
         // A spare may have stood by for days: its join_timeout starts now.
         if (cfg_.hot_spares > 0) deadline = std::max(deadline, now_() + seconds(cfg_.join_timeout_s));
+      } else if (may_take_over && v[2] && v[2]->rfind("open ", 0) == 0 && claim_takeover(R - 1, *v[2], n)) {
+        return {0, 0, false, true};
       }
     } else if (auto a = value(key("abort"))) {
       saw_abort();
@@ -437,10 +444,12 @@ void Rendezvous::assign_ranks(int R, int K, long long J, Clock::time_point until
   for (int rank = 0; rank < K; ++rank) {
     const int slot = holder[rank];
     out.emplace_back(rkey(R, "member/" + std::to_string(rank)), *slots[slot]);
-    out.emplace_back(rkey(R, "rank/" + std::to_string(slot)), std::to_string(rank) + " " + std::to_string(base) + " " +
-                                                                   std::to_string(world) + " " + std::to_string(restarts) +
-                                                                   " " + std::to_string(K) + " " + kFormat + " " +
-                                                                   cfg_.launcher_version + " " + std::to_string(recoveries));
+    const std::string place = std::to_string(rank) + " " + std::to_string(base) + " " + std::to_string(world) + " " +
+                              std::to_string(restarts) + " " + std::to_string(K) + " " + kFormat + " " +
+                              cfg_.launcher_version + " " + std::to_string(recoveries);
+    out.emplace_back(rkey(R, "rank/" + std::to_string(slot)), place);
+    // By node rank too: a hot spare takes a lost node's (a takeover).
+    if (cfg_.hot_spares > 0) out.emplace_back(rkey(R, "place/" + std::to_string(rank)), place);
     base += d[slot].nproc;
   }
   for (std::size_t c = K; c < candidates.size(); ++c) out.emplace_back(rkey(R, "rank/" + std::to_string(candidates[c])), kSpare);
@@ -471,6 +480,10 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
     if (cfg_.hot_spares > 0 && R > 0 && !survivor) check_spare_room(R, n);
     store_.set(rkey(R, "node/" + std::to_string(n - 1)), self_);
     const Closed c = await_close(R, n, survivor, start, deadline, idle);
+    if (c.took_over) {  // a hot spare in a lost node's place in the running round
+      tcpstore_client_.clear();
+      return current_;
+    }
     if (n > c.slots) {
       want = R + 1;  // late: wait for the next round
       continue;
@@ -515,7 +528,6 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
   my_recovery_.clear();
   peer_told_ = 0;
   peer_.reset();
-  const int K = next.group_world_size;
   round_ = R;
   current_ = next;
   // Node rank 0 publishes the workers' store of the round: the port its
@@ -535,14 +547,7 @@ Round Rendezvous::join(const std::function<bool(int)>& idle) {
   current_.master_addr = words(m).empty() ? "" : words(m)[0];
   current_.master_port = static_cast<int>(stored_int(master, m, 1, 1, 65535));
   current_.replaced = got[1].value_or("");
-  // The keep-alive ring: this node watches the next node rank.
-  watched_ = K > 1 ? (current_.group_rank + 1) % K : -1;
-  watched_beats_ = -1;
-  watched_seen_ = now_();
-  watched_read_ = Clock::time_point{};
-  last_beat_sent_ = Clock::time_point{};
-  abort_seen_count_ = 0;
-  heartbeat();
+  watch_ring();
   return current_;
 }
 
@@ -564,6 +569,21 @@ void Rendezvous::check_spare_room(int R, long long n) {
                         std::to_string(n - 1 - (cfg_.max_nodes - running)) + " hot spares stand by (--hot_spares " +
                         std::to_string(cfg_.hot_spares) + "); this node is not needed: stop it, or start the job "
                         "with a larger --hot_spares");
+}
+
+// The keep-alive ring: this node watches the next node rank, and beats.
+void Rendezvous::watch_ring() {
+  const int K = current_.group_world_size;
+  watched_ = K > 1 ? (current_.group_rank + 1) % K : -1;
+  watched_beats_ = -1;
+  watched_seen_ = now_();
+  watched_read_ = Clock::time_point{};
+  last_beat_sent_ = Clock::time_point{};
+  abort_seen_count_ = 0;
+  takeover_rank_ = -1;
+  takeover_.clear();
+  takeover_record_.clear();
+  heartbeat();
 }
 
 void Rendezvous::heartbeat() {
@@ -601,6 +621,12 @@ std::optional<std::string> Rendezvous::lost_node() {
   const double limit = cfg_.keep_alive_interval_s * cfg_.keep_alive_max_attempt;
   const long long b = counter(rkey(round_, "hb/" + std::to_string(watched_)));
   if (b != watched_beats_) {
+    // A takeover's spare beats the lost node's key: the ring is whole.
+    if (takeover_rank_ == watched_ && watched_beats_ >= 0) {
+      takeover_rank_ = -1;
+      takeover_.clear();
+      takeover_record_.clear();
+    }
     watched_beats_ = b;
     watched_seen_ = now_();
   } else if (since(watched_seen_) > limit) {
@@ -614,7 +640,10 @@ std::optional<Stop> Rendezvous::tick(double agent_silent_s) {
   const double limit = cfg_.keep_alive_interval_s * cfg_.keep_alive_max_attempt;
   const bool agent_lost = agent_silent_s > limit;
   if (!agent_lost) heartbeat();
-  if (auto s = pending_stop()) return s;
+  if (auto s = pending_stop()) {
+    void_takeover("before the round ended");  // unclaimed: it counts not
+    return s;
+  }
   std::optional<std::string> why;
   bool counted = true;
   bool lost = false;
@@ -624,8 +653,16 @@ std::optional<Stop> Rendezvous::tick(double agent_silent_s) {
           " (its launcher has not answered its rendezvous helper for " + seconds_text(agent_silent_s) +
           ": stopped or hung)";
   } else if (auto gone = lost_node()) {
-    why = *gone;
     lost = true;
+    if (takeover_rank_ == watched_) {
+      why = *gone + void_takeover("within a keep-alive timeout");
+    } else {
+      // --recovery in_place with hot spares: a spare takes the lost node's
+      // place in this round, and the round goes on.
+      const std::string no = post_takeover();
+      if (no.empty() && takeover_rank_ == watched_) return std::nullopt;
+      why = *gone + no;
+    }
   } else if (current_.group_world_size < cfg_.max_nodes && counter(rkey(round_ + 1, "joined")) > 0) {
     if (auto d = value(rkey(round_ + 1, "node/0"))) {
       const Descriptor p = parse_descriptor(*d);
@@ -642,6 +679,7 @@ std::optional<Stop> Rendezvous::tick(double agent_silent_s) {
 
 Stop Rendezvous::fail(const std::string& reason) {
   stop_round("1 " + reason);
+  void_takeover("before the round ended");  // unclaimed: it counts not
   return *pending_stop();
 }
 

@@ -56,6 +56,18 @@
 //    multi_get (no extra request) and tell their launchers. The closer adds
 //    <counted> to the restart count: restarts and recoveries share
 //    --max_restarts for the job (pytorch#108158).
+//  - takeover (rendezvous_recovery.cpp; --recovery in_place with
+//    --hot_spares): the watcher that finds a node other than n0 lost does
+//    not end the round; it takes the job's next recovery generation (the
+//    record above, counted once) and posts r<R>/takeover, "open <G> <used>
+//    <the lost node's rank value>" (three requests). A spare standing by in
+//    R+1 reads that key in the read it makes anyway, claims it by
+//    compareSet (open -> claimed: one spare wins), takes the lost node's
+//    rank value, marks its R+1 slot gone and beats the lost node's
+//    heartbeat key: its ranks come back in place under G, the survivors
+//    hear G as any peer recovery. Unclaimed (or unbeaten) a keep-alive
+//    timeout after a spare's standby read, the watcher voids both and
+//    ends the round as before, saying why.
 //  - exit barrier: nodes whose workers succeeded add to r<R>/done_count; the
 //    last sets r<R>/end, for which all wait (and keep beating); then they add
 //    to r<R>/left, the last sets r<R>/all_left, for which the host waits, so
@@ -117,6 +129,12 @@ struct Config {
   // with no join_timeout, and take the place of a node that left in the
   // next round (0: a node beyond max_nodes waits join_timeout, as torchrun's).
   int hot_spares = 0;
+  // --recovery in_place and --max_restarts (the job's budget, shared by
+  // restarts and recoveries): with hot_spares, a node lost while a round
+  // runs is replaced within that round by a spare whose ranks come back in
+  // place (rendezvous_recovery.cpp); without, the round ends as before.
+  bool recovery_in_place = false;
+  int max_restarts = 0;
   // This node's ddp-launch version, for the rendezvous format's messages.
   std::string launcher_version = "unknown";
 };
@@ -243,6 +261,7 @@ class Rendezvous {
     int nodes = 0;
     long long slots = 0;
     bool closer = false;
+    bool took_over = false;  // this spare took a lost node's place in round R-1 (current_ holds it)
   };
   // Joins round R as slot n (1-based): waits until the round closes, closing
   // it when this node may. survivor: this node was in round R-1.
@@ -266,7 +285,22 @@ class Rendezvous {
   // the next round knows how many of this one's nodes come back.
   void stop_round_lost(const std::string& why);
   std::optional<std::string> lost_node();
+  // Takeover (rendezvous_recovery.cpp). The watcher: posts one for the
+  // watched node, lost (`why`); "" when posted, else the clause that says
+  // why not (nothing when the job has no spares or no in-place recovery:
+  // the text stays today's).
+  std::string post_takeover();
+  // The watcher: the posted takeover is over without a spare (the round
+  // ends): voids it and its recovery record; the clause that says so.
+  std::string void_takeover(const std::string& what);
+  // A spare standing by in round R+1: claims round R's open takeover;
+  // true when this node now runs in R in the lost node's place.
+  bool claim_takeover(int R, const std::string& open, long long slot);
+  // How long a spare may take to see a takeover (its standby read).
+  Clock::duration standby_slice() const;
   std::string node_name(int rank);
+  // Starts the keep-alive ring of the round this node runs in (current_).
+  void watch_ring();
   void heartbeat();
   void saw_abort();
   std::string timeout_message(int round, double waited_s);
@@ -300,6 +334,11 @@ class Rendezvous {
   std::string my_recovery_;
   unsigned long long peer_told_ = 0;
   std::optional<PeerRecovery> peer_;
+  // Takeover: the node rank this node's watch posted one for (-1 none),
+  // the value posted and the recovery record it wrote.
+  int takeover_rank_ = -1;
+  std::string takeover_;
+  std::string takeover_record_;
 };
 
 }  // namespace ddp::rdzv

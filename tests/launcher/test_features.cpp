@@ -995,6 +995,44 @@ TEST_CASE("features: in-place recovery under c10d takes the job's generation fro
   }
 }
 
+// c10d, a hot spare's takeover (rendezvous.h): the spare's round carries the
+// job's generation; its ranks start as returning ranks, and the recovery is
+// done (`recovered G`, once) when all are back. Milliseconds.
+TEST_CASE("features: a hot spare that took a lost node's place starts its ranks as returning ones and says the "
+          "recovery is done once all are back") {
+  FakeAttempt a(2, 4);
+  a.plan.opts.max_restarts = 3;
+  NodePlacement node;
+  node.group_rank = 1;
+  node.group_world_size = 2;
+  node.world_size = 4;
+  a.placement.placement = node;
+  a.placement.recovery_generation = 2;
+  a.placement.recovery_used = 1;
+  FakeLink link;
+  a.services.agent = &link;
+  a.services.job_recovery.emplace(link);
+  auto f = make_in_place_recovery(a);
+  std::vector<std::unique_ptr<ddp::Heartbeat>> pages;
+  for (int lr = 0; lr < 2; ++lr) {
+    pages.push_back(a.worker_page(lr));
+    a.start(*f, lr, ::getpid());
+  }
+  CHECK_THAT(a.log_.str(), Catch::Contains("ddp-launch: this node, a hot spare, takes node n1's place in the running "
+                                           "round: its 2 ranks come back in place (generation 2; recovery 2 of "
+                                           "--max_restarts 3 for the job)"));
+  auto& loop = *dynamic_cast<EventLoop::Source*>(f.get());
+  pages[0]->set_recovery_capable(true);
+  serve(loop, [&] { return a.log_.str().find("rank 0 is back") != std::string::npos; });
+  CHECK(link.sent.empty());  // one of two
+  pages[1]->set_recovery_capable(true);
+  serve(loop, [&] { return a.log_.str().find("rank 1 is back") != std::string::npos; });
+  CHECK(link.sent == std::vector<std::string>{"recovered 2"});
+  AttemptResult res;
+  f->finish(res);
+  CHECK(res.restarts_used == 2);
+}
+
 // Two ranks lost together (issue 48): the second, lost before it began to
 // re-form its group, comes back under the same generation in the same
 // recovery, which counts once.

@@ -50,6 +50,16 @@ TEST_CASE("every line between the launcher and ddp-rdzv parses back to what was 
   CHECK(round.round.world_size == 9);
   CHECK(round.round.master_addr == "10.0.0.7");
   CHECK(round.round.master_port == 41234);
+  CHECK(round.round.recovery_generation == 0);
+  // A hot spare's takeover: its round carries the generation its ranks return under.
+  r.replaced = "2:s:77:b:42";
+  r.recovery_generation = 4;
+  r.recovery_used = 1;
+  CHECK(lines::format_round(r) == "round 3 1 2 3 5 9 10.0.0.7 41234 2:s:77:b:42 recovery=4,1");
+  const lines::AnswerLine took = lines::parse_answer(lines::format_round(r));
+  CHECK(took.round.replaced == "2:s:77:b:42");
+  CHECK(took.round.recovery_generation == 4);
+  CHECK(took.round.recovery_used == 1);
   for (const bool counted : {true, false}) {
     const lines::AnswerLine a = lines::parse_answer(lines::format_restart(counted, "node h2 left\r\n"));
     CHECK(a.answer == lines::Answer::Restart);

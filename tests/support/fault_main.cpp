@@ -9,6 +9,9 @@
 // - DDP_TEST_DIE_AFTER_STEP="RANKS:STEP": once STEP steps are done,
 //   outside a step (before a mid-epoch evaluation, a step checkpoint or the
 //   epoch's end).
+// - DDP_TEST_KILL_LAUNCHER_AT="RANKS:STEP": before global step STEP, its
+//   launcher (the parent) first, then the rank: a node lost with its
+//   launcher (a hot spare's takeover).
 // One makes a survivor fall a step behind:
 // - DDP_TEST_FAIL_IN_STEP="RANKS:STEP": global step STEP throws after its
 //   collectives, before the optimizer's step, as a step whose last
@@ -23,6 +26,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <unistd.h>
 
 #include "ddp/worker/run_main.h"
 
@@ -84,6 +88,14 @@ ddp::loop::LoopHooks fault_hooks() {
   if (parse_spec("DDP_TEST_DIE_AT", ranks, step))
     hooks.before_step = [ranks, step](int r, std::int64_t global_step, int restart_count) {
       if (ranks.count(r) && global_step == step && may_die(restart_count)) die();
+    };
+  std::set<int> node_ranks;
+  long long node_step = -1;
+  if (parse_spec("DDP_TEST_KILL_LAUNCHER_AT", node_ranks, node_step))
+    hooks.before_step = [node_ranks, node_step](int r, std::int64_t global_step, int restart_count) {
+      if (!node_ranks.count(r) || global_step != node_step || !may_die(restart_count)) return;
+      ::kill(::getppid(), SIGKILL);
+      die();
     };
   std::set<int> after_ranks;
   long long after = -1;

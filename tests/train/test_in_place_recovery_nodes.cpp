@@ -30,6 +30,20 @@ std::vector<std::string> nodes_recovery_args(const TempDir& tmp, const std::stri
           "--save_final=" + tmp.file(name + ".pt")};
 }
 
+// The uninterrupted run: 2 ranks (world 2) on one node, its weights at plain.pt.
+void run_plain(const TempDir& tmp) {
+  const auto plain = launch_training("ddp-train", 2, nodes_recovery_args(tmp, "plain"), {}, 0, 200);
+  INFO(plain.output);
+  REQUIRE(plain.exit_code == 0);
+}
+
+// ddp-train-faults with those arguments (its weights at <name>.pt).
+std::vector<std::string> faults_program(const TempDir& tmp, const std::string& name) {
+  std::vector<std::string> program = {bin_path("ddp-train-faults")};
+  for (const auto& a : nodes_recovery_args(tmp, name)) program.push_back(a);
+  return program;
+}
+
 // Node i's launcher: 1 rank, c10d at node 0's address, --max_restarts 1.
 std::vector<std::string> node_launch(const NetNodes& nodes, const std::string& id,
                                      const std::vector<std::string>& program, const std::string& summary) {
@@ -73,16 +87,12 @@ TEST_CASE("in-place recovery across nodes: a rank SIGKILLed on one node of a 2-n
   if (auto why = NetNodes::unavailable_reason()) DDP_SKIP(*why);
   DDP_REQUIRE_FASHION_DATA();
   TempDir tmp;
-  // The uninterrupted run: 2 ranks (world 2) on one node.
-  const auto plain = launch_training("ddp-train", 2, nodes_recovery_args(tmp, "plain"), {}, 0, 200);
-  INFO(plain.output);
-  REQUIRE(plain.exit_code == 0);
+  run_plain(tmp);
 
   NetNodes nodes(2);
   for (int lost : {1, 0}) {
     const std::string name = "lost" + std::to_string(lost);
-    std::vector<std::string> program = {bin_path("ddp-train-faults")};
-    for (const auto& a : nodes_recovery_args(tmp, name)) program.push_back(a);
+    const std::vector<std::string> program = faults_program(tmp, name);
     const TwoNodes r = run_two(nodes, "rec-" + name, program, tmp, {{"DDP_TEST_DIE_AT", std::to_string(lost) + ":14"}});
     INFO("node 0:\n" << r.out[0] << "\nnode 1:\n" << r.out[1]);
     REQUIRE(r.code[0] == std::optional<int>(0));
@@ -124,8 +134,7 @@ TEST_CASE("in-place recovery across nodes: a rank that dies again before it is b
   DDP_REQUIRE_FASHION_DATA();
   TempDir tmp;
   NetNodes nodes(2);
-  std::vector<std::string> program = {bin_path("ddp-train-faults")};
-  for (const auto& a : nodes_recovery_args(tmp, "again")) program.push_back(a);
+  const std::vector<std::string> program = faults_program(tmp, "again");
   const TwoNodes r = run_two(nodes, "rec-again", program, tmp, {{"DDP_TEST_DIE_AT", "1:14"}, {"DDP_TEST_DIE_AGAIN", "1"}});
   INFO("node 0:\n" << r.out[0] << "\nnode 1:\n" << r.out[1]);
   CHECK(r.code[0] == std::optional<int>(0));
@@ -137,4 +146,71 @@ TEST_CASE("in-place recovery across nodes: a rank that dies again before it is b
   for (const std::string& out : r.out)
     CHECK_THAT(out, Catch::Contains("; restart 1 of 1; rejoining the rendezvous") &&
                         Catch::Contains("restart count 1") && !Catch::Contains("no restarts left"));
+}
+
+// A hot spare's ranks come back in place (issue 52 item 3's last bullet):
+// 2 active nodes and 1 spare (--hot_spares 1, in-place recovery by
+// default), one rank each; before global step 14, rank 1 SIGKILLs its own
+// launcher and then itself (a node lost with its launcher). Node n0's watch
+// finds n1 lost and, instead of ending the round, posts a takeover; the
+// spare takes n1's place in round 0 and its rank returns under generation
+// 1, taking the survivor's state: every node that is left ends 0 in round 0
+// (no restart, no resume), with the weights of an uninterrupted run, bit for
+// bit; the spare's log and summary say whom it replaced and that its rank
+// came back in place. About 15 s on a quiet 2-core machine (the plain run
+// and the 3-node run).
+TEST_CASE("in-place recovery across nodes: a node lost with its launcher is replaced by a hot spare in the same "
+          "round, its rank comes back in place, and the weights equal an uninterrupted run's bit for bit",
+          "[train][e2e][recovery]") {
+  if (auto why = NetNodes::unavailable_reason()) DDP_SKIP(*why);
+  DDP_REQUIRE_FASHION_DATA();
+  TempDir tmp;
+  run_plain(tmp);
+
+  NetNodes nodes(3);
+  const std::vector<std::string> program = faults_program(tmp, "spare");
+  std::map<std::string, std::string> env = {{"GLOO_SOCKET_IFNAME", "eth0"},
+                                            {"DDP_TIMEOUT_S", "60"},
+                                            {"OMP_NUM_THREADS", "1"},
+                                            {"DDP_TEST_KILL_LAUNCHER_AT", "1:14"}};
+  std::vector<std::unique_ptr<Proc>> procs;
+  for (int i = 0; i < 3; ++i) {
+    std::vector<std::string> argv = node_launch(nodes, "rec-spare", program, tmp.file("spare-" + std::to_string(i) + ".json"));
+    argv.insert(argv.begin() + 1, "--hot_spares=1");
+    procs.push_back(std::make_unique<Proc>(nodes.exec(i, argv), env));
+    // Node 0 hosts the rendezvous (node rank 0); the third to join stands by.
+    REQUIRE(wait_until([&] { return procs[i]->output().find("joining the rendezvous") != std::string::npos; }, 60));
+  }
+  std::optional<int> code[3];
+  for (int i = 0; i < 3; ++i) code[i] = procs[i]->wait(200);
+  std::string out[3];
+  for (int i = 0; i < 3; ++i) out[i] = procs[i]->output();
+  INFO("node 0:\n" << out[0] << "\nnode 1:\n" << out[1] << "\nnode 2:\n" << out[2]);
+  // Roles from the logs: the lost node said "this is node 1" first; the
+  // spare said so only after its takeover.
+  int lost = -1, spare = -1;
+  for (int i = 1; i < 3; ++i)
+    (out[i].find("a hot spare, takes node n1's place") != std::string::npos ? spare : lost) = i;
+  REQUIRE(spare > 0);
+  REQUIRE(lost > 0);
+  CHECK(code[0] == std::optional<int>(0));
+  CHECK(code[spare] == std::optional<int>(0));
+  CHECK_THAT(out[0], Catch::Contains("ddp-launch: rank 1 on node n1 (host ") &&
+                         Catch::Contains(") lost; the 1 rank here keep their state (in-place recovery, generation 1)"));
+  CHECK_THAT(out[spare],
+             Catch::Contains("round 0: this is node 1 of 2, ranks 1..1 of 2") &&
+                 Catch::Contains("round 0: node n1 is host ") &&
+                 Catch::Contains("a hot spare, in place of host ") &&
+                 Catch::Contains("lost while the round ran: its ranks come back here, in place (generation 1)") &&
+                 Catch::Contains("ddp-launch: this node, a hot spare, takes node n1's place in the running round: "
+                                 "its 1 rank comes back in place (generation 1; recovery 1 of --max_restarts 1 for "
+                                 "the job)") &&
+                 Catch::Contains("ddp-launch: rank 1 is back after "));
+  for (int i : {0, spare})
+    CHECK_THAT(out[i], !Catch::Contains("round 1:") && !Catch::Contains("rejoining the rendezvous") &&
+                           !Catch::Contains("resumed from"));
+  CHECK(max_relative_difference(tmp.file("spare.pt"), tmp.file("plain.pt"), 8) == 0);
+  CHECK_THAT(read_file(tmp.file("spare-" + std::to_string(spare) + ".json")),
+             Catch::Contains("\"recoveries\": [{\"rank\": 1") && Catch::Contains("\"completed\": true") &&
+                 Catch::Contains("\"replaced_host\": "));
 }

@@ -1,5 +1,6 @@
 #include "ddp/worker/recovery.h"
 
+#include <csignal>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -47,6 +48,11 @@ bool group_interrupted(const ProcessGroup& pg) {
 
 void advertise_recovery(ProcessGroup& pg, bool capable) {
   auto& impl = ProcessGroupAccess::impl(pg);
+  // A survivor must outlive its peer: Gloo writes to a peer's socket with
+  // writev, and a dead peer's socket raises SIGPIPE, which killed survivors
+  // (a node lost whole). Ignored, the write fails with EPIPE: a failed
+  // collective, which the recovery handles. (Python ignores it at start.)
+  if (capable) std::signal(SIGPIPE, SIG_IGN);
   if (impl.heartbeat) impl.heartbeat->page().set_recovery_capable(capable);
   start_nccl_watch(impl, capable);
 }

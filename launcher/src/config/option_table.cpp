@@ -22,7 +22,9 @@ po::options_description supported_options() {
       ("hot_spares", po::value<std::string>()->value_name("K"),
        "c10d, etcd-v3: up to K nodes beyond --nnodes (MAX) join and stand by, running no workers; when a node "
        "leaves, a spare takes its node rank in the next round, without waiting for a new node, and the world size "
-       "stays the same (default 0: a node beyond MAX waits join_timeout, as with torchrun). Not torchrun's MIN:MAX "
+       "stays the same (default 0: a node beyond MAX waits join_timeout, as with torchrun); with --recovery in_place, "
+       "a lost node other than node rank 0 is replaced within the running round and the spare's ranks come back in "
+       "place. Not torchrun's MIN:MAX "
        "read as spares (NVRx): MIN:MAX keeps torchrun's meaning, a job that runs smaller")
       ("node_rank", po::value<std::string>()->value_name("R"), "rank of this node, 0..nnodes-1 (default 0; static rendezvous)")
       ("rdzv_backend", po::value<std::string>()->value_name("static|c10d|etcd-v3"),

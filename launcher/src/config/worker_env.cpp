@@ -88,7 +88,9 @@ EnvMap worker_environment(const EnvMap& parent, const GroupSpec& g, int local_ra
   // it must not: the parent's value is dropped.
   if (o.recovery_in_place && o.max_restarts > 0 && g.agent_store) set("DDP_RECOVERY", "in_place");
   else env.erase("DDP_RECOVERY");
-  env.erase("DDP_RECOVERY_GENERATION");  // only a respawn sets it
+  // Only a respawn sets it, and a hot spare's takeover for all its workers.
+  if (g.recovery_generation > 0 && env.count("DDP_RECOVERY")) seti("DDP_RECOVERY_GENERATION", static_cast<long long>(g.recovery_generation));
+  else env.erase("DDP_RECOVERY_GENERATION");
   if (heartbeat_file.empty()) env.erase(Heartbeat::kEnvVar);
   else set(Heartbeat::kEnvVar, heartbeat_file);
   // torchrun 2.x sets TORCH_NCCL_ASYNC_ERROR_HANDLING, 1.13 the name its

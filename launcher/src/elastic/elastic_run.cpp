@@ -115,6 +115,8 @@ void ElasticRun::run(const RunAttempt& run_attempt, std::vector<AttemptResult>& 
     setup.attempt = attempt;
     setup.port = round->master_port;
     setup.restart_count = round->restart_count;
+    setup.recovery_generation = round->generation;
+    setup.recovery_used = round->used;
     setup.placement = p;
     setup.agent = &agent;
     setup.node = "node n" + std::to_string(p.group_rank) + " (pid " + std::to_string(::getpid()) + ", host " + host_ + ")";
@@ -126,7 +128,10 @@ void ElasticRun::run(const RunAttempt& run_attempt, std::vector<AttemptResult>& 
     for (const NodeReplacement& r : replaced)
       log_ << "ddp-launch: round " << round->round << ": node n" << r.node_rank << " is host " << r.host << " (pid "
            << r.pid << "), a hot spare, in place of host " << r.replaced_host << " (pid " << r.replaced_pid
-           << "), which did not come back" << std::endl;
+           << (round->generation > 0 ? "), lost while the round ran: its ranks come back here, in place (generation " +
+                                           std::to_string(round->generation) + ")"
+                                     : std::string("), which did not come back"))
+           << std::endl;
     attempts.push_back(run_attempt(setup));
     AttemptResult& last = attempts.back();
     last.replaced = replaced;

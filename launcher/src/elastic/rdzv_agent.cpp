@@ -41,6 +41,9 @@ RdzvEvent parse_rdzv_line(const std::string& line) {
       p.master_addr = a.round.master_addr;
       e.master_port = a.round.master_port;
       e.replaced = ddp::visible_text(a.round.replaced);
+      // A hot spare's takeover: its ranks return under this generation.
+      e.generation = a.round.recovery_generation;
+      e.used = a.round.recovery_used;
       return e;
     }
     case Answer::Restart: e.kind = RdzvEvent::Restart; return e;
@@ -108,7 +111,11 @@ RdzvAgent::RdzvAgent(const LaunchOptions& o, int nproc, const sigset_t& child_ma
             "--read_timeout=" + seconds_arg(r.read_timeout_s),
             "--keep_alive_interval=" + seconds_arg(r.keep_alive_interval_s),
             "--keep_alive_max_attempt=" + std::to_string(r.keep_alive_max_attempt),
-            "--hot_spares=" + std::to_string(r.hot_spares)};
+            "--hot_spares=" + std::to_string(r.hot_spares),
+            // A lost node's place taken in the running round (a takeover):
+            // only with in-place recovery, within the job's budget.
+            std::string("--recovery=") + (o.recovery_in_place ? "in_place" : "restart"),
+            "--max_restarts=" + std::to_string(o.max_restarts)};
   if (!r.local_addr.empty()) s.args.push_back("--local_addr=" + r.local_addr);
   exit_text_ = "the rendezvous helper (ddp-rdzv) exited";
   // c10d: if it hosted the store (--rdzv_endpoint is this node), every node

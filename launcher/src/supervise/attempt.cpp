@@ -109,6 +109,7 @@ void Attempt::start_workers() {
   spec.master_port = placement_.port;
   spec.restart_count = placement_.restart_count;
   spec.agent_store = placement_.agent_store;
+  spec.recovery_generation = placement_.recovery_generation;
   spec.placement = placement_.placement;
   spec.omp_threads = plan_.omp_threads;
   std::string& attempt_log_dir = attempt_log_dir_;

@@ -69,8 +69,43 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
   bool after_reaping() const override { return true; }
 
   void spawned(int local_rank, pid_t pid) override {
+    const bool first = !pids_.count(local_rank);
     exited_[local_rank] = false;
     pids_[local_rank] = pid;
+    if (first && ctl_.info().placement.recovery_generation > 0) take_over(local_rank, pid);
+  }
+
+  // c10d: this node, a hot spare, took a lost node's place in the running
+  // round (rendezvous.h, "takeover"): each of its ranks starts as a
+  // returning rank of the job's generation, and the recovery is done (its
+  // record too: `recovered`) when all are back, as any other.
+  void take_over(int local_rank, pid_t pid) {
+    const Placement& p = ctl_.info().placement;
+    if (returning_.empty()) {
+      took_over_ = true;
+      generation_ = p.recovery_generation;
+      used_at_begin_ = p.recovery_used;
+      restarts_used_ = std::max(restarts_used_, p.recovery_used + 1);
+      recovering_ = true;
+      lost_at_ = Clock::now();
+      lost_ns_ = monotonic_ns();
+      const int n = ctl_.info().plan.nproc;
+      ctl_.log() << "ddp-launch: this node, a hot spare, takes node n" << (p.placement ? p.placement->group_rank : 0)
+                 << "'s place in the running round: its " << n << (n == 1 ? " rank comes" : " ranks come")
+                 << " back in place (generation "
+                 << p.recovery_generation << "; recovery " << p.recovery_used + 1 << " of --max_restarts "
+                 << max_restarts_ << " for the job)" << std::endl;
+    }
+    Returning r;
+    r.rec.rank = ctl_.info().base_rank + local_rank;
+    r.rec.local_rank = local_rank;
+    r.rec.generation = p.recovery_generation;
+    r.rec.cause = "its node was lost; a hot spare took its place";
+    r.rec.lost = std::chrono::system_clock::now();
+    r.since = Clock::now();
+    returning_.push_back(r);
+    ctl_.record_recovery(r.rec);
+    event("RECOVERING", local_rank, pid, "\"recovery_generation\": " + std::to_string(p.recovery_generation));
   }
   void exited(WorkerExit& w) override {
     // A returning rank that was back but ended before the next poll (a job
@@ -316,7 +351,10 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
     const double seconds = std::chrono::duration<double>(Clock::now() - r.since).count();
     r.rec.seconds = seconds;
     const uint64_t at = s ? s->step : 0;
-    r.rec.steps_redone = at > 0 && step_at_loss_ + 1 >= at ? step_at_loss_ + 1 - at : 0;
+    // A takeover's spare never saw the lost node's step: its ranks join
+    // the one the survivors redo (the interrupted one).
+    if (took_over_) r.rec.steps_redone = at > 0 ? 1 : 0;
+    else r.rec.steps_redone = at > 0 && step_at_loss_ + 1 >= at ? step_at_loss_ + 1 - at : 0;
     r.rec.completed = true;
     ctl_.record_recovery(r.rec);
     const bool all = std::all_of(returning_.begin(), returning_.end(), [](const Returning& x) { return x.rec.completed; });
@@ -447,6 +485,7 @@ class InPlaceRecovery final : public Feature, public EventLoop::Source {
   // A rank advertised (the attempt keeps a standby from then on), or --recovery_standby off.
   bool standby_asked_ = !ctl_.info().plan.opts.recovery_standby;
   EventLoop::Clock::time_point standby_look_ = EventLoop::Clock::now() + kStandbyPollEvery;  // the next look for one
+  bool took_over_ = false;  // c10d: this node, a hot spare, took a lost node's place (take_over)
   std::vector<Returning> returning_;  // the ranks of the recovery, in the order lost
   Clock::time_point lost_at_;         // its first loss
   uint64_t lost_ns_ = 0;              // the same, on the trace's clock

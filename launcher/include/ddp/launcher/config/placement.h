@@ -22,6 +22,11 @@ struct Placement {
   // A c10d round's; without one, static_placement() of the options.
   std::optional<NodePlacement> placement;
   std::string node;  // c10d: "node n1 (pid P, host h)" in messages to other nodes
+  // c10d: this node, a hot spare, took a lost node's place in the running
+  // round (--recovery in_place): its ranks return under this generation (0:
+  // a round's start), after `recovery_used` restarts and recoveries of the job.
+  uint64_t recovery_generation = 0;
+  int recovery_used = 0;
 };
 
 }  // namespace ddp::launcher

@@ -34,6 +34,9 @@ struct GroupSpec {
   std::string fr_dump_prefix;  // this attempt's flight recorder prefix (flight_recorder.h), "" for none
   std::optional<NodePlacement> placement;  // a c10d round's; static_placement(*opts, nproc) when unset
   std::string timer_file;    // the file timer's pipe (TORCHELASTIC_TIMER_FILE), "" when not served
+  // A hot spare that took a lost node's place in the running c10d round:
+  // every worker starts as a returning rank (DDP_RECOVERY_GENERATION); 0 none.
+  uint64_t recovery_generation = 0;
 };
 
 // The one place the OMP_NUM_THREADS default is computed (main prints it,

@@ -8,6 +8,8 @@
 // launcher -> helper:
 //   join [<port>]   -> round <round> <restart_count> <group_rank> <group_world_size>
 //                            <base_rank> <world_size> <master_addr> <master_port> [<replaced>]
+//                            [recovery=<generation>,<used>]  (a hot spare in a
+//                            lost node's place in the running round)
 //                      | error <message>
 //                      | finished <message>  (a hot spare the job did not need: it ended)
 //                      (port: the workers' store the launcher has bound,
@@ -59,6 +61,11 @@ struct Round {
   // not come back: "<node rank>:<host>:<pid>:<host before>:<pid before>",
   // ',' between ("" none).
   std::string replaced;
+  // A hot spare that took a lost node's place in this running round
+  // (--recovery in_place): its ranks start as returning ranks under this
+  // generation (0: none), and the job's restarts and recoveries before it.
+  unsigned long long recovery_generation = 0;
+  int recovery_used = 0;
 };
 
 namespace lines {
@@ -161,7 +168,10 @@ inline std::string format_round(const Round& r) {
   return "round " + std::to_string(r.round) + " " + std::to_string(r.restart_count) + " " +
          std::to_string(r.group_rank) + " " + std::to_string(r.group_world_size) + " " + std::to_string(r.base_rank) +
          " " + std::to_string(r.world_size) + " " + one_line(r.master_addr) + " " + std::to_string(r.master_port) +
-         (r.replaced.empty() ? "" : " " + one_line(r.replaced));
+         (r.replaced.empty() ? "" : " " + one_line(r.replaced)) +
+         (r.recovery_generation == 0
+              ? ""
+              : " recovery=" + std::to_string(r.recovery_generation) + "," + std::to_string(r.recovery_used));
 }
 inline std::string format_restart(bool counted, const std::string& reason) {
   return std::string("restart ") + (counted ? "1 " : "0 ") + one_line(reason);
@@ -197,7 +207,16 @@ inline AnswerLine parse_answer(const std::string& line) {
     Round& r = a.round;
     if (in >> r.round >> r.restart_count >> r.group_rank >> r.group_world_size >> r.base_rank >> r.world_size >>
         r.master_addr >> r.master_port) {
-      in >> r.replaced;
+      for (std::string w; in >> w;) {
+        if (w.rfind("recovery=", 0) == 0) {
+          std::istringstream g(w.substr(9));
+          char comma = 0;
+          if (!(g >> r.recovery_generation >> comma >> r.recovery_used) || comma != ',' || r.recovery_used < 0)
+            r.recovery_generation = 0, r.recovery_used = 0;
+        } else if (r.replaced.empty()) {
+          r.replaced = w;
+        }
+      }
       a.answer = Answer::Round;
       return a;
     }
