@@ -10,6 +10,8 @@
 // keeps the attempt open while the rendezvous answers. 11 s the case on a
 // quiet 2-core test machine, 32 s under load (the plain run and two
 // recoveries). Skipped (77) where namespaces cannot be made.
+// The voided recovery's case is the launchers' bookkeeping ([program-logic]):
+// pass 2 (LibTorch 2.11) leaves it out.
 #include <catch2/catch.hpp>
 
 #include <memory>
@@ -129,7 +131,7 @@ TEST_CASE("in-place recovery across nodes: a rank SIGKILLed on one node of a 2-n
 // have ended the job: 2 of 1.) 8 s on a quiet machine.
 TEST_CASE("in-place recovery across nodes: a rank that dies again before it is back voids its recovery, and both "
           "nodes count the full restart once against the job's --max_restarts",
-          "[train][e2e][recovery]") {
+          "[train][e2e][recovery][program-logic]") {
   if (auto why = NetNodes::unavailable_reason()) DDP_SKIP(*why);
   DDP_REQUIRE_FASHION_DATA();
   TempDir tmp;
