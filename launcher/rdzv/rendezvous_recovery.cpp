@@ -184,10 +184,6 @@ std::optional<Rendezvous::PeerRecovery> Rendezvous::peer_recovery() {
   return p;
 }
 
-}  // namespace ddp::rdzv
-
-namespace ddp::rdzv {
-
 Clock::duration Rendezvous::standby_slice() const {
   return std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(std::max(1.0, cfg_.keep_alive_interval_s)));
