@@ -136,6 +136,36 @@ TEST_CASE("worker environment is torchrun's set") {
   CHECK(worker_environment({{"LOGLEVEL", "INFO"}}, g, 0, "e")["LOGLEVEL"] == "INFO");
 }
 
+// A node lost whole is noticed by the keep-alive ring, not at once: a
+// survivor's wait for the new generation (the runtime's 5 s without it)
+// covers that, where a hot spare takes the place in the running round.
+TEST_CASE("in-place recovery with hot spares: the survivors wait out the keep-alive timeout (DDP_RECOVERY_WAIT_S)") {
+  GroupSpec g;
+  g.nproc = 1;
+  g.agent_store = true;
+  auto with = [&](std::vector<std::string> args) {
+    args.push_back("x");
+    const auto o = opts_for(args);
+    g.opts = &o;
+    const auto env = worker_environment({{"DDP_RECOVERY_WAIT_S", "stale"}}, g, 0, "e");
+    const auto it = env.find("DDP_RECOVERY_WAIT_S");
+    return it == env.end() ? std::string("unset") : it->second;
+  };
+  const std::vector<std::string> c10d = {"--nnodes=2", "--rdzv_backend=c10d", "--rdzv_endpoint=h:1", "--max_restarts=1"};
+  auto plus = [&](std::vector<std::string> more) {
+    std::vector<std::string> a = c10d;
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  // 5 s x 3 attempts, two ticks of 5 s, plus 5 s.
+  CHECK(with(plus({"--hot_spares=1"})) == "30.0");
+  // 0.5 s x 4, two ticks of a second at least, plus 5 s.
+  CHECK(with(plus({"--hot_spares=1", "--rdzv_conf=keep_alive_interval=0.5,keep_alive_max_attempt=4"})) == "9.0");
+  CHECK(with(c10d) == "unset");                                             // no spare: a lost process, seen at once
+  CHECK(with(plus({"--hot_spares=1", "--recovery=restart"})) == "unset");  // no in-place recovery
+  CHECK(with({"--max_restarts=1"}) == "unset");                             // one node
+}
+
 TEST_CASE("${local_rank} in the program's arguments becomes the local rank, by torchrun's Template rule") {
   EnvMap env{{"PATH", "/usr/bin:/bin"}};
   // The same arguments through torchrun 2.11 gave (local rank 1):

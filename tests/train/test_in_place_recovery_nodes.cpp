@@ -46,13 +46,15 @@ std::vector<std::string> faults_program(const TempDir& tmp, const std::string& n
   return program;
 }
 
-// Node i's launcher: 1 rank, c10d at node 0's address, --max_restarts 1.
+// Node i's launcher: 1 rank, c10d at node 0's address, --max_restarts 1,
+// the keep-alive interval `keep_alive` seconds.
 std::vector<std::string> node_launch(const NetNodes& nodes, const std::string& id,
-                                     const std::vector<std::string>& program, const std::string& summary) {
+                                     const std::vector<std::string>& program, const std::string& summary,
+                                     const std::string& keep_alive = "0.5") {
   std::vector<std::string> argv = {bin_path("ddp-launch"), "--nnodes=2", "--nproc_per_node=1", "--max_restarts=1",
                                    "--rdzv_backend=c10d", "--rdzv_endpoint=" + nodes.address(0) + ":29400",
                                    "--rdzv_id=" + id, "--shutdown_timeout=10", "--summary_json=" + summary,
-                                   "--rdzv_conf=join_timeout=60,last_call_timeout=5,keep_alive_interval=0.5"};
+                                   "--rdzv_conf=join_timeout=60,last_call_timeout=5,keep_alive_interval=" + keep_alive};
   argv.insert(argv.end(), program.begin(), program.end());
   return argv;
 }
@@ -159,7 +161,10 @@ TEST_CASE("in-place recovery across nodes: a rank that dies again before it is b
 // 1, taking the survivor's state: every node that is left ends 0 in round 0
 // (no restart, no resume), with the weights of an uninterrupted run, bit for
 // bit; the spare's log and summary say whom it replaced and that its rank
-// came back in place. About 15 s on a quiet 2-core machine (the plain run
+// came back in place. A keep-alive interval of 3 s: n1's loss is noticed 6
+// to 10 s after it, later than a survivor's wait for a new generation
+// without DDP_RECOVERY_WAIT_S (5 s), which the launcher sets from the
+// keep-alive timeout. About 25 s on a quiet 2-core machine (the plain run
 // and the 3-node run).
 TEST_CASE("in-place recovery across nodes: a node lost with its launcher is replaced by a hot spare in the same "
           "round, its rank comes back in place, and the weights equal an uninterrupted run's bit for bit",
@@ -177,7 +182,8 @@ TEST_CASE("in-place recovery across nodes: a node lost with its launcher is repl
                                             {"DDP_TEST_KILL_LAUNCHER_AT", "1:14"}};
   std::vector<std::unique_ptr<Proc>> procs;
   for (int i = 0; i < 3; ++i) {
-    std::vector<std::string> argv = node_launch(nodes, "rec-spare", program, tmp.file("spare-" + std::to_string(i) + ".json"));
+    std::vector<std::string> argv =
+        node_launch(nodes, "rec-spare", program, tmp.file("spare-" + std::to_string(i) + ".json"), "3");
     argv.insert(argv.begin() + 1, "--hot_spares=1");
     procs.push_back(std::make_unique<Proc>(nodes.exec(i, argv), env));
     // Node 0 hosts the rendezvous (node rank 0); the third to join stands by.

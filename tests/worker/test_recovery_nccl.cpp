@@ -56,6 +56,20 @@ TEST_CASE("in-place recovery: Gloo on the CPU may advertise, NCCL on CUDA only w
   CHECK_FALSE(recovery_backend_supported("mpi", true));
 }
 
+TEST_CASE("in-place recovery: a survivor waits DDP_RECOVERY_WAIT_S for the new generation, 5 s without it, a bad value "
+          "named",
+          "[recovery]") {
+  ::unsetenv("DDP_RECOVERY_WAIT_S");
+  CHECK(recovery_wait() == std::chrono::seconds(5));
+  ::setenv("DDP_RECOVERY_WAIT_S", "30.5", 1);
+  CHECK(recovery_wait() == std::chrono::milliseconds(30500));
+  for (const char* bad : {"0", "-1", "soon", "1e9"}) {
+    ::setenv("DDP_RECOVERY_WAIT_S", bad, 1);
+    CHECK_THROWS_WITH(recovery_wait(), Catch::Contains(std::string("DDP_RECOVERY_WAIT_S=") + bad + " is not a wait"));
+  }
+  ::unsetenv("DDP_RECOVERY_WAIT_S");
+}
+
 TEST_CASE("in-place recovery: a new generation on the page aborts only an NCCL group, never a Gloo one (its "
           "collective fails by itself)",
           "[recovery]") {

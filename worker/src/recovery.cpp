@@ -2,6 +2,7 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 
 #include "ddp/common/parse.h"
@@ -27,6 +28,16 @@ std::uint64_t recovery_generation_at_start() {
   const char* v = std::getenv("DDP_RECOVERY_GENERATION");
   if (v == nullptr || *v == '\0') return 0;
   return static_cast<std::uint64_t>(ddp::parse_int(v, "DDP_RECOVERY_GENERATION", 1, 1000000000));
+}
+
+std::chrono::milliseconds recovery_wait() {
+  const char* v = std::getenv("DDP_RECOVERY_WAIT_S");
+  if (v == nullptr || *v == '\0') return std::chrono::seconds(5);
+  const std::optional<double> s = ddp::parse_finite_double(v);
+  if (!s || *s <= 0 || *s > 86400)
+    throw std::invalid_argument("DDP_RECOVERY_WAIT_S=" + std::string(v) +
+                                " is not a wait in seconds in (0, 86400]: set it to a positive number, or unset it");
+  return std::chrono::milliseconds(static_cast<long long>(*s * 1000));
 }
 
 bool recovery_possible(const ProcessGroup& pg) {

@@ -1,6 +1,7 @@
 #include "ddp/launcher/config/worker_env.h"
 
 #include "ddp/common/heartbeat.h"
+#include "ddp/launcher/base/number_text.h"
 #include "ddp/launcher/config/flight_recorder_env.h"
 
 #include <algorithm>
@@ -88,6 +89,18 @@ EnvMap worker_environment(const EnvMap& parent, const GroupSpec& g, int local_ra
   // it must not: the parent's value is dropped.
   if (o.recovery_in_place && o.max_restarts > 0 && g.agent_store) set("DDP_RECOVERY", "in_place");
   else env.erase("DDP_RECOVERY");
+  // How long a survivor whose collective failed waits for the new
+  // generation (the runtime's default: 5 s, for a lost process, which its
+  // launcher sees at once). A node lost whole that a hot spare replaces is
+  // noticed by the keep-alive ring (keep_alive_interval *
+  // keep_alive_max_attempt), the takeover heard at the next tick (an
+  // interval, a second at least, for the spare's read), plus 5 s.
+  if (env.count("DDP_RECOVERY") && o.rdzv.elastic() && o.rdzv.hot_spares > 0) {
+    const double i = o.rdzv.keep_alive_interval_s;
+    set("DDP_RECOVERY_WAIT_S", fixed_text(i * o.rdzv.keep_alive_max_attempt + 2 * std::max(1.0, i) + 5, 1));
+  } else {
+    env.erase("DDP_RECOVERY_WAIT_S");
+  }
   // Only a respawn sets it, and a hot spare's takeover for all its workers.
   if (g.recovery_generation > 0 && env.count("DDP_RECOVERY")) seti("DDP_RECOVERY_GENERATION", static_cast<long long>(g.recovery_generation));
   else env.erase("DDP_RECOVERY_GENERATION");

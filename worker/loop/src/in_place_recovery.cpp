@@ -41,6 +41,7 @@ InPlaceRecovery::InPlaceRecovery(ddp::worker::ProcessGroup& pg, torch::nn::Modul
       model_(model),
       optimizer_(optimizer),
       on_(ddp::worker::recovery_possible(pg)),
+      wait_(on_ ? ddp::worker::recovery_wait() : std::chrono::milliseconds(0)),
       exceptions_at_start_(std::uncaught_exceptions()) {
   // A returning rank says it can recover only once it is back (step_started).
   if (on_ && ddp::worker::recovery_generation_at_start() == 0) {
@@ -127,9 +128,9 @@ void InPlaceRecovery::restore_kept() {
   gen.set_state(current_.cpu_rng);
 }
 
-bool InPlaceRecovery::requested(std::chrono::milliseconds wait) const {
+bool InPlaceRecovery::requested() const {
   if (!on_) return false;
-  const auto until = std::chrono::steady_clock::now() + wait;
+  const auto until = std::chrono::steady_clock::now() + wait_;
   while (ddp::worker::requested_generation(pg_) <= ddp::worker::group_generation(pg_)) {
     if (std::chrono::steady_clock::now() >= until) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));

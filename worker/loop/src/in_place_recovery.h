@@ -74,8 +74,9 @@ class InPlaceRecovery {
   void check_interrupted() const;
 
   // A step failed: whether the launcher asks for a recovery (its new
-  // generation on this rank's page), waited for at most `wait`.
-  bool requested(std::chrono::milliseconds wait) const;
+  // generation on this rank's page), waited for at most
+  // ddp::worker::recovery_wait() (read at construction).
+  bool requested() const;
 
   // The survivors' side: drop DDP (`drop_ddp`), re-form the group, agree on
   // the step, restore it, hand it to the returning rank, make DDP anew
@@ -108,6 +109,7 @@ class InPlaceRecovery {
   torch::nn::Module& model_;
   torch::optim::Optimizer& optimizer_;
   bool on_ = false;
+  std::chrono::milliseconds wait_;  // recovery_wait()
   bool advertised_ = false;
   int quiet_steps_ = 0;  // step starts a survivor lets pass before it advertises again
   int exceptions_at_start_ = 0;

@@ -218,7 +218,7 @@ EpochSteps train_epoch(EpochContext& ctx, int epoch, const std::vector<std::int6
       // A peer was lost in a collective: with in-place recovery the
       // launcher brings it back and says so on this rank's page within
       // milliseconds; otherwise (or for any other error) the step's error.
-      if (!ctx.recovery || !ctx.recovery->requested(std::chrono::seconds(5))) throw;
+      if (!ctx.recovery || !ctx.recovery->requested()) throw;
       const RedoPoint p = ctx.recovery->recover(ctx.drop_ddp, ctx.make_ddp);
       if (p.epoch != epoch)
         throw std::runtime_error("in-place recovery: the step to redo is in epoch " + std::to_string(p.epoch) +

@@ -15,6 +15,7 @@
 // writes the new generation on its page, and again before the group is
 // re-formed (worker/src/nccl_abort.h).
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -26,6 +27,13 @@ class ProcessGroup;
 // DDP_RECOVERY_GENERATION of a rank the launcher brought back; 0 for a rank
 // started with its group. Throws std::invalid_argument for a bad value.
 std::uint64_t recovery_generation_at_start();
+
+// How long a rank whose collective failed waits for the launcher's new
+// generation before the failure stands: DDP_RECOVERY_WAIT_S, which the
+// launcher sets where noticing the loss takes longer than a dead process
+// (a node lost whole, which a hot spare replaces: the rendezvous' keep-alive
+// timeout), else 5 s. Throws std::invalid_argument for a bad value.
+std::chrono::milliseconds recovery_wait();
 
 // Whether this rank can take part in an in-place recovery: the launcher
 // offers it (DDP_RECOVERY=in_place), its store outlives every rank (the
