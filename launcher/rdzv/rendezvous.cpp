@@ -57,14 +57,6 @@ Descriptor parse_descriptor(const std::string& s) {
 const std::string kGone = "gone";
 const std::string kSpare = "spare";
 
-// The space-separated words of a value.
-std::vector<std::string> words(const std::string& s) {
-  std::vector<std::string> out;
-  std::istringstream in(s);
-  for (std::string w; in >> w;) out.push_back(w);
-  return out;
-}
-
 // The rendezvous format: the words of the values below. Bump it with any
 // change to them (format 1: before hot spares, 6-word descriptors and
 // 4-word rank values; 2: hot spares, 7 and 5 words, no format word; 3: 9
@@ -86,6 +78,13 @@ std::string writer(const std::vector<std::string>& w, std::size_t at) {
 }
 
 }  // namespace
+
+std::vector<std::string> words(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
 
 // A value no ddp-launch node writes, found at key k: named (its start: a
 // value may be megabytes) as the store's content, never taken for a lost

@@ -148,6 +148,9 @@ struct Stop {
   std::string reason;
 };
 
+// The space-separated words of a stored value.
+std::vector<std::string> words(const std::string& s);
+
 // The rendezvous could not be made (timeout, store gone): one line.
 struct RendezvousError : std::runtime_error {
   using std::runtime_error::runtime_error;

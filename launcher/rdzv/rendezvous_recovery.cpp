@@ -71,13 +71,6 @@ std::string format_record(const Record& r) {
          r.host;
 }
 
-std::vector<std::string> words_of(const std::string& s) {
-  std::vector<std::string> out;
-  std::istringstream in(s);
-  for (std::string w; in >> w;) out.push_back(w);
-  return out;
-}
-
 // A name as a record's word (no spaces).
 std::string one_word(std::string s) {
   if (s.empty()) s = "?";
@@ -210,7 +203,7 @@ std::string Rendezvous::post_takeover() {
            " restarts and recoveries of the job)";
   if (!v[1] || stored_int(rkey(round_ + 1, "joined"), *v[1], 0, 0, 2147483647) == 0)
     return no + "none stands by";
-  const auto place = v[3] ? words_of(*v[3]) : std::vector<std::string>{};
+  const auto place = v[3] ? words(*v[3]) : std::vector<std::string>{};
   if (place.size() < 8) return no + "the node that closed round " + std::to_string(round_) + " did not say its place";
   Record mine;
   mine.generation = last ? last->generation + 1 : 1;
@@ -220,7 +213,7 @@ std::string Rendezvous::post_takeover() {
   mine.rank = static_cast<int>(stored_int(rkey(round_, "place/" + w), *v[3], 1, 0, 2147483647));
   mine.node_rank = watched_;
   mine.counted = counted + 1;
-  const auto member = v[2] ? words_of(*v[2]) : std::vector<std::string>{};
+  const auto member = v[2] ? words(*v[2]) : std::vector<std::string>{};
   mine.host = one_word(member.empty() ? "" : member[0]);
   const std::string record = format_record(mine);
   if (store_.compare_set(key("recovery"), v[0].value_or(""), record) != record)
@@ -257,7 +250,7 @@ std::string Rendezvous::void_takeover(const std::string& what) {
 
 bool Rendezvous::claim_takeover(int R, const std::string& open, long long slot) {
   const std::string k = rkey(R, "takeover");
-  const auto w = words_of(open);
+  const auto w = words(open);
   if (w.size() < 11 || w[0] != "open") return false;
   Round r;
   r.round = R;
@@ -272,7 +265,7 @@ bool Rendezvous::claim_takeover(int R, const std::string& open, long long slot) 
   const std::string member = rkey(R, "member/" + std::to_string(r.group_rank));
   const auto v = store_.multi_get({rkey(R, "master"), member, key("recovery")});
   // Its ranks must be the lost node's: as many, under the generation posted.
-  const auto lost = v[1] ? words_of(*v[1]) : std::vector<std::string>{};
+  const auto lost = v[1] ? words(*v[1]) : std::vector<std::string>{};
   if (lost.size() < 4 || lost[3] != std::to_string(cfg_.nproc) || !v[0] || !v[2]) return false;
   const std::optional<Record> record = parse_record(*v[2]);
   if (!record || !record->busy() || record->generation != r.recovery_generation || record->round != R) return false;
@@ -280,10 +273,10 @@ bool Rendezvous::claim_takeover(int R, const std::string& open, long long slot) 
   // the same takeover gets a value it did not write.
   const std::string claimed = "claimed" + open.substr(4) + " by " + std::to_string(slot);
   if (store_.compare_set(k, open, claimed) != claimed) return false;  // another spare's, or void
-  const auto m = words_of(*v[0]);
+  const auto m = words(*v[0]);
   r.master_addr = m.empty() ? "" : m[0];
   r.master_port = static_cast<int>(stored_int(rkey(R, "master"), *v[0], 1, 1, 65535));
-  const auto me = words_of(self_);
+  const auto me = words(self_);
   r.replaced = std::to_string(r.group_rank) + ":" + me.at(0) + ":" + me.at(1) + ":" + lost[0] + ":" + lost[1];
   // This node is the lost one's from now: messages name it; its slot in
   // round R+1 is no spare's any more.
