@@ -33,26 +33,31 @@ WorkerGroup::~WorkerGroup() {
   if (devnull_ >= 0) ::close(devnull_);
 }
 
-pid_t WorkerGroup::spawn(SpawnSpec spec, int local_rank, bool keeps_stdin) {
-  spec.child_mask = &child_mask_;
+void WorkerGroup::set_stdio(SpawnSpec& spec, bool keeps_stdin) const {
   spec.stdin_fd = keeps_stdin ? -1 : devnull_;
   spec.new_session = keeps_stdin && ::isatty(0);
-  const pid_t pid = spawn_worker(spec);  // > 1 or it threw
+}
+
+void WorkerGroup::track(pid_t pid, int local_rank) {
   workers_.push_back({pid, local_rank, false});
   groups_.push_back(pid);
   ++running_;
+}
+
+pid_t WorkerGroup::spawn(SpawnSpec spec, int local_rank, bool keeps_stdin) {
+  spec.child_mask = &child_mask_;
+  set_stdio(spec, keeps_stdin);
+  const pid_t pid = spawn_worker(spec);  // > 1 or it threw
+  track(pid, local_rank);
   if (watchdog_) watchdog_->add_group(pid);
   return pid;
 }
 
 pid_t WorkerGroup::adopt(Standby& standby, SpawnSpec spec, int local_rank, bool keeps_stdin, std::string& why) {
-  spec.stdin_fd = keeps_stdin ? -1 : devnull_;
-  spec.new_session = keeps_stdin && ::isatty(0);  // Standby::adopt refuses it
+  set_stdio(spec, keeps_stdin);  // a new session: Standby::adopt refuses it
   const pid_t pid = standby.adopt(spec, why);
   if (pid <= 1) return 0;
-  workers_.push_back({pid, local_rank, false});
-  groups_.push_back(pid);
-  ++running_;
+  track(pid, local_rank);  // the watchdog has its group since Standby::start
   return pid;
 }
 

@@ -93,6 +93,10 @@ class WorkerGroup : public Workers {
     bool reaped;
   };
   void prune();
+  // A worker's stdin and session, the same for a spawn and an adoption.
+  void set_stdio(SpawnSpec& spec, bool keeps_stdin) const;
+  // Records a started worker (its pid leads its group).
+  void track(pid_t pid, int local_rank);
 
   sigset_t child_mask_;
   Watchdog* watchdog_;
