@@ -4,6 +4,7 @@
 #include "ddp/common/fd_io.h"
 #include "ddp/common/heartbeat.h"
 #include "ddp/common/standby_protocol.h"
+#include "ddp/common/untrusted_text.h"
 #include "ddp/launcher/process/watchdog.h"
 
 #include <cerrno>
@@ -164,7 +165,7 @@ pid_t Standby::adopt(const SpawnSpec& spec, std::string& why) {
   const ssize_t n = ddp::fd::retry_eintr([&] { return ::recv(sock_, buf, sizeof buf, MSG_DONTWAIT); });
   const std::string reply = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
   if (reply != "ok\n")
-    return failed(reply.rfind("error ", 0) == 0 ? reply.substr(6, reply.size() - 7)
+    return failed(reply.rfind("error ", 0) == 0 ? ddp::visible_text(reply.substr(6, reply.size() - 7))
                                                 : "it ended before it confirmed");
   forget();  // the worker's now: WorkerGroup has its group
   return pid;

@@ -227,11 +227,9 @@ void Attempt::standby_died(const WorkerGroup::Event& e) {
     start_standby();
     return;
   }
-  const int sig = WIFSIGNALED(e.status) ? WTERMSIG(e.status) : 0;
-  const std::string how = sig ? "signal " + std::to_string(sig) + " (" + signal_name(sig) + ")"
-                              : "exit code " + std::to_string(WEXITSTATUS(e.status));
-  log_ << "ddp-launch: the standby process (pid " << e.pid << ") ended before it was needed (" << how
-       << ") a second time; a returning rank starts afresh in this attempt" << std::endl;
+  log_ << "ddp-launch: the standby process (pid " << e.pid << ") ended before it was needed ("
+       << reaped_exit(e, -1, -1, "").status_text() << ") a second time; a returning rank starts afresh in this attempt"
+       << std::endl;
 }
 
 void Attempt::record_recovery(const Recovery& r) {
